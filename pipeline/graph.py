@@ -14,21 +14,23 @@ from pipeline.options import BuildOptions
 from transforms.duplicates import DropDuplicates, SummarizeDuplicates
 from transforms.labels import AnalyzeLabels, AttachLabelIds, ComputeVocabulary
 from transforms.lookup_sizes import LookupSizes
-from transforms.place import MIB, PlaceRows, ShardSpec, assign_split
+from transforms.place import MIB, PlaceRows, ShardSpec, assign_splits
 from transforms.read_manifest import ReadManifest, Source
 from transforms.report import ReportConfig, WriteReport
 from transforms.write_shards import WriterConfig, WriteShards
 
 
-def build_graph(pipeline: beam.Pipeline, options: BuildOptions, sources: list[Source], temp_dir: str):
-    """Adds the whole build to `pipeline`; returns the PCollection holding the metadata dict."""
-    # Only the list of manifest paths is inlined; the rows are read by workers.
+def build_graph(pipeline: beam.Pipeline, options: BuildOptions, sources: list[Source], temp_dir: str,
+                writer_processes: int = 0):
+    """Adds the whole build to `pipeline`; returns the PCollection holding the metadata dict.
+    `writer_processes` > 0 hands shards to that many local writer processes (pipeline/runner.py says when)."""
+    # Only the list of manifest paths is inlined; the rows are read by workers, and travel in RowBatches.
     read_rows, manifest_errors = (
         pipeline
         | "ListSources" >> beam.Create(sources)
         | "ReadManifest" >> ReadManifest(options.manifest_format)
     )
-    rows = read_rows | "AssignSplits" >> beam.Map(assign_split, options.split_ratios, options.seed)
+    rows = read_rows | "AssignSplits" >> beam.Map(assign_splits, options.split_ratios, options.seed)
     sized = rows | "LookupSizes" >> LookupSizes(options.max_image_bytes)
     candidates, stage_errors = sized.rows, [manifest_errors, sized.errors]
     if options.on_duplicate == "drop":
@@ -37,18 +39,23 @@ def build_graph(pipeline: beam.Pipeline, options: BuildOptions, sources: list[So
         stage_errors.append(distinct.errors)
     vocabulary = candidates | "ComputeVocabulary" >> ComputeVocabulary()
     labelled = candidates | "AttachLabelIds" >> AttachLabelIds(vocabulary)
-    transform_written = (labelled.rows, vocabulary) | "AnalyzeLabels" >> AnalyzeLabels(
-        options.output_dir, temp_dir
-    )
     spec = ShardSpec(options.num_shards, int(options.target_shard_mb * MIB))
     shard_groups, plan = labelled.rows | "PlaceRows" >> PlaceRows(options.seed, spec)
     written = shard_groups | "WriteShards" >> WriteShards(
         WriterConfig(options.output_dir, options.name, options.validate, options.compression,
-                     options.max_image_bytes, options.max_pixels)
+                     options.max_image_bytes, options.max_pixels),
+        writer_processes,
+    )
+    transform_written = vocabulary | "AnalyzeLabels" >> AnalyzeLabels(
+        options.output_dir, temp_dir, after=written.shards if writer_processes else None
     )
     errors = (*stage_errors, labelled.errors, written.errors) | "AllErrors" >> beam.Flatten()
-    duplicates = written.digests | "SummarizeDuplicates" >> SummarizeDuplicates()
-    input_rows = (read_rows, manifest_errors) | "AllInputRows" >> beam.Flatten()
+    num_placed = plan | "NumPlacedRows" >> beam.Map(lambda p: sum(s.num_examples for s in p.splits.values()))
+    duplicates = written.digests | "SummarizeDuplicates" >> SummarizeDuplicates(num_placed)
+    input_row_counts = (
+        read_rows | "RowsPerBatch" >> beam.Map(len),
+        manifest_errors | "OnePerManifestError" >> beam.Map(lambda _: 1),
+    ) | "AllInputRows" >> beam.Flatten()
     report = ReportConfig(options.output_dir, options.name, options.seed, options.max_error_fraction,
                           options.recorded(), options.on_duplicate)
     return {
@@ -56,7 +63,7 @@ def build_graph(pipeline: beam.Pipeline, options: BuildOptions, sources: list[So
         "plan": plan,
         "vocabulary": vocabulary,
         "errors": errors,
-        "input_rows": input_rows,
+        "input_row_counts": input_row_counts,
         "duplicates": duplicates,
         "transform_written": transform_written,
     } | "Report" >> WriteReport(report)

@@ -267,7 +267,6 @@ def manifest_order(metadata: dict) -> dict[str, list[tuple[int, int]]] | None:
     when they cannot be read."""
     from pipeline.preflight import resolve_sources
     from transforms.read_manifest import ManifestFormat, ReadSourceFn
-    from transforms.records import ManifestRow
 
     options = metadata.get("options") or {}
     try:
@@ -278,9 +277,10 @@ def manifest_order(metadata: dict) -> dict[str, list[tuple[int, int]]] | None:
         reader = ReadSourceFn(fmt)
         positions: dict[str, list[tuple[int, int]]] = {}
         for source in sources:
-            for row in reader.process(source):
-                if isinstance(row, ManifestRow):
-                    positions.setdefault(row.uri, []).append((row.source_index, row.line))
+            for batch in reader.process(source):
+                if isinstance(batch, list):  # rows; errors come as tagged outputs
+                    for row in batch:
+                        positions.setdefault(row.uri, []).append((row.source_index, row.line))
     except Exception:
         return None
     return positions or None

@@ -45,6 +45,7 @@ class BuildOptions:
     temp_dir: str | None
     on_duplicate: str = "keep"
     allowed_prefixes: tuple[str, ...] = ()
+    writer_processes: int = -1  # local runs only; -1: one per core (see pipeline/runner.py)
 
     @property
     def manifest_format(self) -> ManifestFormat:
@@ -54,7 +55,7 @@ class BuildOptions:
     def recorded(self) -> dict:
         """The options as recorded in metadata.json: what shapes the output, not where it ran."""
         recorded = asdict(self)
-        for key in ("overwrite", "temp_dir", "output_dir"):
+        for key in ("overwrite", "temp_dir", "output_dir", "writer_processes"):
             recorded.pop(key)
         recorded["path_map"] = [list(p) for p in self.path_map]
         recorded["num_shards"] = dict(self.num_shards)
@@ -109,6 +110,9 @@ def add_build_arguments(parser: argparse.ArgumentParser) -> None:
     checks.add_argument("--max_image_bytes", type=int, default=DEFAULT_MAX_IMAGE_BYTES)
     checks.add_argument("--max_pixels", type=int, default=DEFAULT_MAX_PIXELS,
                         help="larger images are rejected as decompression bombs")
+    parser.add_argument("--writer_processes", type=int, default=-1, metavar="N",
+                        help="local runs: processes that write shards (default: one per core; 0: write in the "
+                             "runner's own process). Ignored by remote runners, which spread shards over workers")
     parser.add_argument("--temp_dir", default=None,
                         help="scratch folder for tensorflow-transform (default: --temp_location, or a local "
                              "temporary folder)")
@@ -183,6 +187,7 @@ def build_options_from(args: argparse.Namespace) -> BuildOptions:
         temp_dir=args.temp_dir,
         on_duplicate=args.on_duplicate,
         allowed_prefixes=_parse_prefixes(args.allowed_prefixes),
+        writer_processes=args.writer_processes,
     )
 
 

@@ -107,11 +107,16 @@ def test_file_names_follow_the_tfrecord_convention(built, metadata_of):
     assert (built / "errors.jsonl").read_text() == ""
 
 
-def test_rerun_in_multi_processing_mode_gives_identical_bytes(built, label_sorted_set, shardsmith, tmp_path):
-    out = tmp_path / "mp"
+@pytest.mark.parametrize("how", [
+    ("--direct_running_mode=multi_processing", "--direct_num_workers=2"),  # Beam's workers write the shards
+    ("--writer_processes", "0"),  # the runner's own process writes them
+    ("--writer_processes", "3"),
+])
+def test_rerun_with_other_writers_gives_identical_bytes(built, label_sorted_set, shardsmith, tmp_path, how):
+    """`built` had its shards written by the default local writer processes (one per core)."""
+    out = tmp_path / "rerun"
     result = shardsmith("build", "--manifest", label_sorted_set.manifest, "--output_dir", out, "--name", "pets",
-                        "--num_shards", "train=4,validation=2,test=2",
-                        "--direct_running_mode=multi_processing", "--direct_num_workers=2")
+                        "--num_shards", "train=4,validation=2,test=2", *how)
     assert result.code == 0, result.err
     first = {p.name: p.read_bytes() for p in built.iterdir() if p.is_file() and p.name != "metadata.json"}
     second = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file() and p.name != "metadata.json"}

@@ -69,7 +69,7 @@ def test_killed_run_leaves_no_false_final_file_and_rerun_is_identical(fault, und
 def test_retried_shard_attempts_write_each_record_once(label_sorted_set, tmp_path, monkeypatch):
     """Runs the shard writer DoFn the way a runner retries a bundle: a first attempt that dies half-way,
     then a second attempt, then a duplicate (speculative) attempt; compares with a single clean attempt."""
-    import transforms.write_shards as write_shards
+    import transforms.shard_file as shard_file
     from transforms.place import ShardSpec, group_key, make_plan, order_key, rank_key  # noqa: F401
     from transforms.records import ManifestRow, PlacedRow
     from transforms.write_shards import WriterConfig, WriteShardFn
@@ -79,7 +79,7 @@ def test_retried_shard_attempts_write_each_record_once(label_sorted_set, tmp_pat
         path = str(label_sorted_set.path_of(uri))
         row = ManifestRow("m.csv", 0, line, uri, path, split, label, os.path.getsize(path), 0)
         rows.append(PlacedRow(row, 0, 1, order_key(row, 42)))
-    group = (("train", 0), rows)
+    group = (("train", 0), [rows[:25], rows[25:]])
 
     def run_attempt(out: Path) -> list:
         fn = WriteShardFn(WriterConfig(str(out), "pets"))
@@ -94,7 +94,7 @@ def test_retried_shard_attempts_write_each_record_once(label_sorted_set, tmp_pat
     retried.mkdir()
     run_attempt(clean)
 
-    real_encode = write_shards.encode_image_example
+    real_encode = shard_file.encode_image_example
     calls = {"n": 0}
 
     def failing_encode(*args, **kwargs):
@@ -103,7 +103,7 @@ def test_retried_shard_attempts_write_each_record_once(label_sorted_set, tmp_pat
             raise RuntimeError("worker lost")
         return real_encode(*args, **kwargs)
 
-    monkeypatch.setattr(write_shards, "encode_image_example", failing_encode)
+    monkeypatch.setattr(shard_file, "encode_image_example", failing_encode)
     with pytest.raises(RuntimeError, match="worker lost"):
         run_attempt(retried)
     assert list(retried.iterdir()) == [], "a failed attempt leaves neither a final nor a temporary file"

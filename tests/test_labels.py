@@ -62,11 +62,11 @@ def test_label_ids_in_a_pipeline_and_labels_missing_from_training_become_errors(
     ids = {"ant": 0, "cat": 1, "dog": 2}
     expected_rows = [dataclasses.replace(r, label_id=ids[r.label]) for r in rows if r.label in ids]
     with test_pipeline.TestPipeline(runner=FnApiRunner()) as p:
-        pcoll = p | beam.Create(rows)
-        vocabulary = pcoll | ComputeVocabulary()
-        labelled = pcoll | AttachLabelIds(vocabulary)
+        batches = p | beam.Create([rows[:3], rows[3:]])
+        vocabulary = batches | ComputeVocabulary()
+        labelled = batches | AttachLabelIds(vocabulary)
         assert_that(vocabulary, equal_to([Vocabulary(("ant", "cat", "dog"), "train")]), label="Vocabulary")
-        assert_that(labelled.rows, equal_to(expected_rows), label="Rows")
+        assert_that(labelled.rows | beam.FlatMap(lambda batch: batch), equal_to(expected_rows), label="Rows")
         expected_errors = [(5, "emu", "label"), (6, "fox", "label")]
         assert_that(labelled.errors, _check_errors(expected_errors), label="Errors")
 
@@ -75,10 +75,10 @@ def test_without_training_rows_every_row_gets_an_id():
     rows = [_row(1, "test", "b"), _row(2, "validation", "a"), _row(3, "test", "c"), _row(4, "test", "a")]
     ids = {"a": 0, "b": 1, "c": 2}
     with test_pipeline.TestPipeline(runner=FnApiRunner()) as p:
-        pcoll = p | beam.Create(rows)
-        vocabulary = pcoll | ComputeVocabulary()
-        labelled = pcoll | AttachLabelIds(vocabulary)
+        batches = p | beam.Create([rows])
+        vocabulary = batches | ComputeVocabulary()
+        labelled = batches | AttachLabelIds(vocabulary)
         assert_that(vocabulary, equal_to([Vocabulary(("a", "b", "c"), "all")]), label="Vocabulary")
-        assert_that(labelled.rows, equal_to([dataclasses.replace(r, label_id=ids[r.label]) for r in rows]),
+        assert_that(labelled.rows, equal_to([[dataclasses.replace(r, label_id=ids[r.label]) for r in rows]]),
                     label="Rows")
         assert_that(labelled.errors, equal_to([]), label="Errors")

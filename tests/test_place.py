@@ -16,6 +16,7 @@ from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.testing import test_pipeline
 from apache_beam.testing.util import assert_that
 
+from transforms import place
 from transforms.place import (
     MIB,
     PlaceRows,
@@ -127,12 +128,13 @@ def _dump_to(path: str):
     return dump
 
 
-def _place(rows: list[ManifestRow], seed: int, spec: ShardSpec, out: Path):
-    """Runs PlaceRows; returns ({(split, shard): [PlacedRow...]}, plan)."""
+def _place(rows: list[ManifestRow], seed: int, spec: ShardSpec, out: Path, batch_size: int = 97):
+    """Runs PlaceRows over the rows in batches; returns ({(split, shard): [PlacedRow...]}, plan)."""
     out.mkdir(parents=True, exist_ok=True)
+    batches = [rows[i:i + batch_size] for i in range(0, len(rows), batch_size)]
     with test_pipeline.TestPipeline(runner=FnApiRunner()) as p:
-        shards, plan = p | beam.Create(rows, reshuffle=False) | PlaceRows(seed, spec)
-        listed = shards | beam.MapTuple(lambda key, placed: (key, list(placed)))
+        shards, plan = p | beam.Create(batches, reshuffle=False) | PlaceRows(seed, spec)
+        listed = shards | beam.MapTuple(lambda key, dealt: (key, [p for part in dealt for p in part]))
         assert_that(listed, _dump_to(str(out / "shards.pkl")), label="Shards")
         assert_that(plan, _dump_to(str(out / "plan.pkl")), label="Plan")
     groups = pickle.loads((out / "shards.pkl").read_bytes())
@@ -224,6 +226,23 @@ def test_place_rows_fixed_counts_balanced_stratified_and_order_independent(tmp_p
     other_seed, _ = _place(rows, 12, spec, tmp_path / "c")
     _check_balanced(rows, other_seed, {"train": 7, "validation": 4, "test": 3})
     assert _placement(other_seed) != _placement(groups)
+
+    one_batch, _ = _place(rows, 11, spec, tmp_path / "d", batch_size=len(rows))
+    assert _placement(one_batch) == _placement(groups)
+
+
+def test_rank_groups_split_large_labels_without_changing_placement(tmp_path, monkeypatch):
+    rows = _label_sorted_rows(COUNTS)
+    spec = ShardSpec((("train", 7), ("*", 3)))
+    whole, whole_plan = _place(rows, 3, spec, tmp_path / "whole")
+    assert {key[2] for key in whole_plan.offsets} == {0}
+    # Groups of at most 16 rows: ant/train (420 rows) is ranked in 32 hash buckets, on separate workers.
+    monkeypatch.setattr(place, "MAX_ROWS_PER_RANK_GROUP", 16)
+    assert place.bucket_bits(420) == 5 and place.bucket_bits(16) == 0 and place.bucket_bits(17) == 1
+    split, split_plan = _place(rows, 3, spec, tmp_path / "split")
+    assert len([key for key in split_plan.offsets if key[:2] == ("train", 0)]) == 32
+    assert split_plan.splits == whole_plan.splits
+    assert _placement(split) == _placement(whole)
 
 
 def test_place_rows_shard_count_from_target_bytes(tmp_path):

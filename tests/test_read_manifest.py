@@ -7,6 +7,7 @@ Every data row must leave exactly once: as a ManifestRow, or as an ErrorRow of s
 from __future__ import annotations
 
 import json
+import math
 import os
 import pickle
 from pathlib import Path
@@ -26,7 +27,7 @@ from transforms.read_manifest import (
     resolve_uri,
     source_kind,
 )
-from transforms.records import ErrorRow, ManifestRow
+from transforms.records import ROWS_PER_BATCH, ErrorRow, ManifestRow
 
 DEFAULT = ManifestFormat()
 
@@ -47,8 +48,9 @@ def _read(path: Path, fmt: ManifestFormat = DEFAULT, index: int = 0, kind: str |
             assert isinstance(out.value, ErrorRow)
             errors.append(out.value)
         else:
-            assert isinstance(out, ManifestRow)
-            rows.append(out)
+            assert isinstance(out, list) and 0 < len(out) <= ROWS_PER_BATCH
+            assert all(isinstance(row, ManifestRow) for row in out)
+            rows.extend(out)
     return rows, errors
 
 
@@ -414,7 +416,7 @@ def test_folder_path_with_a_trailing_slash(tmp_path):
     _touch(root, "cat/a.jpg")
     rows, errors = _read(root)
     source = Source(str(root) + "/", 0, "folder")
-    slashed = list(ReadSourceFn(DEFAULT).process(source))
+    [slashed] = list(ReadSourceFn(DEFAULT).process(source))
     assert errors == [] and len(slashed) == 1
     assert slashed[0].resolved_uri == rows[0].resolved_uri == str(root / "cat/a.jpg")
     assert slashed[0].uri == "cat/a.jpg"
@@ -460,8 +462,8 @@ def test_read_manifest_pipeline_over_csv_jsonl_and_folder(tmp_path):
         ManifestRow(str(folder), 2, 1, "cat/5.jpg", str(folder / "cat/5.jpg"), "", "cat"),
     ]
     with test_pipeline.TestPipeline(runner=FnApiRunner()) as p:
-        rows, errors = p | beam.Create(sources) | ReadManifest(DEFAULT)
-        assert_that(rows, equal_to(expected_rows), label="Rows")
+        batches, errors = p | beam.Create(sources) | ReadManifest(DEFAULT)
+        assert_that(batches | beam.FlatMap(lambda batch: batch), equal_to(expected_rows), label="Rows")
         assert_that(errors, _dump_to(str(tmp_path / "errors.pkl")), label="Errors")
     errors = sorted(pickle.loads((tmp_path / "errors.pkl").read_bytes()), key=ErrorRow.sort_key)
     assert [(Path(e.source).name, e.line, e.stage, e.reason) for e in errors] == [
@@ -481,7 +483,10 @@ def test_read_manifest_pipeline_every_row_exactly_once_at_scale(tmp_path):
     path = _write(tmp_path / "big.csv", "\n".join(lines) + "\n")
     num_errors = sum(1 for i in range(3000) if i % 97 == 0)
 
-    def check_rows(actual):
+    def check_rows(batches):
+        assert all(0 < len(batch) <= ROWS_PER_BATCH for batch in batches)
+        assert len(batches) == math.ceil((3000 - num_errors) / ROWS_PER_BATCH)
+        actual = [row for batch in batches for row in batch]
         lines_seen = sorted(r.line for r in actual)
         assert len(lines_seen) == 3000 - num_errors
         assert len(set(lines_seen)) == len(lines_seen)

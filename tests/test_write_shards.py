@@ -8,6 +8,8 @@ import hashlib
 import io
 import pickle
 import random
+import subprocess
+import sys
 from pathlib import Path
 
 import apache_beam as beam
@@ -142,7 +144,7 @@ def test_write_shards_pipeline(tmp_path, tf, compression):
     with test_pipeline.TestPipeline(runner=FnApiRunner()) as p:
         written = (
             p
-            | beam.Create([(("train", 0), shard0), (("train", 1), shard1)])
+            | beam.Create([(("train", 0), [shard0[:2], shard0[2:]]), (("train", 1), [shard1])])
             | WriteShards(config)
         )
         assert_that(written.shards, _dump_to(str(tmp_path / "shards.pkl")), label="Shards")
@@ -166,7 +168,9 @@ def test_write_shards_pipeline(tmp_path, tf, compression):
     assert "truncated or corrupt" in errors[0].reason
     assert errors[1].reason == "file cannot be read" and "FileNotFoundError" in errors[1].detail
 
-    digests = sorted(_load(tmp_path / "digests.pkl"), key=lambda d: d.line)
+    digest_lists = _load(tmp_path / "digests.pkl")
+    assert len(digest_lists) == 2  # one list per shard
+    digests = sorted((d for digests in digest_lists for d in digests), key=lambda d: d.line)
     expected_digests = [
         ImageDigest(hashlib.sha256(files[name]).hexdigest(), "train", f"img/{name}", 0, line)
         for name, line in [("a.jpg", 2), ("b.png", 3), ("c.png", 6), ("d.jpg", 7), ("e.jpg", 8)]
@@ -209,7 +213,33 @@ def test_rewriting_a_shard_gives_identical_bytes(tmp_path):
         out_dir = tmp_path / f"out{attempt}"
         out_dir.mkdir()
         with test_pipeline.TestPipeline(runner=FnApiRunner()) as p:
-            _ = p | beam.Create([(("test", 0), rows)]) | WriteShards(WriterConfig(str(out_dir), "x"))
+            _ = p | beam.Create([(("test", 0), [rows])]) | WriteShards(WriterConfig(str(out_dir), "x"))
         contents.append((out_dir / "x-test.tfrecord-00000-of-00002").read_bytes())
     assert contents[0] == contents[1]
     assert len(contents[0]) > 5 * len(data)
+
+
+def test_the_shard_writer_processes_import_neither_beam_nor_tensorflow():
+    """Each local writer process costs tens of MB because of this; importing either would cost 0.2-0.7 GB."""
+    probe = ("import sys, transforms.shard_worker, transforms.shard_file; "
+             "print(sorted(m for m in ('apache_beam', 'tensorflow') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,
+                          cwd=Path(__file__).resolve().parents[1])
+    assert done.stdout.strip() == "[]"
+
+
+def test_a_writer_process_that_dies_fails_its_shard_with_a_clear_error(tmp_path):
+    from transforms.shard_worker import ShardWriterDied, ShardWriterPool
+
+    data = _image_bytes("jpeg", 11)
+    rows = [_placed(tmp_path, f"{i}.jpg", data, "cat", i, 0, i) for i in range(3)]
+    pool = ShardWriterPool(1)
+    try:
+        outcome = pool.submit(WriterConfig(str(tmp_path), "ok"), "train", 0, [rows]).result()
+        assert outcome.result.num_examples == 3 and not outcome.errors
+        pool._workers[0].kill()
+        with pytest.raises(ShardWriterDied, match="shard writer process died"):
+            pool.submit(WriterConfig(str(tmp_path), "lost"), "train", 0, [rows]).result()
+    finally:
+        pool.close()
+    assert not list(tmp_path.glob("lost-*"))

@@ -7,8 +7,9 @@ the job. `drop` hashes every image before placement (a second read of each file)
 hash: the one in the earliest split (train, validation, test), then the first in the inputs; the others
 become error rows that name the kept copy.
 
-Memory: only hashes and row identities go through the GroupByKey; the summary keeps counts and at most
-MAX_REPORTED_GROUPS groups (those with the smallest hashes, so the report is deterministic).
+Memory: only hashes and row identities go through the GroupByKey, in groups of hash ranges sized to hold
+about MAX_DIGESTS_PER_GROUP each; the summary keeps counts and at most MAX_REPORTED_GROUPS groups (those with
+the smallest hashes, so the report is deterministic).
 """
 
 from __future__ import annotations
@@ -17,15 +18,17 @@ import hashlib
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import apache_beam as beam
 
-from transforms.load_images import ThreadPoolDoFn, read_bytes
-from transforms.records import ErrorRow, ImageDigest, ManifestRow
+from transforms.load_images import read_bytes
+from transforms.records import ROWS_PER_BATCH, ErrorRow, ImageDigest, ManifestRow, RowBatch
+from transforms.thread_pool import ThreadPoolDoFn
 
 ON_DUPLICATE_MODES = ("keep", "drop", "error")
 MAX_REPORTED_GROUPS = 20
-HASH_BATCH_SIZE = 64
+MAX_DIGESTS_PER_GROUP = 1 << 18
 MAX_HASHES_IN_FLIGHT = 16
 ERRORS = "errors"
 STAGE = "duplicate"
@@ -83,28 +86,54 @@ class SummarizeFn(beam.CombineFn):
         return summary
 
 
-def _copies(keyed: tuple[str, Iterable[ImageDigest]]) -> Iterator[list[ImageDigest]]:
-    _, digests = keyed
-    group = sorted(digests, key=ImageDigest.keep_order)
-    if len(group) > 1:
-        yield group
+def hash_range_bits(num_digests: int) -> int:
+    """How many leading bits of the SHA-256 split `num_digests` hashes into groups of about
+    MAX_DIGESTS_PER_GROUP."""
+    return max(0, (num_digests - 1) // MAX_DIGESTS_PER_GROUP).bit_length()
+
+
+def key_by_hash_range(digests: list[ImageDigest], total: int) -> Iterator[tuple[int, list[ImageDigest]]]:
+    """A list of digests -> (hash range, [digests in it]) for each range present. Identical images share a
+    hash, hence a range, whichever shard wrote them."""
+    bits = hash_range_bits(total)
+    ranges: dict[int, list[ImageDigest]] = {}
+    for digest in digests:
+        key = int(digest.sha256[:16], 16) >> (64 - bits) if bits else 0
+        ranges.setdefault(key, []).append(digest)
+    yield from ranges.items()
+
+
+def _copies(keyed: tuple[int, Iterable[list[ImageDigest]]]) -> Iterator[list[ImageDigest]]:
+    _, lists = keyed
+    by_hash: dict[str, list[ImageDigest]] = {}
+    for digests in lists:
+        for digest in digests:
+            by_hash.setdefault(digest.sha256, []).append(digest)
+    for copies in by_hash.values():
+        if len(copies) > 1:
+            yield sorted(copies, key=ImageDigest.keep_order)
 
 
 class SummarizeDuplicates(beam.PTransform):
-    """ImageDigests -> a one-element PCollection holding the DuplicateSummary."""
+    """Lists of ImageDigests (one per shard) -> a one-element PCollection holding the DuplicateSummary.
+    `num_digests` is a one-element PCollection with (an upper bound of) the number of digests."""
 
-    def expand(self, digests):
+    def __init__(self, num_digests):
+        super().__init__()
+        self._num_digests = num_digests
+
+    def expand(self, digest_lists):
         return (
-            digests
-            | "KeyBySha256" >> beam.Map(lambda d: (d.sha256, d))
-            | "GroupCopies" >> beam.GroupByKey()
+            digest_lists
+            | "KeyByHashRange" >> beam.FlatMap(key_by_hash_range, beam.pvalue.AsSingleton(self._num_digests))
+            | "GroupHashRanges" >> beam.GroupByKey()
             | "OnlyDuplicated" >> beam.FlatMap(_copies)
             | "Summarize" >> beam.CombineGlobally(SummarizeFn())
         )
 
 
 class HashRowsFn(ThreadPoolDoFn):
-    """Batches of rows -> (sha256, row). A file that cannot be read passes with an empty hash: the shard
+    """RowBatch -> (sha256, row) per row. A file that cannot be read passes with an empty hash: the shard
     writer reads it again and reports why it failed."""
 
     pool_size = MAX_HASHES_IN_FLIGHT
@@ -115,11 +144,11 @@ class HashRowsFn(ThreadPoolDoFn):
 
     def _hash(self, row: ManifestRow) -> str:
         try:
-            return hashlib.sha256(read_bytes(row.resolved_uri, self._max_image_bytes)).hexdigest()
+            return hashlib.sha256(read_bytes(row.resolved_uri, self._max_image_bytes, row.size)).hexdigest()
         except Exception:
             return ""
 
-    def process(self, batch: list[ManifestRow]) -> Iterator:
+    def process(self, batch: RowBatch) -> Iterator:
         yield from zip(self._pool.map(self._hash, batch), batch, strict=True)
 
 
@@ -144,17 +173,27 @@ def _keep_first(keyed: tuple[str, Iterable[ManifestRow]]) -> Iterator:
 
 
 class DropDuplicates(beam.PTransform):
-    """Rows -> rows with one copy per distinct image, and error rows for the others (tagged `errors`)."""
+    """RowBatches -> RowBatches with one copy per distinct image, and error rows for the others (tagged
+    `errors`). Rows go through the GroupByKey one by one here: this mode reads every image twice anyway."""
 
     def __init__(self, max_image_bytes: int):
         super().__init__()
         self._max_image_bytes = max_image_bytes
 
-    def expand(self, rows):
-        return (
-            rows
-            | "BatchForHashing" >> beam.BatchElements(min_batch_size=HASH_BATCH_SIZE, max_batch_size=HASH_BATCH_SIZE)
+    def expand(self, batches):
+        kept = (
+            batches
             | "HashImages" >> beam.ParDo(HashRowsFn(self._max_image_bytes))
             | "GroupBySha256" >> beam.GroupByKey()
             | "KeepFirstCopy" >> beam.FlatMap(_keep_first).with_outputs(ERRORS, main="rows")
         )
+        rows = kept.rows | "Rebatch" >> beam.BatchElements(min_batch_size=ROWS_PER_BATCH,
+                                                           max_batch_size=ROWS_PER_BATCH)
+        return DistinctRows(rows, kept[ERRORS])
+
+
+class DistinctRows(NamedTuple):
+    """DropDuplicates' outputs: RowBatches, and ErrorRows for the dropped copies."""
+
+    rows: beam.PCollection
+    errors: beam.PCollection

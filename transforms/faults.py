@@ -12,6 +12,8 @@ import os
 import signal
 
 FAULT_ENV = "SHARDSMITH_FAULT"
+# Set by the shard writer pool in its workers: the process to kill first, so a fault takes the whole build down.
+FAULT_ALSO_KILL_ENV = "SHARDSMITH_FAULT_ALSO_KILL"
 _counts: dict[str, int] = {}
 
 
@@ -30,4 +32,7 @@ def reached(point: str) -> None:
         return
     _counts[point] = _counts.get(point, 0) + 1
     if _counts[point] >= configured[1]:
+        also = os.environ.get(FAULT_ALSO_KILL_ENV)
+        if also:
+            os.kill(int(also), signal.SIGKILL)
         os.kill(os.getpid(), signal.SIGKILL)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import apache_beam as beam
 
-from transforms.records import ErrorRow, ManifestRow
+from transforms.records import ErrorRow, ManifestRow, RowBatch
 
 ERRORS = "errors"
 STAGE = "label"
@@ -42,12 +42,12 @@ def vocabulary_from(pairs: Iterable[tuple[bool, str]]) -> Vocabulary:
 
 
 class ComputeVocabulary(beam.PTransform):
-    """ManifestRows -> a one-element PCollection holding the Vocabulary. Memory: distinct labels only."""
+    """RowBatches -> a one-element PCollection holding the Vocabulary. Memory: distinct labels only."""
 
-    def expand(self, rows):
+    def expand(self, batches):
         return (
-            rows
-            | "TrainFlagAndLabel" >> beam.Map(lambda r: (r.split == "train", r.label))
+            batches
+            | "TrainFlagAndLabel" >> beam.FlatMap(lambda batch: {(r.split == "train", r.label) for r in batch})
             | "DistinctLabels" >> beam.Distinct()
             | "CollectLabels" >> beam.combiners.ToList()
             | "SortLabels" >> beam.Map(vocabulary_from)
@@ -55,17 +55,23 @@ class ComputeVocabulary(beam.PTransform):
 
 
 class AttachLabelIdFn(beam.DoFn):
-    def process(self, row: ManifestRow, vocabulary: Vocabulary) -> Iterator:
+    """RowBatch -> the rows whose label is known, with `label_id` set (one RowBatch); ErrorRows tagged `errors`."""
+
+    def process(self, batch: RowBatch, vocabulary: Vocabulary) -> Iterator:
         ids = self._ids(vocabulary)
-        label_id = ids.get(row.label)
-        if label_id is None:
-            yield beam.pvalue.TaggedOutput(
-                ERRORS,
-                ErrorRow.for_row(row, STAGE, f"label {row.label!r} does not appear in the training split",
-                                 "label ids come from the training split; add training examples of it"),
-            )
-        else:
-            yield dataclasses.replace(row, label_id=label_id)
+        labelled: RowBatch = []
+        for row in batch:
+            label_id = ids.get(row.label)
+            if label_id is None:
+                yield beam.pvalue.TaggedOutput(
+                    ERRORS,
+                    ErrorRow.for_row(row, STAGE, f"label {row.label!r} does not appear in the training split",
+                                     "label ids come from the training split; add training examples of it"),
+                )
+            else:
+                labelled.append(dataclasses.replace(row, label_id=label_id))
+        if labelled:
+            yield labelled
 
     def _ids(self, vocabulary: Vocabulary) -> dict[str, int]:
         # The side input is the same object for a whole bundle; build the dict once per vocabulary.
@@ -76,7 +82,7 @@ class AttachLabelIdFn(beam.DoFn):
 
 
 class AttachLabelIds(beam.PTransform):
-    """ManifestRows -> rows with `label_id` set; rows whose label is not in the vocabulary leave as errors."""
+    """RowBatches -> batches with `label_id` set; rows whose label is not in the vocabulary leave as errors."""
 
     def __init__(self, vocabulary):
         super().__init__()
@@ -88,64 +94,75 @@ class AttachLabelIds(beam.PTransform):
         ).with_outputs(ERRORS, main="rows")
 
 
-def _rank_weighted_instance(row: ManifestRow, vocabulary: Vocabulary, label_counts: dict[str, int]) -> dict:
-    # tft.vocabulary orders tokens by descending total weight. Weighting each row by (N - id) / count makes
-    # label id k total exactly N - k, so tft's order is our alphabetical order, whatever the label frequencies.
+def rank_weighted_instances(vocabulary: Vocabulary) -> Iterator[dict]:
+    """One tft instance per label. tft.vocabulary orders tokens by descending total weight; weighting label id
+    k by N - k makes tft's order our alphabetical order, whatever the label frequencies."""
     num_labels = len(vocabulary.labels)
-    return {"label": row.label, "rank_weight": (num_labels - row.label_id) / label_counts[row.label]}
+    for label_id, label in enumerate(vocabulary.labels):
+        yield {"label": label, "rank_weight": float(num_labels - label_id)}
+
+
+def write_transform_fn(vocabulary: Vocabulary, output_dir: str, temp_dir: str) -> str:
+    """Runs tensorflow-transform over the vocabulary, in a small local Beam pipeline of its own (one instance
+    per label), and writes transform_fn/ and transformed_metadata/ into `output_dir`. Returns `output_dir`.
+
+    TensorFlow is imported here and nowhere else in the build (0.7 GB and seconds of start-up per process).
+    Rewriting gives the same vocabulary file; a retried attempt overwrites a partial one."""
+    import tensorflow as tf
+    import tensorflow_transform as tft
+    import tensorflow_transform.beam as tft_beam
+    from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+    from tensorflow_transform.tf_metadata import dataset_metadata, schema_utils
+
+    raw_metadata = dataset_metadata.DatasetMetadata(
+        schema_utils.schema_from_feature_spec(
+            {
+                "label": tf.io.FixedLenFeature([], tf.string),
+                "rank_weight": tf.io.FixedLenFeature([], tf.float32),
+            }
+        )
+    )
+
+    def preprocessing_fn(inputs):
+        return {
+            "label_id": tft.compute_and_apply_vocabulary(
+                inputs["label"],
+                weights=inputs["rank_weight"],
+                default_value=-1,
+                vocab_filename=TRANSFORM_VOCAB_NAME,
+            )
+        }
+
+    with beam.Pipeline(runner=FnApiRunner()) as pipeline, tft_beam.Context(
+        temp_dir=temp_dir, force_tf_compat_v1=False
+    ):
+        instances = pipeline | "Labels" >> beam.Create(list(rank_weighted_instances(vocabulary)), reshuffle=False)
+        transform_fn = (instances, raw_metadata) | "AnalyzeDataset" >> tft_beam.AnalyzeDataset(preprocessing_fn)
+        _ = transform_fn | "WriteTransformFn" >> tft_beam.WriteTransformFn(output_dir)
+    return output_dir
 
 
 class AnalyzeLabels(beam.PTransform):
-    """Runs tensorflow-transform over the labelled training rows and writes transform_fn/ and
-    transformed_metadata/ into `output_dir`. Its `label_id` output equals the ids in the records.
+    """The one-element vocabulary -> transform_fn/ and transformed_metadata/ written into `output_dir` (a
+    one-element PCollection of `output_dir` once done). Its `label_id` output equals the ids in the records.
+    tft sees one instance per label (not per row): the vocabulary is all it derives, and its cost then does
+    not grow with the dataset.
 
-    `temp_dir` receives tft's scratch files and must lie outside the published output folder.
+    `after`, when given, is a PCollection this step waits for. The local build passes the written shards: the
+    TensorFlow import it started in the background at launch then overlaps the writing (whose work runs in
+    writer processes) instead of delaying it. `temp_dir` receives tft's scratch files and must lie outside
+    the published output folder.
     """
 
-    def __init__(self, output_dir: str, temp_dir: str):
+    def __init__(self, output_dir: str, temp_dir: str, after=None):
         super().__init__()
         self._output_dir = output_dir
         self._temp_dir = temp_dir
+        self._after = after
 
-    def expand(self, labelled_rows_and_vocab):
-        import tensorflow as tf
-        import tensorflow_transform as tft
-        import tensorflow_transform.beam as tft_beam
-        from tensorflow_transform.tf_metadata import dataset_metadata, schema_utils
-
-        rows, vocabulary = labelled_rows_and_vocab
-        vocab_side = beam.pvalue.AsSingleton(vocabulary)
-        analyzed = rows | "RowsTheVocabCameFrom" >> beam.Filter(lambda r, vocab: vocab.analyzes(r), vocab_side)
-        counts = (
-            analyzed
-            | "LabelOf" >> beam.Map(lambda r: r.label)
-            | "CountPerLabel" >> beam.combiners.Count.PerElement()
+    def expand(self, vocabulary):
+        waits = [beam.pvalue.AsList(self._after)] if self._after is not None else []
+        return vocabulary | "WriteTransformFn" >> beam.Map(
+            lambda vocab, output_dir, temp_dir, *_: write_transform_fn(vocab, output_dir, temp_dir),
+            self._output_dir, self._temp_dir, *waits,
         )
-        instances = analyzed | "ToInstances" >> beam.Map(
-            _rank_weighted_instance, vocab_side, beam.pvalue.AsDict(counts)
-        )
-        raw_metadata = dataset_metadata.DatasetMetadata(
-            schema_utils.schema_from_feature_spec(
-                {
-                    "label": tf.io.FixedLenFeature([], tf.string),
-                    "rank_weight": tf.io.FixedLenFeature([], tf.float32),
-                }
-            )
-        )
-
-        def preprocessing_fn(inputs):
-            return {
-                "label_id": tft.compute_and_apply_vocabulary(
-                    inputs["label"],
-                    weights=inputs["rank_weight"],
-                    default_value=-1,
-                    vocab_filename=TRANSFORM_VOCAB_NAME,
-                )
-            }
-
-        with tft_beam.Context(temp_dir=self._temp_dir, force_tf_compat_v1=False):
-            transform_fn = (instances, raw_metadata) | "AnalyzeDataset" >> tft_beam.AnalyzeDataset(
-                preprocessing_fn
-            )
-            return transform_fn | "WriteTransformFn" >> tft_beam.WriteTransformFn(self._output_dir)
-

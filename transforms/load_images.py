@@ -8,8 +8,9 @@ RGBA; a 16-bit grey+alpha PNG has 2 channels where Pillow says RGBA; a 32-bit BM
 says RGB), and a GIF's size is its largest frame, not the logical screen Pillow reports: the rules below were
 measured with TensorFlow 2.21 and are checked by tests/test_load_images.py.
 
-Reads run in a thread pool with at most `max_in_flight` images held at once, and results come back in
-input order, so memory is bounded by that window and not by the shard or the dataset.
+Reads may run in a thread pool with at most `max_in_flight` images held at once, and results come back in
+input order, so memory is bounded by that window and not by the shard or the dataset. This module does not
+import Beam or TensorFlow: the shard writer processes import it.
 """
 
 from __future__ import annotations
@@ -22,13 +23,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TypeVar
 
-import apache_beam as beam
-from apache_beam.io.filesystem import CompressionTypes
-from apache_beam.io.filesystems import FileSystems
-
 VALIDATE_MODES = ("header", "decode")
 # Pillow's own default limit; larger images are error rows (decompression bombs), never an out-of-memory.
 DEFAULT_MAX_PIXELS = 89_478_485
+# Reads of a file whose size is not known beforehand go this many bytes at a time.
+READ_CHUNK_BYTES = 1 << 20
 
 # (Pillow format, Pillow mode) -> channels from tf.io.decode_image; GIF, PNG and BMP are handled apart.
 _CHANNELS = {
@@ -185,13 +184,32 @@ def _one_line(error: Exception) -> str:
     return f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"[:300]
 
 
-def read_bytes(uri: str, max_bytes: int) -> bytes:
-    """All bytes of one file, through Beam's FileSystems (local paths and gs://). Never decompresses."""
-    with FileSystems.open(uri, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-        data = f.read(max_bytes + 1)
-    if len(data) > max_bytes:
+def read_bytes(uri: str, max_bytes: int, expected_size: int = -1) -> bytes:
+    """All bytes of one file: local paths with plain file I/O, anything else (gs://) through Beam's
+    FileSystems, imported only then. Never decompresses.
+
+    `expected_size` (from the size lookup) sizes the first read: asking for max_bytes at once would make
+    Python allocate a buffer of max_bytes (64 MiB by default) for every image, which costs more than the read."""
+    first = expected_size + 1 if 0 <= expected_size < max_bytes else READ_CHUNK_BYTES
+    with _open_for_reading(uri) as f:
+        chunks = [f.read(min(first, max_bytes + 1))]
+        total = len(chunks[0])
+        while chunks[-1] and total <= max_bytes:
+            chunks.append(f.read(min(READ_CHUNK_BYTES, max_bytes + 1 - total)))
+            total += len(chunks[-1])
+    if total > max_bytes:
         raise ImageRejected("file is larger than --max_image_bytes", f"more than {max_bytes} bytes")
-    return data
+    chunks = [chunk for chunk in chunks if chunk]
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+def _open_for_reading(uri: str):
+    if "://" not in uri:
+        return open(uri, "rb")  # noqa: SIM115 (closed by the caller's with-block)
+    from apache_beam.io.filesystem import CompressionTypes
+    from apache_beam.io.filesystems import FileSystems
+
+    return FileSystems.open(uri, compression_type=CompressionTypes.UNCOMPRESSED)
 
 
 T = TypeVar("T")
@@ -210,20 +228,3 @@ def ordered_bounded_map(
         window.append(pool.submit(fn, item))
     while window:
         yield window.popleft().result()
-
-
-class ThreadPoolDoFn(beam.DoFn):
-    """A DoFn that overlaps I/O latency with a thread pool of `pool_size` threads, one pool per DoFn instance,
-    created in setup() (never pickled) and shut down in teardown()."""
-
-    pool_size = 16
-
-    def __init__(self):
-        self._pool: ThreadPoolExecutor | None = None
-
-    def setup(self):
-        self._pool = ThreadPoolExecutor(self.pool_size)
-
-    def teardown(self):
-        if self._pool is not None:
-            self._pool.shutdown(wait=False)

@@ -13,14 +13,13 @@ from collections.abc import Iterator
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from transforms.load_images import ThreadPoolDoFn
 from transforms.read_manifest import is_remote
-from transforms.records import ErrorRow, ManifestRow
+from transforms.records import ErrorRow, ManifestRow, RowBatch
+from transforms.thread_pool import ThreadPoolDoFn
 
 ERRORS = "errors"
 STAGE = "lookup"
 MAX_LOOKUPS_IN_FLIGHT = 32
-LOOKUP_BATCH_SIZE = 256
 
 
 def file_size(uri: str) -> int | None:
@@ -32,20 +31,29 @@ def file_size(uri: str) -> int | None:
 
 
 class LookupSizesFn(ThreadPoolDoFn):
+    """RowBatch -> the batch's usable rows with `size` set (one RowBatch), and ErrorRows tagged `errors`."""
+
     pool_size = MAX_LOOKUPS_IN_FLIGHT
 
     def __init__(self, max_image_bytes: int):
         super().__init__()
         self._max_image_bytes = max_image_bytes
 
-    def process(self, batch: list[ManifestRow]) -> Iterator:
+    def process(self, batch: RowBatch) -> Iterator:
         uris = [row.resolved_uri for row in batch]
         if any(is_remote(u) for u in uris):
             sizes = list(self._pool.map(file_size, uris))
         else:
             sizes = [file_size(u) for u in uris]
+        sized: RowBatch = []
         for row, size in zip(batch, sizes, strict=True):
-            yield self._judge(row, size)
+            judged = self._judge(row, size)
+            if isinstance(judged, ManifestRow):
+                sized.append(judged)
+            else:
+                yield judged
+        if sized:
+            yield sized
 
     def _judge(self, row: ManifestRow, size: int | None):
         if size is None:
@@ -69,11 +77,7 @@ class LookupSizes(beam.PTransform):
         super().__init__()
         self._max_image_bytes = max_image_bytes
 
-    def expand(self, rows):
-        return (
-            rows
-            | "BatchForLookup" >> beam.BatchElements(
-                min_batch_size=LOOKUP_BATCH_SIZE, max_batch_size=LOOKUP_BATCH_SIZE
-            )
-            | "LookupSizes" >> beam.ParDo(LookupSizesFn(self._max_image_bytes)).with_outputs(ERRORS, main="rows")
+    def expand(self, batches):
+        return batches | "LookupSizes" >> beam.ParDo(LookupSizesFn(self._max_image_bytes)).with_outputs(
+            ERRORS, main="rows"
         )

@@ -7,8 +7,10 @@ Guarantees (per split, over the rows that reach this stage):
 - the order inside a shard is pseudo-random (sorted by a keyed hash), so no label runs longer than chance;
 - everything depends only on the rows and `--seed`: a keyed BLAKE2b hash of the URI as written, with ties
   broken by (source index, line). Never Python's hash(), an unseeded RNG or arrival order.
-Memory: rows are ranked in groups of (split, label, hash bucket); no worker ever holds more than one bucket's
-rows (about 1/RANK_BUCKETS of a label) and one shard's rows, and never image bytes.
+Memory: rows are ranked in groups of (split, label, hash bucket), with as many buckets per label as keep a
+group near MAX_ROWS_PER_RANK_GROUP rows; no worker holds more than one group's rows and one shard's rows, and
+never image bytes. Rows travel in batches, so Beam's per-element cost is paid per (batch, group) and per
+(group, shard), not per row.
 """
 
 from __future__ import annotations
@@ -21,11 +23,10 @@ from dataclasses import dataclass
 
 import apache_beam as beam
 
-from transforms.records import SPLITS, ManifestRow, PlacedRow
+from transforms.records import SPLITS, ManifestRow, PlacedRow, RowBatch
 
-# Rows of one (split, label) are ranked in this many groups, bounding what one worker holds while ranking.
-RANK_BUCKET_BITS = 6
-RANK_BUCKETS = 1 << RANK_BUCKET_BITS
+# Bounds the rows one worker holds while ranking: a (split, label) with more rows is ranked in 2^k hash buckets.
+MAX_ROWS_PER_RANK_GROUP = 1 << 16
 MIB = 1 << 20
 
 
@@ -36,6 +37,10 @@ def keyed_hash(seed: int, purpose: bytes, *parts: str) -> int:
         digest.update(part.encode("utf-8", "surrogatepass"))
         digest.update(b"\0")
     return int.from_bytes(digest.digest(), "big")
+
+
+def assign_splits(batch: RowBatch, ratios: tuple[float, float, float], seed: int) -> RowBatch:
+    return [assign_split(row, ratios, seed) for row in batch]
 
 
 def assign_split(row: ManifestRow, ratios: tuple[float, float, float], seed: int) -> ManifestRow:
@@ -62,8 +67,17 @@ def order_key(row: ManifestRow, seed: int) -> tuple[int, int, int]:
     return (keyed_hash(seed, b"order", row.split, row.uri), row.source_index, row.line)
 
 
-def group_key(row: ManifestRow, seed: int) -> tuple[str, int, int]:
-    return (row.split, row.label_id, rank_key(row, seed)[0] >> (64 - RANK_BUCKET_BITS))
+def bucket_bits(num_rows: int) -> int:
+    """How many top bits of the rank hash split a (split, label) of `num_rows` rows into rank groups: enough
+    that 2^bits groups average at most MAX_ROWS_PER_RANK_GROUP rows."""
+    return max(0, (num_rows - 1) // MAX_ROWS_PER_RANK_GROUP).bit_length()
+
+
+def group_key(row: ManifestRow, seed: int, bits: int = 0) -> tuple[str, int, int]:
+    """(split, label id, bucket): buckets are ranges of the rank hash, in hash order, so ranking each bucket
+    and concatenating them in bucket order ranks the whole label: placement does not depend on `bits`."""
+    bucket = rank_key(row, seed)[0] >> (64 - bits) if bits else 0
+    return (row.split, row.label_id, bucket)
 
 
 @dataclass(frozen=True)
@@ -118,38 +132,68 @@ class DealRowsFn(beam.DoFn):
     """Ranks one (split, label, bucket) group by keyed hash and deals it round-robin over the split's shards.
 
     Dealing index g = offset(group) + rank; shard = g mod num_shards. A contiguous run of indices dealt
-    round-robin gives every shard the floor or ceiling of the run's length over the shard count."""
+    round-robin gives every shard the floor or ceiling of the run's length over the shard count.
+    Emits one ((split, shard), [PlacedRow, ...]) per shard that receives rows of this group."""
 
     def __init__(self, seed: int):
         self._seed = seed
 
-    def process(self, keyed_rows, plan: ShardPlan) -> Iterator:
-        key, rows = keyed_rows
+    def process(self, keyed_batches, plan: ShardPlan) -> Iterator:
+        key, batches = keyed_batches
         split = key[0]
         num_shards = plan.splits[split].num_shards
         first = plan.offsets[key]
-        ranked = sorted(rows, key=lambda r: rank_key(r, self._seed))
+        ranked = sorted((row for batch in batches for row in batch), key=lambda r: rank_key(r, self._seed))
+        dealt: dict[int, list[PlacedRow]] = {}
         for rank, row in enumerate(ranked):
             shard = (first + rank) % num_shards
-            yield (split, shard), PlacedRow(row, shard, num_shards, order_key(row, self._seed))
+            dealt.setdefault(shard, []).append(PlacedRow(row, shard, num_shards, order_key(row, self._seed)))
+        for shard, placed in sorted(dealt.items()):
+            yield (split, shard), placed
+
+
+class KeyByRankGroupFn(beam.DoFn):
+    """RowBatch -> ((split, label id, bucket), [rows of the batch in that group]) for each group present."""
+
+    def __init__(self, seed: int):
+        self._seed = seed
+
+    def process(self, batch: RowBatch, label_bits: dict[tuple[str, int], int]) -> Iterator:
+        groups: dict[tuple[str, int, int], RowBatch] = {}
+        for row in batch:
+            bits = label_bits[(row.split, row.label_id)]
+            groups.setdefault(group_key(row, self._seed, bits), []).append(row)
+        yield from groups.items()
+
+
+def label_bucket_bits(label_counts: Iterable[tuple[tuple[str, int], int]]) -> dict[tuple[str, int], int]:
+    return {key: bucket_bits(count) for key, count in label_counts}
 
 
 class PlaceRows(beam.PTransform):
-    """Labelled, sized rows -> ((split, shard), iterable of PlacedRow) groups, and the one-element plan.
+    """Labelled, sized RowBatches -> ((split, shard), iterable of [PlacedRow, ...]) groups, and the
+    one-element plan.
 
-    Only manifest rows go through the two GroupByKeys here; image bytes do not exist yet."""
+    Only manifest rows go through the GroupByKeys here; image bytes do not exist yet."""
 
     def __init__(self, seed: int, spec: ShardSpec):
         super().__init__()
         self._seed = seed
         self._spec = spec
 
-    def expand(self, rows):
+    def expand(self, batches):
         seed, spec = self._seed, self._spec
-        keyed = rows | "KeyByRankGroup" >> beam.Map(lambda r: (group_key(r, seed), r))
+        label_bits = (
+            batches
+            | "CountPerLabel" >> beam.FlatMap(_count_per_label)
+            | "SumPerLabel" >> beam.CombinePerKey(sum)
+            | "CollectLabelCounts" >> beam.combiners.ToList()
+            | "BucketBitsPerLabel" >> beam.Map(label_bucket_bits)
+        )
+        keyed = batches | "KeyByRankGroup" >> beam.ParDo(KeyByRankGroupFn(seed), beam.pvalue.AsSingleton(label_bits))
         plan = (
             keyed
-            | "CountAndSize" >> beam.Map(lambda kv: (kv[0], (1, max(kv[1].size, 0))))
+            | "CountAndSize" >> beam.Map(lambda kv: (kv[0], (len(kv[1]), sum(max(r.size, 0) for r in kv[1]))))
             | "SumPerGroup" >> beam.CombinePerKey(_sum_pairs)
             | "CollectGroups" >> beam.combiners.ToList()
             | "MakePlan" >> beam.Map(make_plan, spec)
@@ -161,6 +205,14 @@ class PlaceRows(beam.PTransform):
             | "GroupByShard" >> beam.GroupByKey()
         )
         return shards, plan
+
+
+def _count_per_label(batch: RowBatch) -> Iterator[tuple[tuple[str, int], int]]:
+    counts: dict[tuple[str, int], int] = {}
+    for row in batch:
+        key = (row.split, row.label_id)
+        counts[key] = counts.get(key, 0) + 1
+    yield from counts.items()
 
 
 def _sum_pairs(pairs: Iterable[tuple[int, int]]) -> tuple[int, int]:

@@ -1,8 +1,8 @@
 """Stage 1: read manifests (CSV, JSON Lines) or class folders into ManifestRows, inside the pipeline.
 
-Every data row leaves this stage exactly once: as a ManifestRow on the main output, or as an ErrorRow on the
-`errors` output. Blank lines and a CSV header are not data rows. Reading streams each source file; nothing is
-held whole in memory, and the launching machine never reads a manifest.
+Every data row leaves this stage exactly once: as a ManifestRow in one batch of the main output, or as an
+ErrorRow on the `errors` output. Blank lines and a CSV header are not data rows. Reading streams each source
+file; nothing is held whole in memory, and the launching machine never reads a manifest.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import apache_beam as beam
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from transforms.records import ErrorRow, ManifestRow, canonical_split
+from transforms.records import ROWS_PER_BATCH, ErrorRow, ManifestRow, RowBatch, canonical_split
 
 ERRORS = "errors"
 STAGE = "manifest"
@@ -93,18 +93,31 @@ def _position(header: list[str], column: str) -> int | None:
 
 
 class ReadSourceFn(beam.DoFn):
-    """Streams one Source into ManifestRows (main output) and ErrorRows (tagged `errors`)."""
+    """Streams one Source into batches of ManifestRows (main output, up to ROWS_PER_BATCH rows each, in file
+    order) and ErrorRows (tagged `errors`)."""
 
     def __init__(self, fmt: ManifestFormat):
         self._fmt = fmt
 
     def process(self, source: Source) -> Iterator:
+        batch: RowBatch = []
+        for item in self._read(source):
+            if not isinstance(item, ManifestRow):
+                yield item
+                continue
+            batch.append(item)
+            if len(batch) == ROWS_PER_BATCH:
+                yield batch
+                batch = []
+        if batch:
+            yield batch
+
+    def _read(self, source: Source) -> Iterator:
         if source.kind == "folder":
-            yield from self._read_folder(source)
-        elif source.kind == "jsonl":
-            yield from self._read_jsonl(source)
-        else:
-            yield from self._read_csv(source)
+            return self._read_folder(source)
+        if source.kind == "jsonl":
+            return self._read_jsonl(source)
+        return self._read_csv(source)
 
     # Rows -----------------------------------------------------------------------------------------
     def _make_row(self, source: Source, line: int, split: str, uri: str, label: str):
@@ -253,10 +266,10 @@ def _hidden(relative: str) -> bool:
 
 
 class ReadManifest(beam.PTransform):
-    """Sources -> ManifestRows, with ErrorRows on the `errors` output.
+    """Sources -> RowBatches, with ErrorRows on the `errors` output.
 
     The input PCollection holds Source descriptors (paths only, never rows). A Reshuffle after reading fans
-    the rows out so that later stages are not bound to the one worker that read a large manifest.
+    the batches out so that later stages are not bound to the one worker that read a large manifest.
     """
 
     def __init__(self, fmt: ManifestFormat):
@@ -265,5 +278,5 @@ class ReadManifest(beam.PTransform):
 
     def expand(self, sources):
         read = sources | "ParseSources" >> beam.ParDo(ReadSourceFn(self._fmt)).with_outputs(ERRORS, main="rows")
-        rows = read.rows | "FanOutRows" >> beam.Reshuffle()
+        rows = read.rows | "FanOutBatches" >> beam.Reshuffle()
         return rows, read[ERRORS]

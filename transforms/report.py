@@ -165,8 +165,8 @@ def _remove_temporary_files(output_dir: str) -> None:
 
 
 class WriteReport(beam.PTransform):
-    """Inputs: a dict of PCollections: shards, plan, vocabulary, errors, input_rows, duplicates,
-    transform_written."""
+    """Inputs: a dict of PCollections: shards, plan, vocabulary, errors, input_row_counts (numbers that add up
+    to the input rows), duplicates, transform_written."""
 
     def __init__(self, config: ReportConfig):
         super().__init__()
@@ -180,7 +180,7 @@ class WriteReport(beam.PTransform):
             | "CollectErrors" >> beam.combiners.ToList()
             | "WriteErrorsJsonl" >> beam.Map(write_errors, output_dir)
         )
-        num_input_rows = inputs["input_rows"] | "CountInputRows" >> beam.combiners.Count.Globally()
+        num_input_rows = inputs["input_row_counts"] | "CountInputRows" >> beam.CombineGlobally(sum)
         side = beam.pvalue.AsSingleton
         return (
             pipeline

@@ -55,8 +55,8 @@ def shardsmith_shards(rows: list[ManifestRow], num_shards: int, seed: int) -> li
     placed: list[list] = [[] for _ in range(num_shards)]
     deal = DealRowsFn(seed)
     for key, members in groups.items():
-        for (_, shard), p in deal.process((key, members), plan):
-            placed[shard].append(p)
+        for (_, shard), dealt in deal.process((key, [members]), plan):
+            placed[shard].extend(dealt)
     return [[p.row.label_id for p in sorted(shard, key=lambda p: p.order_key)] for shard in placed]
 
 
