@@ -86,13 +86,11 @@ def build(argv: list[str]) -> dict:
 
     from pipeline.graph import build_graph
     from pipeline.preflight import prepare_output_dir, resolve_sources
-    from pipeline.runner import is_local, make_pipeline, start_importing_tensorflow, writer_processes
+    from pipeline.runner import is_local, make_pipeline, writer_processes
 
     beam_options = PipelineOptions(beam_args)
     local = is_local(beam_options)
     processes = writer_processes(beam_options, options.writer_processes)
-    if processes:
-        start_importing_tensorflow()
     _configure_logging(local)
     sources = resolve_sources(options.manifests)
     prepare_output_dir(options)

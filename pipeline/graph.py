@@ -12,7 +12,7 @@ import apache_beam as beam
 
 from pipeline.options import BuildOptions
 from transforms.duplicates import DropDuplicates, SummarizeDuplicates
-from transforms.labels import AnalyzeLabels, AttachLabelIds, ComputeVocabulary
+from transforms.labels import AnalyzeLabels, AttachLabelIds, ComputeVocabulary, start_importing_tensorflow
 from transforms.lookup_sizes import LookupSizes
 from transforms.place import MIB, PlaceRows, ShardSpec, assign_splits
 from transforms.read_manifest import ReadManifest, Source
@@ -45,6 +45,7 @@ def build_graph(pipeline: beam.Pipeline, options: BuildOptions, sources: list[So
         WriterConfig(options.output_dir, options.name, options.validate, options.compression,
                      options.max_image_bytes, options.max_pixels),
         writer_processes,
+        while_writing=start_importing_tensorflow if writer_processes else None,
     )
     transform_written = vocabulary | "AnalyzeLabels" >> AnalyzeLabels(
         options.output_dir, temp_dir, after=written.shards if writer_processes else None

@@ -3,11 +3,8 @@ Prism runner, which downloads a binary from the internet, so offline it fails be
 
 from __future__ import annotations
 
-import contextlib
-import importlib
 import logging
 import os
-import threading
 
 import apache_beam as beam
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
@@ -28,18 +25,6 @@ def writer_processes(options: PipelineOptions, requested: int) -> int:
     if requested >= 0:
         return requested
     return len(os.sched_getaffinity(0))
-
-
-def start_importing_tensorflow() -> None:
-    """Starts importing tensorflow-transform (and TensorFlow, seconds of CPU) in a background thread, for a
-    local in_memory run, whose only TensorFlow step comes last: the import then runs beside the build's
-    other steps instead of before them. The step imports it again; a failure here surfaces there."""
-
-    def import_quietly():
-        with contextlib.suppress(Exception):
-            importlib.import_module("tensorflow_transform.beam")
-
-    threading.Thread(target=import_quietly, name="import-tensorflow", daemon=True).start()
 
 
 def make_pipeline(options: PipelineOptions) -> beam.Pipeline:

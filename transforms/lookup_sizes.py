@@ -8,6 +8,7 @@ objects run MAX_LOOKUPS_IN_FLIGHT at a time, so object-store latency does not se
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Iterator
 
 import apache_beam as beam
@@ -23,7 +24,13 @@ MAX_LOOKUPS_IN_FLIGHT = 32
 
 
 def file_size(uri: str) -> int | None:
-    """Size in bytes, or None when there is no such file."""
+    """Size in bytes, or None when there is no such file. Local paths skip Beam's FileSystems (a plain stat is
+    about 20 times cheaper)."""
+    if "://" not in uri:
+        try:
+            return os.stat(uri).st_size
+        except (OSError, ValueError):  # ValueError: a NUL in the path
+            return None
     try:
         return FileSystems.get_filesystem(uri).metadata(uri).size_in_bytes
     except Exception:  # Beam raises BeamIOError/OSError subclasses that differ by filesystem

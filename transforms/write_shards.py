@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
+from collections.abc import Callable
 from concurrent.futures import Future
 
 import apache_beam as beam
@@ -48,11 +49,13 @@ class WriteShardFn(beam.DoFn):
     images and the shard's list of ImageDigests (tagged `digests`).
 
     With `processes` > 0, shards are written by that many writer processes and their results come out as they
-    finish (the rest in finish_bundle); otherwise each shard is written in process()."""
+    finish (the rest in finish_bundle); otherwise each shard is written in process(). `while_writing`, if
+    given, is called once when the writer processes start: this process mostly waits on them from then on."""
 
-    def __init__(self, config: WriterConfig, processes: int = 0):
+    def __init__(self, config: WriterConfig, processes: int = 0, while_writing: Callable[[], None] | None = None):
         self._config = config
         self._processes = processes
+        self._while_writing = while_writing
         self._pool = None
         self._pending: deque[Future] = deque()
 
@@ -61,6 +64,8 @@ class WriteShardFn(beam.DoFn):
             from transforms.shard_worker import ShardWriterPool
 
             self._pool = ShardWriterPool(self._processes)
+            if self._while_writing is not None:
+                self._while_writing()
 
     def process(self, keyed_rows):
         (split, shard), dealt = keyed_rows
@@ -103,12 +108,12 @@ def _outputs(outcome: ShardOutcome):
 
 
 class WriteShards(beam.PTransform):
-    def __init__(self, config: WriterConfig, processes: int = 0):
+    def __init__(self, config: WriterConfig, processes: int = 0, while_writing: Callable[[], None] | None = None):
         super().__init__()
         self._config = config
         self._processes = processes
+        self._while_writing = while_writing
 
     def expand(self, shard_groups):
-        return shard_groups | "WriteShard" >> beam.ParDo(WriteShardFn(self._config, self._processes)).with_outputs(
-            ERRORS, DIGESTS, main="shards"
-        )
+        fn = WriteShardFn(self._config, self._processes, self._while_writing)
+        return shard_groups | "WriteShard" >> beam.ParDo(fn).with_outputs(ERRORS, DIGESTS, main="shards")
