@@ -209,6 +209,46 @@ def test_accepted_image_decodes_to_the_reported_shape(name, tf):
     assert inspect_image(data, validate="header") == info
 
 
+def _jpeg(mode: str, **save) -> bytes:
+    out = io.BytesIO()
+    Image.new(mode, (WIDTH, HEIGHT), 120 if mode == "L" else (10, 200, 30, 5)[: len(mode)]).save(out, "JPEG", **save)
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("mode, save, expected", [
+    ("RGB", {}, (HEIGHT, WIDTH, 3)),
+    ("L", {}, (HEIGHT, WIDTH, 1)),
+    ("RGB", {"progressive": True}, (HEIGHT, WIDTH, 3)),
+    ("RGB", {"exif": b"Exif\x00\x00" + b"\x00" * 64, "comment": b"x" * 300}, (HEIGHT, WIDTH, 3)),
+    ("CMYK", {}, None),  # four components: Pillow's rules decide
+])
+def test_the_jpeg_header_fast_path_agrees_with_pillow_and_tensorflow(mode, save, expected, tf):
+    from transforms.load_images import _plain_jpeg_shape
+
+    data = _jpeg(mode, **save)
+    assert _plain_jpeg_shape(data) == expected
+    header = inspect_image(data, validate="header")
+    assert header == inspect_image(data, validate="decode")  # the decode path always goes through Pillow
+    assert tuple(tf.io.decode_image(data, expand_animations=False).shape) == (header.height, header.width,
+                                                                             header.channels)
+
+
+def test_the_jpeg_header_fast_path_leaves_anything_unusual_to_pillow():
+    from transforms.load_images import _plain_jpeg_shape
+
+    data = _jpeg("RGB")
+    assert _plain_jpeg_shape(b"GIF89a" + data[6:]) is None
+    assert _plain_jpeg_shape(data[:4]) is None
+    broken_chain = data[:2] + b"\x00" + data[3:]
+    assert _plain_jpeg_shape(broken_chain) is None
+    sof = data.index(b"\xff\xc0")
+    twelve_bit = data[: sof + 4] + b"\x0c" + data[sof + 5:]
+    assert _plain_jpeg_shape(twelve_bit) is None
+    zero_height = data[: sof + 5] + b"\x00\x00" + data[sof + 7:]
+    with pytest.raises(ImageRejected):
+        inspect_image(zero_height, validate="header")
+
+
 def test_mpo_counts_as_jpeg(tf):
     data = _save(_noise("RGB"), "MPO", save_all=True, append_images=[_noise("RGB", seed=1)])
     assert Image.open(io.BytesIO(data)).format == "MPO"
