@@ -43,7 +43,7 @@ def build_graph(pipeline: beam.Pipeline, options: BuildOptions, sources: list[So
     shard_groups, plan = labelled.rows | "PlaceRows" >> PlaceRows(options.seed, spec)
     written = shard_groups | "WriteShards" >> WriteShards(
         WriterConfig(options.output_dir, options.name, options.validate, options.compression,
-                     options.max_image_bytes, options.max_pixels),
+                     options.max_image_bytes, options.max_pixels, options.image_mode, options.reencoding),
         writer_processes,
         while_writing=start_importing_tensorflow if writer_processes else None,
     )

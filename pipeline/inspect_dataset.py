@@ -175,7 +175,19 @@ def split_records(output_dir: str, metadata: dict, split: str, with_images: bool
             feature = example_type.FromString(data).features.feature
             yield Record(index, feature["image/class/label"].int64_list.value[0],
                          feature["image/filename"].bytes_list.value[0].decode("utf-8", "replace"),
-                         feature["image/encoded"].bytes_list.value[0] if with_images else b"")
+                         _image_bytes(feature) if with_images else b"")
+
+
+def _image_bytes(feature) -> bytes:
+    """The record's image: its bytes, or (--image_mode path) the file at image/uri; b"" if that is gone."""
+    if "image/encoded" in feature:
+        return feature["image/encoded"].bytes_list.value[0]
+    from transforms.load_images import read_bytes
+
+    try:
+        return read_bytes(feature["image/uri"].bytes_list.value[0].decode(), 1 << 62)
+    except OSError:
+        return b""
 
 
 # Plots ----------------------------------------------------------------------------------------------------------
@@ -214,8 +226,11 @@ def contact_sheet(output_dir: str, metadata: dict, path: str, split: str, per_la
             ax.set_yticks([])
             if col < len(picked[row]):
                 record = picked[row][col]
-                with Image.open(io.BytesIO(record.encoded)) as image:
-                    ax.imshow(image.convert("RGB"))
+                if record.encoded:
+                    with Image.open(io.BytesIO(record.encoded)) as image:
+                        ax.imshow(image.convert("RGB"))
+                else:  # --image_mode path, and the file has gone
+                    ax.text(0.5, 0.5, "file missing", ha="center", va="center", fontsize=8)
                 ax.set_title(f"{label} ({row})", fontsize=8)
             else:
                 ax.axis("off")

@@ -8,9 +8,11 @@ import re
 from dataclasses import asdict, dataclass
 
 from transforms.duplicates import ON_DUPLICATE_MODES
+from transforms.encode import IMAGE_MODES
 from transforms.load_images import DEFAULT_MAX_PIXELS, VALIDATE_MODES
 from transforms.read_manifest import ManifestFormat
 from transforms.records import SPLITS, canonical_split
+from transforms.reencode import DEFAULT_JPEG_QUALITY, REENCODE_FORMATS, Reencoding
 
 DEFAULT_SEED = 42
 DEFAULT_TARGET_SHARD_MB = 128
@@ -46,6 +48,14 @@ class BuildOptions:
     on_duplicate: str = "keep"
     allowed_prefixes: tuple[str, ...] = ()
     writer_processes: int = -1  # local runs only; -1: one per core (see pipeline/runner.py)
+    image_mode: str = "bytes"
+    max_side: int = 0
+    reencode: str = "none"
+    jpeg_quality: int = DEFAULT_JPEG_QUALITY
+
+    @property
+    def reencoding(self) -> Reencoding:
+        return Reencoding(self.max_side, self.reencode, self.jpeg_quality)
 
     @property
     def manifest_format(self) -> ManifestFormat:
@@ -94,6 +104,17 @@ def add_build_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"target shard size when --num_shards is not given (default {DEFAULT_TARGET_SHARD_MB})")
     output.add_argument("--compression", choices=("none", "gzip"), default="none",
                         help="none (default: JPEG bytes do not compress) or gzip")
+    output.add_argument("--image_mode", choices=IMAGE_MODES, default="bytes",
+                        help="bytes (default): records hold each image's bytes; path: records hold its URI, "
+                             "size and shape (images stay where they are; load() reads them by path)")
+    output.add_argument("--max_side", type=int, default=0, metavar="PIXELS",
+                        help="shrink images whose longer side is larger to this (aspect kept, EXIF orientation "
+                             "applied) and re-encode them; 0 (default): keep sizes")
+    output.add_argument("--reencode", choices=REENCODE_FORMATS, default="none",
+                        help="re-encode every image as jpeg or png (none, the default: only images resized, "
+                             "rotated, or in formats TensorFlow cannot decode, such as TIFF)")
+    output.add_argument("--jpeg_quality", type=int, default=DEFAULT_JPEG_QUALITY, metavar="Q",
+                        help=f"JPEG quality of re-encoded images, 1-95 (default {DEFAULT_JPEG_QUALITY})")
     output.add_argument("--overwrite", action="store_true",
                         help="replace shardsmith output already in --output_dir (only files it writes)")
 
@@ -164,6 +185,10 @@ def build_options_from(args: argparse.Namespace) -> BuildOptions:
         raise UsageError(f"--name {args.name!r} must be letters, digits, '.', '_' or '-' (no slashes, no '..')")
     if not 0 <= args.max_error_fraction <= 1:
         raise UsageError("--max_error_fraction must be between 0 and 1")
+    if args.max_side < 0:
+        raise UsageError("--max_side must be 0 (keep sizes) or a number of pixels")
+    if not 1 <= args.jpeg_quality <= 95:
+        raise UsageError("--jpeg_quality must be between 1 and 95")
     if args.target_shard_mb <= 0:
         raise UsageError("--target_shard_mb must be positive")
     return BuildOptions(
@@ -188,6 +213,10 @@ def build_options_from(args: argparse.Namespace) -> BuildOptions:
         on_duplicate=args.on_duplicate,
         allowed_prefixes=_parse_prefixes(args.allowed_prefixes),
         writer_processes=args.writer_processes,
+        image_mode=args.image_mode,
+        max_side=args.max_side,
+        reencode=args.reencode,
+        jpeg_quality=args.jpeg_quality,
     )
 
 

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 DEFAULT_CYCLE_LENGTH = 16  # shard files read at once; more hides object-store latency, each costs a buffer
 _DTYPES = {"bytes": "string", "int64": "int64"}
 IMAGE_KEY = "image/encoded"
+URI_KEY = "image/uri"  # instead of IMAGE_KEY in datasets built with --image_mode path
 LABEL_KEY = "image/class/label"
 
 
@@ -101,6 +102,8 @@ def load(
 
     Yields `(image, label)` (label: int64 id, names in labels.txt), or with `features=True` a dict holding every
     key of the records (`image/encoded` is still the file's bytes) plus `image`, the decoded image.
+    A dataset built with `--image_mode path` holds `image/uri` instead of the bytes: each image is then read
+    from there (in parallel, like the decoding), so its files must still be where the build found them.
 
     - `channels`: channels of the decoded image (3: RGB, 1: grayscale, 4: RGBA; 0: as stored, which fails
       to batch when the files differ). Decoding is `tf.io.decode_image(..., expand_animations=False)`.
@@ -138,7 +141,8 @@ def load(
 
     def parse(record):
         example = tf.io.parse_single_example(record, spec)
-        image = tf.io.decode_image(example[IMAGE_KEY], channels=channels, expand_animations=False)
+        encoded = example[IMAGE_KEY] if IMAGE_KEY in example else tf.io.read_file(example[URI_KEY])
+        image = tf.io.decode_image(encoded, channels=channels, expand_animations=False)
         if size is not None:
             image = tf.image.resize(image, size, antialias=True)
             image = (tf.cast(tf.clip_by_value(tf.round(image), 0.0, 255.0), tf.uint8) if dtype == "uint8"

@@ -239,11 +239,13 @@ def _check_example(check: ShardCheck, index: int, data: bytes, metadata: dict, d
             check.add(f"feature {key} does not hold exactly one {kind} value", f"{len(listed)} values", index)
             return None
         values[key] = listed[0]
-    encoded = values["image/encoded"]
     label, text = values["image/class/label"], values["image/class/text"].decode("utf-8", "replace")
     labels = metadata["labels"]
     if not 0 <= label < len(labels) or labels[label] != text:
         check.add("label id and label text disagree", f"id {label}, text {text!r}", index)
+    encoded = values["image/encoded"] if "image/encoded" in values else _image_at(values, check, index)
+    if encoded is None:
+        return text
     if hashlib.sha256(encoded).hexdigest().encode() != values["image/key/sha256"]:
         check.add("image/key/sha256 does not match the image bytes", "", index)
     fmt = values["image/format"].decode("utf-8", "replace")
@@ -264,6 +266,22 @@ def _check_example(check: ShardCheck, index: int, data: bytes, metadata: dict, d
                 check.add("decoded shape differs from height/width/channels", f"decoded {got}, recorded {shape}",
                           index)
     return text
+
+
+def _image_at(values: dict, check: ShardCheck, index: int) -> bytes | None:
+    """--image_mode path: the bytes at the record's image/uri, which must still be the ones it was built from."""
+    from transforms.load_images import read_bytes
+
+    uri = values["image/uri"].decode("utf-8", "replace")
+    try:
+        data = read_bytes(uri, 1 << 62)
+    except Exception as e:
+        check.add("image/uri cannot be read", f"{uri}: {type(e).__name__}", index)
+        return None
+    if len(data) != values["image/num_bytes"]:
+        check.add("the file at image/uri changed since the build", f"{uri}: {len(data)} bytes, recorded "
+                  f"{values['image/num_bytes']}", index)
+    return data
 
 
 def _file_size(path: str) -> int:

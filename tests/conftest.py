@@ -174,6 +174,14 @@ def tfrecorder_data() -> Path:
     return TFRECORDER_DATA
 
 
+@pytest.fixture(scope="session")
+def tf():
+    """TensorFlow itself, imported on first use (seconds), for tests that check against its decoders."""
+    import tensorflow
+
+    return tensorflow
+
+
 @pytest.fixture(autouse=True)
 def _quiet_tensorflow():
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")

@@ -8,7 +8,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 from PIL import Image
 
 from transforms.encode import EXAMPLE_KEYS, encode_image_example, example_class
@@ -24,13 +23,6 @@ def _jpeg(size=(20, 10), colour=(200, 30, 90)) -> bytes:
 
 def _row(uri="img/cat/ä 1.jpg", label="chat noir ✓", label_id=2) -> ManifestRow:
     return ManifestRow("/data/m.csv", 0, 7, uri, "/data/" + uri, "train", label, 1234, label_id)
-
-
-@pytest.fixture(scope="module")
-def tf():
-    import tensorflow
-
-    return tensorflow
 
 
 def _spec(tf):

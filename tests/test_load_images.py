@@ -189,13 +189,6 @@ ACCEPTED = {
 }
 
 
-@pytest.fixture(scope="module")
-def tf():
-    import tensorflow
-
-    return tensorflow
-
-
 @pytest.mark.parametrize("name", sorted(ACCEPTED))
 def test_accepted_image_decodes_to_the_reported_shape(name, tf):
     make, (fmt, height, width, channels) = ACCEPTED[name]

@@ -24,13 +24,6 @@ from transforms.records import TEMP_PREFIX, ErrorRow, ImageDigest, ManifestRow, 
 from transforms.write_shards import WriterConfig, WriteShards, shard_file_name, tfrecord_frame
 
 
-@pytest.fixture(scope="module")
-def tf():
-    import tensorflow
-
-    return tensorflow
-
-
 def _framed(records: list[bytes]) -> bytes:
     out = b""
     for record in records:

@@ -19,7 +19,9 @@ from transforms.records import ManifestRow
 
 F = descriptor_pb2.FieldDescriptorProto
 
-# Exactly the keys a record carries (the read side builds its parse spec from this list).
+IMAGE_MODES = ("bytes", "path")
+# Exactly the keys a record carries with --image_mode bytes (the read side builds its parse spec from
+# metadata.json's copy of these lists).
 EXAMPLE_KEYS = {
     "image/encoded": "bytes",
     "image/format": "bytes",
@@ -31,6 +33,16 @@ EXAMPLE_KEYS = {
     "image/filename": "bytes",
     "image/key/sha256": "bytes",
 }
+# --image_mode path: no bytes; where to read them (the resolved URI) and how many there were.
+PATH_MODE_KEYS = {
+    **{key: kind for key, kind in EXAMPLE_KEYS.items() if key != "image/encoded"},
+    "image/uri": "bytes",
+    "image/num_bytes": "int64",
+}
+
+
+def example_keys(image_mode: str) -> dict[str, str]:
+    return PATH_MODE_KEYS if image_mode == "path" else EXAMPLE_KEYS
 
 
 def _list_message(file: descriptor_pb2.FileDescriptorProto, name: str, field_type: int) -> None:
@@ -72,12 +84,18 @@ def example_class():
     return message_factory.GetMessageClass(pool.FindMessageTypeByName("tensorflow.Example"))
 
 
-def encode_image_example(row: ManifestRow, data: bytes, info: ImageInfo, sha256_hex: str | None = None) -> bytes:
-    """The serialized Example for one image: the original bytes unchanged, its shape, label and provenance.
-    `sha256_hex`, when the caller has it, saves hashing the bytes twice."""
+def encode_image_example(row: ManifestRow, data: bytes, info: ImageInfo, sha256_hex: str | None = None,
+                         image_mode: str = "bytes") -> bytes:
+    """The serialized Example for one image: the original bytes unchanged (or, with image_mode "path", where
+    they are and how many), its shape, label and provenance. `sha256_hex`, when the caller has it, saves
+    hashing the bytes twice."""
     example = example_class()()
     feature = example.features.feature
-    feature["image/encoded"].bytes_list.value.append(data)
+    if image_mode == "path":
+        feature["image/uri"].bytes_list.value.append(row.resolved_uri.encode())
+        feature["image/num_bytes"].int64_list.value.append(len(data))
+    else:
+        feature["image/encoded"].bytes_list.value.append(data)
     feature["image/format"].bytes_list.value.append(info.format.encode())
     feature["image/height"].int64_list.value.append(info.height)
     feature["image/width"].int64_list.value.append(info.width)

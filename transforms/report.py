@@ -21,7 +21,7 @@ from apache_beam.io.filesystems import FileSystems
 from transforms import faults
 from transforms.duplicates import STAGE as DUPLICATE_STAGE
 from transforms.duplicates import DuplicateSummary
-from transforms.encode import EXAMPLE_KEYS
+from transforms.encode import example_keys
 from transforms.labels import Vocabulary
 from transforms.place import ShardPlan
 from transforms.records import ERRORS_FILE, LABELS_FILE, METADATA_FILE, TEMP_PREFIX, ErrorRow, ShardResult
@@ -104,11 +104,12 @@ def build_metadata(
         "name": config.name,
         "format": "tfrecord",
         "compression": config.options.get("compression", "none"),
+        "image_mode": config.options.get("image_mode", "bytes"),
         "seed": config.seed,
         "options": config.options,
         "labels": list(vocabulary.labels),
         "labels_taken_from": vocabulary.taken_from,
-        "features": EXAMPLE_KEYS,
+        "features": example_keys(config.options.get("image_mode", "bytes")),
         "num_input_rows": num_input_rows,
         "num_examples": sum(s.num_examples for s in shards),
         "num_errors": errors.num_errors,

@@ -33,6 +33,7 @@ from transforms.load_images import (
     read_bytes,
 )
 from transforms.records import TEMP_PREFIX, ErrorRow, ImageDigest, PlacedRow, ShardResult
+from transforms.reencode import Reencoding, reencode
 
 STAGE = "load"
 # Remote images read ahead of the writer; bounds memory per shard writer while hiding object-store latency.
@@ -66,6 +67,8 @@ class WriterConfig:
     compression: str = "none"  # none | gzip
     max_image_bytes: int = 64 << 20
     max_pixels: int = DEFAULT_MAX_PIXELS
+    image_mode: str = "bytes"  # bytes | path (records hold the image's URI, not its bytes)
+    reencoding: Reencoding = Reencoding()
 
 
 @dataclass
@@ -80,20 +83,25 @@ class ShardOutcome:
 @dataclass(frozen=True)
 class _Loaded:
     placed: PlacedRow
-    data: bytes = b""
+    data: bytes = b""  # what the record holds: the source bytes, or their re-encoding
     info: ImageInfo | None = None
+    sha256: str = ""  # of the source file, always
     error: ImageRejected | None = None
 
 
 def _load(placed: PlacedRow, config: WriterConfig) -> _Loaded:
     try:
         data = read_bytes(placed.row.resolved_uri, config.max_image_bytes, placed.row.size)
+        sha256 = hashlib.sha256(data).hexdigest()
+        changed = reencode(data, config.reencoding, config.max_pixels) if config.reencoding.active else None
+        if changed is not None:
+            return _Loaded(placed, *changed, sha256)
         info = inspect_image(data, config.validate, config.max_pixels)
     except ImageRejected as e:
         return _Loaded(placed, error=e)
     except OSError as e:
         return _Loaded(placed, error=ImageRejected("file cannot be read", f"{type(e).__name__}: {e}"[:300]))
-    return _Loaded(placed, data, info)
+    return _Loaded(placed, data, info, sha256)
 
 
 def _loaded_in_order(rows: list[PlacedRow], config: WriterConfig) -> Iterator[_Loaded]:
@@ -122,9 +130,8 @@ def write_shard_file(config: WriterConfig, split: str, shard: int, dealt: Iterab
                 if loaded.error is not None:
                     outcome.errors.append(ErrorRow.for_row(row, STAGE, loaded.error.reason, loaded.error.detail))
                     continue
-                sha256 = hashlib.sha256(loaded.data).hexdigest()
-                record = encode_image_example(row, loaded.data, loaded.info, sha256)
-                outcome.digests.append(ImageDigest(sha256, split, row.uri, row.source_index, row.line))
+                record = encode_image_example(row, loaded.data, loaded.info, loaded.sha256, config.image_mode)
+                outcome.digests.append(ImageDigest(loaded.sha256, split, row.uri, row.source_index, row.line))
                 head, tail = tfrecord_frame(record)
                 out.write(head)
                 out.write(record)
