@@ -14,8 +14,8 @@ import uuid
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline.options import BuildOptions, UsageError
-from transforms.read_manifest import Source, is_remote, source_kind
-from transforms.records import ERRORS_FILE, LABELS_FILE, METADATA_FILE, TEMP_PREFIX
+from transforms.read_manifest import Source, source_kind
+from transforms.records import ERRORS_FILE, LABELS_FILE, METADATA_FILE, TEMP_PREFIX, is_remote
 from transforms.report import write_file_atomically
 from transforms.tfds_info import TFDS_FILE_NAMES
 

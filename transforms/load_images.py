@@ -23,6 +23,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TypeVar
 
+from transforms.records import is_remote
+
 VALIDATE_MODES = ("header", "decode")
 # Pillow's own default limit; larger images are error rows (decompression bombs), never an out-of-memory.
 DEFAULT_MAX_PIXELS = 89_478_485
@@ -243,7 +245,7 @@ def read_bytes(uri: str, max_bytes: int, expected_size: int = -1) -> bytes:
 
 
 def _open_for_reading(uri: str):
-    if "://" not in uri:
+    if not is_remote(uri):
         return open(uri, "rb")  # noqa: SIM115 (closed by the caller's with-block)
     from apache_beam.io.filesystem import CompressionTypes
     from apache_beam.io.filesystems import FileSystems

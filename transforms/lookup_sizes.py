@@ -14,8 +14,7 @@ from collections.abc import Iterator
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from transforms.read_manifest import is_remote
-from transforms.records import ErrorRow, ManifestRow, RowBatch
+from transforms.records import ErrorRow, ManifestRow, RowBatch, is_remote
 from transforms.thread_pool import ThreadPoolDoFn
 
 ERRORS = "errors"
@@ -26,7 +25,7 @@ MAX_LOOKUPS_IN_FLIGHT = 32
 def file_size(uri: str) -> int | None:
     """Size in bytes, or None when there is no such file. Local paths skip Beam's FileSystems (a plain stat is
     about 20 times cheaper)."""
-    if "://" not in uri:
+    if not is_remote(uri):
         try:
             return os.stat(uri).st_size
         except (OSError, ValueError):  # ValueError: a NUL in the path

@@ -18,7 +18,7 @@ import apache_beam as beam
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from transforms.records import ROWS_PER_BATCH, ErrorRow, ManifestRow, RowBatch, canonical_split
+from transforms.records import ROWS_PER_BATCH, ErrorRow, ManifestRow, RowBatch, canonical_split, is_remote
 
 ERRORS = "errors"
 STAGE = "manifest"
@@ -62,10 +62,6 @@ def source_kind(path: str, is_folder: bool) -> str:
     if is_folder:
         return "folder"
     return "jsonl" if path.lower().endswith(JSONL_EXTENSIONS) else "csv"
-
-
-def is_remote(uri: str) -> bool:
-    return "://" in uri
 
 
 def resolve_uri(uri: str, base_dir: str, fmt: ManifestFormat) -> str:

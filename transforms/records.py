@@ -42,6 +42,11 @@ def pickled_as_field_values(cls):
     return cls
 
 
+def is_remote(uri: str) -> bool:
+    """Whether a URI names an object store (gs://...), read through Beam's FileSystems; else a local path."""
+    return "://" in uri
+
+
 def canonical_split(value: str) -> str | None:
     """Maps a split value as written (any case) to train/validation/test; None when unknown."""
     return SPLIT_ALIASES.get(value.strip().lower())

@@ -32,7 +32,7 @@ from transforms.load_images import (
     ordered_bounded_map,
     read_bytes,
 )
-from transforms.records import TEMP_PREFIX, ErrorRow, ImageDigest, PlacedRow, ShardResult
+from transforms.records import TEMP_PREFIX, ErrorRow, ImageDigest, PlacedRow, ShardResult, is_remote
 from transforms.reencode import Reencoding, reencode
 
 STAGE = "load"
@@ -105,7 +105,7 @@ def _load(placed: PlacedRow, config: WriterConfig) -> _Loaded:
 
 
 def _loaded_in_order(rows: list[PlacedRow], config: WriterConfig) -> Iterator[_Loaded]:
-    if not any("://" in p.row.resolved_uri for p in rows):
+    if not any(is_remote(p.row.resolved_uri) for p in rows):
         return (_load(p, config) for p in rows)
     return _loaded_with_read_ahead(rows, config)
 
@@ -153,7 +153,7 @@ class _Output:
     calls (os.replace is atomic); other URIs (gs://) go through Beam's FileSystems."""
 
     def __init__(self, output_dir: str, final_name: str, compression: str):
-        self._remote = "://" in output_dir
+        self._remote = is_remote(output_dir)
         join = _join_remote if self._remote else os.path.join
         self.final_path = join(output_dir, final_name)
         self.temp_path = join(output_dir, f"{TEMP_PREFIX}{final_name}.{uuid.uuid4().hex}")
