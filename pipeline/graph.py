@@ -17,7 +17,8 @@ from transforms.lookup_sizes import LookupSizes
 from transforms.place import MIB, PlaceRows, ShardSpec, assign_splits
 from transforms.read_manifest import ReadManifest, Source
 from transforms.report import ReportConfig, WriteReport
-from transforms.write_shards import WriterConfig, WriteShards
+from transforms.shard_file import WriterConfig
+from transforms.write_shards import WriteShards
 
 
 def build_graph(pipeline: beam.Pipeline, options: BuildOptions, sources: list[Source], temp_dir: str,

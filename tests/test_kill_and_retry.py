@@ -72,7 +72,8 @@ def test_retried_shard_attempts_write_each_record_once(label_sorted_set, tmp_pat
     import transforms.shard_file as shard_file
     from transforms.place import ShardSpec, group_key, make_plan, order_key, rank_key  # noqa: F401
     from transforms.records import ManifestRow, PlacedRow
-    from transforms.write_shards import WriterConfig, WriteShardFn
+    from transforms.shard_file import WriterConfig
+    from transforms.write_shards import WriteShardFn
 
     rows = []
     for line, (split, uri, label) in enumerate(label_sorted_set.rows[:40], start=2):

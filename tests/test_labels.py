@@ -31,13 +31,6 @@ def test_vocabulary_falls_back_to_all_rows_without_a_training_split():
     assert vocabulary_from([]) == Vocabulary((), "all")
 
 
-def test_analyzes_tells_which_rows_the_vocabulary_came_from():
-    train, test = _row(1, "train", "a"), _row(2, "test", "a")
-    assert Vocabulary(("a",), "train").analyzes(train)
-    assert not Vocabulary(("a",), "train").analyzes(test)
-    assert Vocabulary(("a",), "all").analyzes(test)
-
-
 def _check_errors(expected: list[tuple[int, str, str]]):
     """Matcher on ErrorRows: (line, label, stage) of each, and a reason that names the label."""
 

@@ -12,7 +12,7 @@ import pytest
 
 from pipeline.verify import READ_CHUNK, iter_records, verify
 from transforms.encode import example_class
-from transforms.write_shards import tfrecord_frame
+from transforms.shard_file import tfrecord_frame
 
 SHARD = "pets-train.tfrecord-00000-of-00004"
 

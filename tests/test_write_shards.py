@@ -21,7 +21,8 @@ from PIL import Image
 
 from transforms.encode import EXAMPLE_KEYS
 from transforms.records import TEMP_PREFIX, ErrorRow, ImageDigest, ManifestRow, PlacedRow, ShardResult
-from transforms.write_shards import WriterConfig, WriteShards, shard_file_name, tfrecord_frame
+from transforms.shard_file import WriterConfig, shard_file_name, tfrecord_frame
+from transforms.write_shards import WriteShards
 
 
 def _framed(records: list[bytes]) -> bytes:

@@ -23,6 +23,7 @@ from typing import NamedTuple
 import apache_beam as beam
 
 from transforms.load_images import read_bytes
+from transforms.place import range_bits
 from transforms.records import ROWS_PER_BATCH, ErrorRow, ImageDigest, ManifestRow, RowBatch
 from transforms.thread_pool import ThreadPoolDoFn
 
@@ -87,9 +88,8 @@ class SummarizeFn(beam.CombineFn):
 
 
 def hash_range_bits(num_digests: int) -> int:
-    """How many leading bits of the SHA-256 split `num_digests` hashes into groups of about
-    MAX_DIGESTS_PER_GROUP."""
-    return max(0, (num_digests - 1) // MAX_DIGESTS_PER_GROUP).bit_length()
+    """Leading SHA-256 bits that split `num_digests` hashes into groups of about MAX_DIGESTS_PER_GROUP."""
+    return range_bits(num_digests, MAX_DIGESTS_PER_GROUP)
 
 
 def key_by_hash_range(digests: list[ImageDigest], total: int) -> Iterator[tuple[int, list[ImageDigest]]]:

@@ -1,8 +1,8 @@
 """Stage 3: the label vocabulary. Ids are 0..N-1 in alphabetical (code point) order of the label text of the
 training split, the convention of Keras' image_dataset_from_directory and torchvision's ImageFolder.
 
-The vocabulary is computed from manifest rows only (never image bytes). tensorflow-transform analyzes the same
-rows and writes `transform_fn/`, which maps label text to exactly these ids (see `AnalyzeLabels`).
+The vocabulary is computed from manifest rows only (never image bytes). tensorflow-transform analyzes the
+vocabulary and writes `transform_fn/`, which maps label text to exactly these ids (see `AnalyzeLabels`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import apache_beam as beam
 
-from transforms.records import ErrorRow, ManifestRow, RowBatch
+from transforms.records import ErrorRow, RowBatch
 
 ERRORS = "errors"
 STAGE = "label"
@@ -31,8 +31,6 @@ class Vocabulary:
     labels: tuple[str, ...]
     taken_from: str
 
-    def analyzes(self, row: ManifestRow) -> bool:
-        return self.taken_from == "all" or row.split == "train"
 
 
 def vocabulary_from(pairs: Iterable[tuple[bool, str]]) -> Vocabulary:

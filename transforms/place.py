@@ -67,10 +67,15 @@ def order_key(row: ManifestRow, seed: int) -> tuple[int, int, int]:
     return (keyed_hash(seed, b"order", row.split, row.uri), row.source_index, row.line)
 
 
+def range_bits(count: int, max_per_range: int) -> int:
+    """How many leading bits of a uniform hash split `count` items into 2^bits hash ranges that average at
+    most `max_per_range` items each (0 bits: one range)."""
+    return max(0, (count - 1) // max_per_range).bit_length()
+
+
 def bucket_bits(num_rows: int) -> int:
-    """How many top bits of the rank hash split a (split, label) of `num_rows` rows into rank groups: enough
-    that 2^bits groups average at most MAX_ROWS_PER_RANK_GROUP rows."""
-    return max(0, (num_rows - 1) // MAX_ROWS_PER_RANK_GROUP).bit_length()
+    """Rank-hash bits that split a (split, label) of `num_rows` rows into rank groups."""
+    return range_bits(num_rows, MAX_ROWS_PER_RANK_GROUP)
 
 
 def group_key(row: ManifestRow, seed: int, bits: int = 0) -> tuple[str, int, int]:

@@ -28,14 +28,7 @@ from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
-from transforms.shard_file import (  # noqa: F401 (re-exported: the names tests and readers know)
-    MAX_IMAGES_IN_FLIGHT,
-    ShardOutcome,
-    WriterConfig,
-    shard_file_name,
-    tfrecord_frame,
-    write_shard_file,
-)
+from transforms.shard_file import ShardOutcome, WriterConfig, write_shard_file
 
 ERRORS = "errors"
 DIGESTS = "digests"
