@@ -8,10 +8,12 @@ helpers live here as fixtures rather than in an importable module.
 from __future__ import annotations
 
 import csv
+import gzip
 import io
 import json
 import os
 import random
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -172,6 +174,31 @@ def metadata_of():
 @pytest.fixture(scope="session")
 def tfrecorder_data() -> Path:
     return TFRECORDER_DATA
+
+
+def copy_with_gzip_shards(built: Path, target: Path) -> Path:
+    """The built dataset with every shard gzip-compressed and metadata.json saying so, as --compression gzip
+    writes it (same names with .gz, num_bytes the compressed size, no TFDS files: TFDS cannot read them)."""
+    shutil.copytree(built, target)
+    metadata = json.loads((target / "metadata.json").read_text())
+    metadata["compression"] = "gzip"
+    for info in metadata["splits"].values():
+        for shard in info["shards"]:
+            raw = target / shard["file"]
+            packed = target / (shard["file"] + ".gz")
+            packed.write_bytes(gzip.compress(raw.read_bytes(), mtime=0))
+            raw.unlink()
+            shard["file"], shard["num_bytes"] = packed.name, packed.stat().st_size
+        info["num_bytes"] = sum(s["num_bytes"] for s in info["shards"])
+    for name in ("dataset_info.json", "features.json", "image.class.label.labels.txt"):
+        (target / name).unlink(missing_ok=True)
+    (target / "metadata.json").write_text(json.dumps(metadata, indent=2))
+    return target
+
+
+@pytest.fixture
+def gzip_copy():
+    return copy_with_gzip_shards
 
 
 @pytest.fixture(scope="session")
