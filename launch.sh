@@ -69,7 +69,7 @@ read, never executed). Flags take `--flag VALUE` or `--flag=VALUE`.
     return once it is submitted. The launching machine lists the manifests and checks the output folder;
     it reads no row and no image: Dataflow's workers do.
   run-template ARGS: the template parameters as build flags (--manifest, --output_dir, --name, ...; see
-    pipeline/flex_template_metadata.json). A repeated --manifest or --path_map is joined with commas and
+    pipeline/flex_template_metadata.json). A repeated --manifest, --path_map or --feature is joined with commas and
     --overwrite becomes overwrite=true. Workers run in --image. The command returns once the job is launched.
 
 environment:
@@ -142,10 +142,10 @@ cmd_test() {
 SETTING_KEYS=(PROJECT REGION BUCKET TEMP_LOCATION STAGING_LOCATION TEMPLATE_FILE IMAGE REPOSITORY IMAGE_TAG
   BUILDER SERVICE_ACCOUNT MACHINE_TYPE MAX_WORKERS NUM_WORKERS NETWORK SUBNETWORK NO_PUBLIC_IPS JOB_NAME LABELS)
 # The Flex Template's parameters, as declared in pipeline/flex_template_metadata.json (a test keeps them equal).
-TEMPLATE_PARAMETERS=" manifest output_dir name split_column uri_column label_column path_map allowed_prefixes
+TEMPLATE_PARAMETERS=" manifest output_dir name split_column uri_column label_column task list_delimiter mask_column feature path_map allowed_prefixes
   split_ratios seed num_shards target_shard_mb compression image_mode max_side reencode jpeg_quality overwrite validate on_duplicate max_error_fraction
   max_image_bytes max_pixels temp_dir "
-TEMPLATE_LIST_PARAMETERS=" manifest path_map "
+TEMPLATE_LIST_PARAMETERS=" manifest path_map feature "
 METADATA_FILE="$ROOT/pipeline/flex_template_metadata.json"
 COMMAND=""
 DRY_RUN=""

@@ -29,7 +29,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="shardsmith",
         description="Balanced, shuffled, sharded TFRecords from an image manifest, with Apache Beam.",
     )
-    commands = parser.add_subparsers(dest="command", required=True, metavar="{build,sample,verify,inspect}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="{build,sample,verify,inspect,schema}")
     build = commands.add_parser(
         "build", help="build TFRecord shards from a manifest or a folder",
         description="Build TFRecord shards. Flags not listed here (--runner, --direct_running_mode, "
@@ -40,7 +40,7 @@ def _parser() -> argparse.ArgumentParser:
     sample.add_argument("directory")
     sample.add_argument("--per_label", type=int, default=40, help="images per label (default 40)")
     sample.add_argument("--seed", type=int, default=0)
-    from pipeline import inspect_dataset, verify
+    from pipeline import inspect_dataset, schema, verify
 
     verify.add_arguments(commands.add_parser(
         "verify", help="read every record back and check it against metadata.json (exit 1 on any problem)",
@@ -50,6 +50,10 @@ def _parser() -> argparse.ArgumentParser:
         "inspect", help="report on a dataset: splits, labels, shard balance, errors; optional PNG plots",
         description="A readable report of a finished dataset; --contact_sheet, --heatmap and --shuffle_plot "
                     "also write PNG images."))
+    schema.add_arguments(commands.add_parser(
+        "schema", help="print --feature flags for a manifest's extra columns (types inferred from its first rows)",
+        description="Infers the type of each column shardsmith does not read itself and prints the --feature "
+                    "flags to copy into `shardsmith build`."))
     return parser
 
 
@@ -160,14 +164,14 @@ def sample(argv: list[str]) -> str:
 def run(argv: list[str] | None = None) -> dict | str:
     """Runs a subcommand and returns its result; raises on failure (see `main` for the exit codes)."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] not in ("build", "sample", "verify", "inspect"):
+    if not argv or argv[0] not in ("build", "sample", "verify", "inspect", "schema"):
         _parser().parse_args(argv)  # prints usage and exits
     command, rest = argv[0], argv[1:]
-    if command in ("verify", "inspect"):
-        from pipeline import inspect_dataset, verify
+    if command in ("verify", "inspect", "schema"):
+        from pipeline import inspect_dataset, schema, verify
 
         args = _parser().parse_args([command, *rest])
-        return (verify if command == "verify" else inspect_dataset).run(args)
+        return {"verify": verify, "inspect": inspect_dataset, "schema": schema}[command].run(args)
     return build(rest) if command == "build" else sample(rest)
 
 

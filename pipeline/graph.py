@@ -1,8 +1,8 @@
 """The build graph, stage by stage, in the order a row travels:
 
-  ReadManifest -> AssignSplits -> LookupSizes -> [DropDuplicates] -> ComputeVocabulary/AttachLabelIds
+  ReadManifest -> [GroupBoxRows] -> AssignSplits -> LookupSizes -> [DropDuplicates] -> ComputeVocabulary/AttachLabelIds
   -> PlaceRows -> WriteShards -> Report (errors.jsonl, labels.txt, metadata.json), with AnalyzeLabels
-  (tf.transform) and SummarizeDuplicates (hashes from the writer) beside it.
+  (tf.transform; AnalyzeRows with --feature) and SummarizeDuplicates (hashes from the writer) beside it.
   Every stage's rejects leave through its tagged `errors` output and meet in the report.
 """
 
@@ -11,7 +11,9 @@ from __future__ import annotations
 import apache_beam as beam
 
 from pipeline.options import BuildOptions
+from transforms.annotations import GroupBoxRows
 from transforms.duplicates import DropDuplicates, SummarizeDuplicates
+from transforms.feature_stats import AnalyzeRows
 from transforms.labels import AnalyzeLabels, AttachLabelIds, ComputeVocabulary, start_importing_tensorflow
 from transforms.lookup_sizes import LookupSizes
 from transforms.place import MIB, PlaceRows, ShardSpec, assign_splits
@@ -31,9 +33,14 @@ def build_graph(pipeline: beam.Pipeline, options: BuildOptions, sources: list[So
         | "ListSources" >> beam.Create(sources)
         | "ReadManifest" >> ReadManifest(options.manifest_format)
     )
-    rows = read_rows | "AssignSplits" >> beam.Map(assign_splits, options.split_ratios, options.seed)
+    images, stage_errors = read_rows, [manifest_errors]
+    if options.task == "detection":
+        images, box_errors = read_rows | "GroupBoxRows" >> GroupBoxRows(options.list_delimiter)
+        stage_errors.append(box_errors)
+    rows = images | "AssignSplits" >> beam.Map(assign_splits, options.split_ratios, options.seed)
     sized = rows | "LookupSizes" >> LookupSizes(options.max_image_bytes)
-    candidates, stage_errors = sized.rows, [manifest_errors, sized.errors]
+    candidates = sized.rows
+    stage_errors.append(sized.errors)
     if options.on_duplicate == "drop":
         distinct = candidates | "DropDuplicates" >> DropDuplicates(options.max_image_bytes)
         candidates = distinct.rows
@@ -48,9 +55,13 @@ def build_graph(pipeline: beam.Pipeline, options: BuildOptions, sources: list[So
         writer_processes,
         while_writing=start_importing_tensorflow if writer_processes else None,
     )
-    transform_written = vocabulary | "AnalyzeLabels" >> AnalyzeLabels(
-        options.output_dir, temp_dir, after=written.shards if writer_processes else None
-    )
+    if options.features:
+        transform_written = labelled.rows | "AnalyzeRows" >> AnalyzeRows(
+            vocabulary, options.output_dir, temp_dir, options.task, options.features)
+    else:
+        transform_written = vocabulary | "AnalyzeLabels" >> AnalyzeLabels(
+            options.output_dir, temp_dir, after=written.shards if writer_processes else None
+        )
     errors = (*stage_errors, labelled.errors, written.errors) | "AllErrors" >> beam.Flatten()
     num_placed = plan | "NumPlacedRows" >> beam.Map(lambda p: sum(s.num_examples for s in p.splits.values()))
     duplicates = written.digests | "SummarizeDuplicates" >> SummarizeDuplicates(num_placed)

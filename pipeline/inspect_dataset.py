@@ -158,9 +158,19 @@ def report(output_dir: str, metadata: dict) -> str:
 @dataclass(frozen=True)
 class Record:
     shard: int
-    label: int
+    label: int  # the label the record was placed by (with several labels, the rarest; see transforms/labels.py)
     filename: str
     encoded: bytes = b""
+    boxes: tuple[tuple[float, float, float, float, str], ...] = ()  # detection: (xmin, ymin, xmax, ymax, label)
+    mask: bytes = b""  # segmentation: the class-id PNG
+
+
+def placed_label(feature, metadata: dict) -> int:
+    """The label id a record was placed by: its only label, or the rarest of several (lowest id on ties)."""
+    key = "image/object/class/label" if "image/object/class/label" in feature else "image/class/label"
+    ids = list(feature[key].int64_list.value)
+    counts = metadata.get("label_image_counts") or [0] * len(metadata["labels"])
+    return min(ids, key=lambda i: (counts[i], i)) if len(ids) > 1 else ids[0]
 
 
 def split_records(output_dir: str, metadata: dict, split: str, with_images: bool = False) -> Iterator[Record]:
@@ -173,9 +183,20 @@ def split_records(output_dir: str, metadata: dict, split: str, with_images: bool
     for index, shard in enumerate(metadata["splits"][split]["shards"]):
         for data in shard_records(f"{output_dir}/{shard['file']}", compression):
             feature = example_type.FromString(data).features.feature
-            yield Record(index, feature["image/class/label"].int64_list.value[0],
-                         feature["image/filename"].bytes_list.value[0].decode("utf-8", "replace"),
-                         _image_bytes(feature) if with_images else b"")
+            filename = feature["image/filename"].bytes_list.value[0].decode("utf-8", "replace")
+            if not with_images:
+                yield Record(index, placed_label(feature, metadata), filename)
+                continue
+            yield Record(index, placed_label(feature, metadata), filename, _image_bytes(feature), _boxes(feature),
+                         feature[MASK_KEY].bytes_list.value[0] if MASK_KEY in feature else b"")
+
+
+def _boxes(feature) -> tuple:
+    if "image/object/class/text" not in feature:
+        return ()
+    texts = [t.decode("utf-8", "replace") for t in feature["image/object/class/text"].bytes_list.value]
+    corners = [feature[f"image/object/bbox/{k}"].float_list.value for k in ("xmin", "ymin", "xmax", "ymax")]
+    return tuple(zip(*corners, texts, strict=True))
 
 
 def _image_bytes(feature) -> bytes:
@@ -188,6 +209,10 @@ def _image_bytes(feature) -> bytes:
         return read_bytes(feature["image/uri"].bytes_list.value[0].decode(), 1 << 62)
     except OSError:
         return b""
+
+
+MASK_KEY = "image/segmentation/class/encoded"
+BOX_COLOURS = ("#e6194b", "#3cb44b", "#4363d8", "#f58231", "#911eb4", "#42d4f4")
 
 
 # Plots ----------------------------------------------------------------------------------------------------------
@@ -229,6 +254,7 @@ def contact_sheet(output_dir: str, metadata: dict, path: str, split: str, per_la
                 if record.encoded:
                     with Image.open(io.BytesIO(record.encoded)) as image:
                         ax.imshow(image.convert("RGB"))
+                        _draw_annotations(ax, record, image.size)
                 else:  # --image_mode path, and the file has gone
                     ax.text(0.5, 0.5, "file missing", ha="center", va="center", fontsize=8)
                 ax.set_title(f"{label} ({row})", fontsize=8)
@@ -240,6 +266,26 @@ def contact_sheet(output_dir: str, metadata: dict, path: str, split: str, per_la
     figure.savefig(path, dpi=100)
     plt.close(figure)
     return path
+
+
+def _draw_annotations(ax, record: Record, size: tuple[int, int]) -> None:
+    """Boxes (detection) as outlines with their labels; a class mask (segmentation) as a translucent overlay,
+    class 0 left clear."""
+    from PIL import Image
+
+    width, height = size
+    for index, (xmin, ymin, xmax, ymax, text) in enumerate(record.boxes):
+        colour = BOX_COLOURS[index % len(BOX_COLOURS)]
+        ax.add_patch(_pyplot().Rectangle((xmin * width, ymin * height), (xmax - xmin) * width,
+                                         (ymax - ymin) * height, fill=False, edgecolor=colour, linewidth=1.2))
+        ax.text(xmin * width, ymin * height, text, color="white", fontsize=5, va="bottom",
+                bbox={"facecolor": colour, "alpha": 0.8, "pad": 0.5, "linewidth": 0})
+    if record.mask:
+        import numpy as np
+
+        with Image.open(io.BytesIO(record.mask)) as mask:
+            ids = np.ma.masked_equal(np.asarray(mask), 0)
+        ax.imshow(ids, cmap="tab20", alpha=0.55, interpolation="nearest", vmin=0, vmax=19)
 
 
 def heatmap(metadata: dict, path: str) -> str:

@@ -8,9 +8,9 @@ import re
 from dataclasses import asdict, dataclass
 
 from transforms.duplicates import ON_DUPLICATE_MODES
-from transforms.encode import IMAGE_MODES
+from transforms.encode import IMAGE_MODES, TASKS
 from transforms.load_images import DEFAULT_MAX_PIXELS, VALIDATE_MODES
-from transforms.read_manifest import ManifestFormat
+from transforms.read_manifest import FEATURE_TYPES, ManifestFormat
 from transforms.records import SPLITS, canonical_split
 from transforms.reencode import DEFAULT_JPEG_QUALITY, REENCODE_FORMATS, Reencoding
 
@@ -52,6 +52,10 @@ class BuildOptions:
     max_side: int = 0
     reencode: str = "none"
     jpeg_quality: int = DEFAULT_JPEG_QUALITY
+    task: str = "classification"
+    list_delimiter: str = ";"
+    mask_column: str = "mask_uri"
+    features: tuple[tuple[str, str], ...] = ()  # (column name, --feature type)
 
     @property
     def reencoding(self) -> Reencoding:
@@ -60,7 +64,8 @@ class BuildOptions:
     @property
     def manifest_format(self) -> ManifestFormat:
         return ManifestFormat(self.split_column, self.uri_column, self.label_column, self.path_map,
-                              self.allowed_prefixes)
+                              self.allowed_prefixes, self.task, self.list_delimiter, self.mask_column,
+                              self.features)
 
     def recorded(self) -> dict:
         """The options as recorded in metadata.json: what shapes the output, not where it ran."""
@@ -72,6 +77,7 @@ class BuildOptions:
         recorded["split_ratios"] = list(self.split_ratios)
         recorded["manifests"] = list(self.manifests)
         recorded["allowed_prefixes"] = list(self.allowed_prefixes)
+        recorded["features"] = [list(f) for f in self.features]
         return recorded
 
 
@@ -83,6 +89,16 @@ def add_build_arguments(parser: argparse.ArgumentParser) -> None:
     inputs.add_argument("--split_column", default="split")
     inputs.add_argument("--uri_column", default="image_uri")
     inputs.add_argument("--label_column", default="label")
+    inputs.add_argument("--task", choices=TASKS, default="classification",
+                        help="classification: one label per image; multi_label: several in the label column "
+                             "(split by --list_delimiter); detection: boxes (AutoML Vision object-detection CSV, "
+                             "or JSONL); segmentation: a class-mask PNG per image in --mask_column")
+    inputs.add_argument("--list_delimiter", default=";", metavar="C",
+                        help="separates the labels of a multi_label row and the values of a *_list feature")
+    inputs.add_argument("--mask_column", default="mask_uri", help="segmentation: the column of mask URIs")
+    inputs.add_argument("--feature", action="append", default=[], metavar="NAME:TYPE",
+                        help="an extra column to store, TYPE one of " + ", ".join(FEATURE_TYPES) +
+                             "; repeat for each. `shardsmith schema MANIFEST` prints these for a manifest")
     inputs.add_argument("--path_map", action="append", default=[], metavar="OLD=NEW",
                         help="rewrite image URIs that start with OLD to start with NEW (repeatable), e.g. to "
                              "use a TFRecorder manifest whose paths are relative to another root")
@@ -191,6 +207,12 @@ def build_options_from(args: argparse.Namespace) -> BuildOptions:
         raise UsageError("--jpeg_quality must be between 1 and 95")
     if args.target_shard_mb <= 0:
         raise UsageError("--target_shard_mb must be positive")
+    if len(args.list_delimiter) != 1 or args.list_delimiter in "\r\n\"":
+        raise UsageError("--list_delimiter must be one character (not a quote or a line break)")
+    if args.task in ("detection", "segmentation") and (args.max_side or args.reencode != "none"):
+        raise UsageError(f"--task {args.task} cannot yet be combined with --max_side or --reencode: boxes and "
+                         "masks would have to follow the resize and the EXIF rotation")
+    features = _parse_features(args.feature, args)
     return BuildOptions(
         manifests=tuple(args.manifest),
         output_dir=args.output_dir.rstrip("/") or "/",
@@ -217,7 +239,27 @@ def build_options_from(args: argparse.Namespace) -> BuildOptions:
         max_side=args.max_side,
         reencode=args.reencode,
         jpeg_quality=args.jpeg_quality,
+        task=args.task,
+        list_delimiter=args.list_delimiter,
+        mask_column=args.mask_column,
+        features=features,
     )
+
+
+def _parse_features(items: list[str], args: argparse.Namespace) -> tuple[tuple[str, str], ...]:
+    taken = {args.split_column.lower(), args.uri_column.lower(), args.label_column.lower(), args.mask_column.lower()}
+    features = []
+    for item in items:
+        name, _, kind = item.rpartition(":")
+        if not name or kind not in FEATURE_TYPES:
+            raise UsageError(f"--feature {item!r}: expected NAME:TYPE with TYPE one of {', '.join(FEATURE_TYPES)}")
+        if name.lower() in taken or name.startswith("image/"):
+            raise UsageError(f"--feature {item!r}: {name!r} is already a column shardsmith reads, or an image/ key")
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_./-]*", name):
+            raise UsageError(f"--feature {item!r}: a name is letters, digits, '_', '.', '/' or '-'")
+        taken.add(name.lower())
+        features.append((name, kind))
+    return tuple(features)
 
 
 def _parse_prefixes(text: str) -> tuple[str, ...]:

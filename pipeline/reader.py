@@ -16,10 +16,13 @@ import json
 from collections.abc import Callable, Sequence
 
 DEFAULT_CYCLE_LENGTH = 16  # shard files read at once; more hides object-store latency, each costs a buffer
-_DTYPES = {"bytes": "string", "int64": "int64"}
+_DTYPES = {"bytes": "string", "int64": "int64", "float": "float32"}
 IMAGE_KEY = "image/encoded"
 URI_KEY = "image/uri"  # instead of IMAGE_KEY in datasets built with --image_mode path
 LABEL_KEY = "image/class/label"
+MASK_KEY = "image/segmentation/class/encoded"
+BOX_KEYS = ("image/object/bbox/ymin", "image/object/bbox/xmin", "image/object/bbox/ymax", "image/object/bbox/xmax")
+BOX_LABEL_KEY = "image/object/class/label"
 
 
 def read_metadata(output_dir: str) -> dict:
@@ -42,10 +45,25 @@ def shard_paths(output_dir: str, metadata: dict, split: str) -> list[str]:
 
 
 def feature_spec(metadata: dict) -> dict:
-    """The tf.io parse spec for every key the records carry, from metadata.json's "features"."""
+    """The tf.io parse spec for every key the records carry, from metadata.json's "features": one value
+    (FixedLenFeature) or, for list kinds, any number (VarLenFeature; `parse_record` makes them dense)."""
     import tensorflow as tf
 
-    return {key: tf.io.FixedLenFeature([], getattr(tf, _DTYPES[kind])) for key, kind in metadata["features"].items()}
+    spec = {}
+    for key, kind in metadata["features"].items():
+        scalar = kind.removesuffix("_list")
+        dtype = getattr(tf, _DTYPES[scalar])
+        spec[key] = tf.io.VarLenFeature(dtype) if scalar != kind else tf.io.FixedLenFeature([], dtype)
+    return spec
+
+
+def parse_record(record, spec: dict) -> dict:
+    """One serialized record -> {key: tensor}; list features as dense 1-D tensors."""
+    import tensorflow as tf
+
+    example = tf.io.parse_single_example(record, spec)
+    return {key: tf.sparse.to_dense(value) if isinstance(value, tf.SparseTensor) else value
+            for key, value in example.items()}
 
 
 def compression_type(metadata: dict) -> str:
@@ -100,8 +118,14 @@ def load(
 ):
     """A `tf.data.Dataset` over one split of a shardsmith dataset.
 
-    Yields `(image, label)` (label: int64 id, names in labels.txt), or with `features=True` a dict holding every
-    key of the records (`image/encoded` is still the file's bytes) plus `image`, the decoded image.
+    Yields `(image, target)`, or with `features=True` a dict holding every key of the records (`image/encoded`
+    is still the file's bytes) plus `image`, the decoded image (and `mask` for segmentation). The target
+    follows the task the dataset was built for (names of label ids in labels.txt):
+    - classification: the label id (int64);
+    - multi_label: a multi-hot float32 vector, one entry per label;
+    - detection: {"boxes": float32 [objects, 4] as (ymin, xmin, ymax, xmax), normalized, TensorFlow's
+      order; "classes": int64 [objects]} (batches of them are ragged);
+    - segmentation: the class mask, uint8 (height, width, 1), resized with the image (nearest neighbour).
     A dataset built with `--image_mode path` holds `image/uri` instead of the bytes: each image is then read
     from there (in parallel, like the decoding), so its files must still be where the build found them.
 
@@ -126,6 +150,8 @@ def load(
     if not files:
         raise ValueError(f"split {split!r} has no shard files")
     spec = feature_spec(metadata)
+    task = metadata.get("task", "classification")
+    num_labels = len(metadata["labels"])
     compression = compression_type(metadata)
     size = _size(image_size)
     parallel = num_parallel_calls or tf.data.AUTOTUNE
@@ -140,22 +166,37 @@ def load(
     )
 
     def parse(record):
-        example = tf.io.parse_single_example(record, spec)
+        example = parse_record(record, spec)
         encoded = example[IMAGE_KEY] if IMAGE_KEY in example else tf.io.read_file(example[URI_KEY])
         image = tf.io.decode_image(encoded, channels=channels, expand_animations=False)
+        mask = tf.io.decode_png(example[MASK_KEY], channels=1) if MASK_KEY in example else None
         if size is not None:
             image = tf.image.resize(image, size, antialias=True)
             image = (tf.cast(tf.clip_by_value(tf.round(image), 0.0, 255.0), tf.uint8) if dtype == "uint8"
                      else tf.clip_by_value(image, 0.0, 255.0) / 255.0)
+            if mask is not None:
+                mask = tf.image.resize(mask, size, method="nearest")
         elif dtype == "float32":
             image = tf.cast(image, tf.float32) / 255.0
         if features:
-            return {**example, "image": image}
-        return image, example[LABEL_KEY]
+            return {**example, "image": image, **({"mask": mask} if mask is not None else {})}
+        return image, _target(example, mask)
+
+    def _target(example, mask):
+        if task == "multi_label":
+            return tf.reduce_max(tf.one_hot(example[LABEL_KEY], num_labels, dtype=tf.float32), axis=0)
+        if task == "detection":
+            return {"boxes": tf.stack([example[key] for key in BOX_KEYS], axis=-1),
+                    "classes": example[BOX_LABEL_KEY]}
+        if task == "segmentation":
+            return mask
+        return example[LABEL_KEY]
 
     dataset = records.map(parse, num_parallel_calls=parallel, deterministic=deterministic)
+    fixed_shapes = size is not None and not (task == "detection" or (features and any(
+        kind.endswith("_list") for kind in metadata["features"].values())))
     if batch_size:
-        if size is None and batch_size > 1:
+        if not fixed_shapes and batch_size > 1:
             dataset = dataset.ragged_batch(batch_size, drop_remainder=drop_remainder)
         else:
             dataset = dataset.batch(batch_size, drop_remainder=drop_remainder,

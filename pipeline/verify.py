@@ -228,21 +228,20 @@ def _check_example(check: ShardCheck, index: int, data: bytes, metadata: dict, d
         return None
     feature = example.features.feature
     expected = metadata["features"]
-    if set(feature.keys()) != set(expected):
-        missing, extra = sorted(set(expected) - set(feature.keys())), sorted(set(feature.keys()) - set(expected))
+    present, required = set(feature.keys()), {k for k, kind in expected.items() if not kind.endswith("_list")}
+    if not required <= present <= set(expected):  # an empty list feature is left out of a record
+        missing, extra = sorted(required - present), sorted(present - set(expected))
         check.add("Example keys differ from metadata.json", f"missing {missing}, unexpected {extra}", index)
         return None
     values = {}
     for key, kind in expected.items():
-        listed = feature[key].bytes_list.value if kind == "bytes" else feature[key].int64_list.value
-        if len(listed) != 1:
+        scalar = kind.removesuffix("_list")
+        listed = list(getattr(feature[key], _LIST_FIELDS[scalar]).value) if key in present else []
+        if scalar == kind and len(listed) != 1:
             check.add(f"feature {key} does not hold exactly one {kind} value", f"{len(listed)} values", index)
             return None
-        values[key] = listed[0]
-    label, text = values["image/class/label"], values["image/class/text"].decode("utf-8", "replace")
-    labels = metadata["labels"]
-    if not 0 <= label < len(labels) or labels[label] != text:
-        check.add("label id and label text disagree", f"id {label}, text {text!r}", index)
+        values[key] = listed if scalar != kind else listed[0]
+    text = _check_labels(check, index, values, metadata)
     encoded = values["image/encoded"] if "image/encoded" in values else _image_at(values, check, index)
     if encoded is None:
         return text
@@ -265,7 +264,46 @@ def _check_example(check: ShardCheck, index: int, data: bytes, metadata: dict, d
             if got != shape:
                 check.add("decoded shape differs from height/width/channels", f"decoded {got}, recorded {shape}",
                           index)
+        if MASK_KEY in values:
+            try:
+                mask_shape = tuple(int(d) for d in tf.io.decode_png(values[MASK_KEY], channels=0).shape)
+            except Exception as e:
+                check.add("segmentation mask does not decode", f"{type(e).__name__}", index)
+            else:
+                if mask_shape != shape[:2] + (1,):
+                    check.add("segmentation mask shape differs from the image", f"mask {mask_shape}, image {shape}",
+                              index)
     return text
+
+
+def _check_labels(check: ShardCheck, index: int, values: dict, metadata: dict) -> str | None:
+    """Checks that label ids name the label texts they travel with (and that boxes are normalized); returns
+    the label the record was placed by: its only label, or the rarest of several (as the build chose)."""
+    labels = metadata["labels"]
+    prefix = "image/object/class" if "image/object/class/label" in values else "image/class"
+    ids, texts = values[f"{prefix}/label"], values[f"{prefix}/text"]
+    ids, texts = (ids, texts) if isinstance(ids, list) else ([ids], [texts])
+    texts = [t.decode("utf-8", "replace") for t in texts]
+    if len(ids) != len(texts) or not ids:
+        check.add("label ids and label texts differ in number", f"{len(ids)} ids, {len(texts)} texts", index)
+        return None
+    for label, text in zip(ids, texts, strict=True):
+        if not 0 <= label < len(labels) or labels[label] != text:
+            check.add("label id and label text disagree", f"id {label}, text {text!r}", index)
+            return None
+    if prefix == "image/object/class":
+        boxes = list(zip(*(values[f"image/object/bbox/{c}"] for c in ("xmin", "ymin", "xmax", "ymax")), strict=False))
+        if len(boxes) != len(ids) or any(len(values[f"image/object/bbox/{c}"]) != len(ids)
+                                         for c in ("xmin", "ymin", "xmax", "ymax")):
+            check.add("box coordinates and box labels differ in number", f"{len(ids)} labels", index)
+        elif any(not (0 <= x0 < x1 <= 1 and 0 <= y0 < y1 <= 1) for x0, y0, x1, y1 in boxes):
+            check.add("box outside [0, 1] or with min >= max", "", index)
+    counts = metadata.get("label_image_counts") or [0] * len(labels)
+    return labels[min(ids, key=lambda i: (counts[i], i))]
+
+
+_LIST_FIELDS = {"bytes": "bytes_list", "int64": "int64_list", "float": "float_list"}
+MASK_KEY = "image/segmentation/class/encoded"
 
 
 def _image_at(values: dict, check: ShardCheck, index: int) -> bytes | None:
@@ -401,9 +439,10 @@ def _check_dataset(output_dir: str, metadata: dict, shards: list[ShardCheck]) ->
     if metadata.get("num_examples") != total:
         problems.append(Problem(meta, "num_examples differs from the sum over splits",
                                 f"{metadata.get('num_examples')} vs {total}"))
-    if "num_input_rows" in metadata and metadata["num_input_rows"] != total + metadata.get("num_errors", 0):
-        problems.append(Problem(meta, "num_input_rows is not records + errors",
-                                f"{metadata['num_input_rows']} vs {total} + {metadata.get('num_errors')}"))
+    in_records = metadata.get("num_example_rows", total)  # detection: several box lines per record
+    if "num_input_rows" in metadata and metadata["num_input_rows"] != in_records + metadata.get("num_errors", 0):
+        problems.append(Problem(meta, "num_input_rows is not rows in records + errors",
+                                f"{metadata['num_input_rows']} vs {in_records} + {metadata.get('num_errors')}"))
     on_disk = FileSystems.match([f"{output_dir}/{metadata['name']}-*.tfrecord-*"])[0].metadata_list
     for m in sorted(on_disk, key=lambda m: m.path):
         base = m.path.rsplit("/", 1)[-1]

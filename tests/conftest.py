@@ -14,8 +14,10 @@ import json
 import os
 import random
 import shutil
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from PIL import Image, ImageDraw
@@ -146,8 +148,16 @@ def read_split(out: Path, split: str) -> list[list[dict]]:
     import tensorflow as tf
 
     metadata = read_metadata(out)
-    dtypes = {"bytes": tf.string, "int64": tf.int64}
-    spec = {key: tf.io.FixedLenFeature([], dtypes[kind]) for key, kind in metadata["features"].items()}
+    dtypes = {"bytes": tf.string, "int64": tf.int64, "float": tf.float32}
+    spec = {key: tf.io.VarLenFeature(dtypes[kind[:-5]]) if kind.endswith("_list")
+            else tf.io.FixedLenFeature([], dtypes[kind]) for key, kind in metadata["features"].items()}
+    binary = {"image/encoded", "image/segmentation/class/encoded"}
+
+    def value(key, tensor):
+        if isinstance(tensor, tf.SparseTensor):
+            return [v.decode() if isinstance(v, bytes) else v for v in tensor.values.numpy().tolist()]
+        return tensor.numpy().decode() if key not in binary and tensor.dtype == tf.string else tensor.numpy()
+
     compression = "GZIP" if metadata["compression"] == "gzip" else ""
     shards = []
     for shard in metadata["splits"][split]["shards"]:
@@ -155,8 +165,7 @@ def read_split(out: Path, split: str) -> list[list[dict]]:
         records = []
         for serialized in dataset:
             parsed = tf.io.parse_single_example(serialized, spec)
-            records.append({k: (v.numpy().decode() if k != "image/encoded" and v.dtype == tf.string
-                                else v.numpy()) for k, v in parsed.items()})
+            records.append({k: value(k, v) for k, v in parsed.items()})
         shards.append(records)
     return shards
 
@@ -215,7 +224,7 @@ def _quiet_tensorflow():
     yield
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def image_set_factory():
     """make_image_set(root, counts, seed) -> ImageSet."""
     return make_image_set
@@ -225,3 +234,32 @@ def image_set_factory():
 def image_writer():
     """write_image(path, pil_image, kind) for tests that need one odd file."""
     return write_image
+
+
+def assert_balanced(shards: list[list[str]], what: str = "") -> None:
+    """Shard sizes differ by at most one, and each label's count per shard is the floor or ceiling of its
+    share: `shards` holds, per shard, the label each record was placed by."""
+    sizes = [len(shard) for shard in shards]
+    assert max(sizes) - min(sizes) <= 1, (what, sizes)
+    total = Counter(label for shard in shards for label in shard)
+    for shard in shards:
+        counts = Counter(shard)
+        for label, n in total.items():
+            assert counts[label] in (n // len(shards), -(-n // len(shards))), (what, label, counts, total)
+
+
+def shard_bytes(out: Path) -> dict[str, bytes]:
+    """Every shard file of a dataset, by name."""
+    return {p.name: p.read_bytes() for p in sorted(out.glob("*.tfrecord-*"))}
+
+
+def placed_by(label_ids: list[int], metadata: dict) -> str:
+    """The label a record with several labels was placed by: the rarest in the training images (lower id on ties)."""
+    counts = metadata["label_image_counts"]
+    return metadata["labels"][min(label_ids, key=lambda i: (counts[i], i))]
+
+
+@pytest.fixture
+def checks():
+    """Checks shared by the tests of each task: balance, byte-identical reruns, the placing label."""
+    return SimpleNamespace(assert_balanced=assert_balanced, shard_bytes=shard_bytes, placed_by=placed_by)

@@ -19,15 +19,15 @@ def _row(line: int, split: str, label: str) -> ManifestRow:
 
 
 def test_vocabulary_from_training_rows_only_in_code_point_order():
-    pairs = [(True, "dog"), (False, "zebra"), (True, "Cat"), (True, "cat"), (True, "dog"), (False, "ant"),
-             (True, "Émeu"), (True, "_x")]
-    vocabulary = vocabulary_from(pairs)
-    assert vocabulary == Vocabulary(("Cat", "_x", "cat", "dog", "Émeu"), "train")
+    counts = [((True, "dog"), 2), ((False, "zebra"), 1), ((True, "Cat"), 1), ((True, "cat"), 3),
+              ((False, "dog"), 5), ((False, "ant"), 1), ((True, "Émeu"), 1), ((True, "_x"), 4)]
+    vocabulary = vocabulary_from(counts)
+    assert vocabulary == Vocabulary(("Cat", "_x", "cat", "dog", "Émeu"), "train", (1, 4, 3, 2, 1))
 
 
 def test_vocabulary_falls_back_to_all_rows_without_a_training_split():
-    vocabulary = vocabulary_from(iter([(False, "b"), (False, "a"), (False, "b")]))
-    assert vocabulary == Vocabulary(("a", "b"), "all")
+    vocabulary = vocabulary_from(iter([((False, "b"), 1), ((False, "a"), 1), ((False, "b"), 2)]))
+    assert vocabulary == Vocabulary(("a", "b"), "all", (1, 3))
     assert vocabulary_from([]) == Vocabulary((), "all")
 
 
@@ -58,7 +58,7 @@ def test_label_ids_in_a_pipeline_and_labels_missing_from_training_become_errors(
         batches = p | beam.Create([rows[:3], rows[3:]])
         vocabulary = batches | ComputeVocabulary()
         labelled = batches | AttachLabelIds(vocabulary)
-        assert_that(vocabulary, equal_to([Vocabulary(("ant", "cat", "dog"), "train")]), label="Vocabulary")
+        assert_that(vocabulary, equal_to([Vocabulary(("ant", "cat", "dog"), "train", (1, 2, 1))]), label="Vocabulary")
         assert_that(labelled.rows | beam.FlatMap(lambda batch: batch), equal_to(expected_rows), label="Rows")
         expected_errors = [(5, "emu", "label"), (6, "fox", "label")]
         assert_that(labelled.errors, _check_errors(expected_errors), label="Errors")
@@ -71,7 +71,7 @@ def test_without_training_rows_every_row_gets_an_id():
         batches = p | beam.Create([rows])
         vocabulary = batches | ComputeVocabulary()
         labelled = batches | AttachLabelIds(vocabulary)
-        assert_that(vocabulary, equal_to([Vocabulary(("a", "b", "c"), "all")]), label="Vocabulary")
+        assert_that(vocabulary, equal_to([Vocabulary(("a", "b", "c"), "all", (2, 1, 1))]), label="Vocabulary")
         assert_that(labelled.rows, equal_to([[dataclasses.replace(r, label_id=ids[r.label]) for r in rows]]),
                     label="Rows")
         assert_that(labelled.errors, equal_to([]), label="Errors")

@@ -4,7 +4,11 @@ commands exist."""
 from __future__ import annotations
 
 import re
+import shlex
 from pathlib import Path
+
+import pytest
+from PIL import Image
 
 README = Path(__file__).parent.parent / "README.md"
 
@@ -35,3 +39,34 @@ def test_quick_start_is_two_launch_commands():
     assert [c.split("#")[0].strip() for c in commands] == ["bash launch.sh demo", "bash launch.sh test"]
     ci = (README.parent / ".ci" / "run").read_text()
     assert "bash launch.sh test" in ci
+
+
+@pytest.mark.parametrize("kind", ["multi_label", "detection", "segmentation", "features"])
+def test_each_worked_example_builds_and_loads(kind, tmp_path, shardsmith, monkeypatch):
+    """The README's example for a task, as written: its manifest lines (with made-up images at their paths),
+    its commands, and its load() snippet."""
+    text = README.read_text()
+    after = text[text.index(f"<!-- example: {kind} "):]
+    manifest_text = re.search(r"```\n(.*?)```", after, re.S).group(1)
+    commands = re.search(r"```bash\n(.*?)```", after, re.S).group(1).replace("\\\n", " ")
+    code = re.search(r"```python\n(.*?)```", after, re.S).group(1)
+    monkeypatch.chdir(tmp_path)
+    rows = [line.split(",") for line in manifest_text.splitlines() if line and not line.startswith("split,")]
+    for index, fields in enumerate(rows):
+        path = tmp_path / fields[1]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        Image.new("RGB", (64, 48), (40 * index, 90, 160)).save(path, "JPEG")
+        if kind == "segmentation":
+            (tmp_path / fields[3]).parent.mkdir(parents=True, exist_ok=True)
+            Image.new("L", (64, 48), 2).save(tmp_path / fields[3])
+    for line in commands.strip().splitlines():
+        command, _, comment = line.partition("#")
+        args = shlex.split(command)
+        assert args[0] == ".venv/bin/shardsmith", line
+        manifest = args[args.index("--manifest") + 1] if args[1] == "build" else args[2]
+        (tmp_path / manifest).write_text(manifest_text)
+        result = shardsmith(*args[1:])
+        assert result.code == 0, (line, result.err)
+        if "prints:" in comment:
+            assert result.out.strip().splitlines()[-1] == comment.split("prints:")[1].strip()
+    exec(compile(code, "README.md", "exec"), {})

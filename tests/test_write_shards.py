@@ -152,8 +152,8 @@ def test_write_shards_pipeline(tmp_path, tf, compression):
 
     results = sorted(_load(tmp_path / "shards.pkl"), key=lambda r: r.shard)
     assert results == [
-        ShardResult("train", 0, 2, names[0], 4, (out_dir / names[0]).stat().st_size, {"cat": 3, "dog": 1}),
-        ShardResult("train", 1, 2, names[1], 1, (out_dir / names[1]).stat().st_size, {"dog": 1}),
+        ShardResult("train", 0, 2, names[0], 4, (out_dir / names[0]).stat().st_size, {"cat": 3, "dog": 1}, 4),
+        ShardResult("train", 1, 2, names[1], 1, (out_dir / names[1]).stat().st_size, {"dog": 1}, 1),
     ]
 
     errors = sorted(_load(tmp_path / "errors.pkl"), key=ErrorRow.sort_key)

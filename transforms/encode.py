@@ -20,8 +20,9 @@ from transforms.records import ManifestRow
 F = descriptor_pb2.FieldDescriptorProto
 
 IMAGE_MODES = ("bytes", "path")
+TASKS = ("classification", "multi_label", "detection", "segmentation")
 # Exactly the keys a record carries with --image_mode bytes (the read side builds its parse spec from
-# metadata.json's copy of these lists).
+# metadata.json's copy of these maps). Kinds: bytes, int64, float, and lists of each (bytes_list, ...).
 EXAMPLE_KEYS = {
     "image/encoded": "bytes",
     "image/format": "bytes",
@@ -39,10 +40,35 @@ PATH_MODE_KEYS = {
     "image/uri": "bytes",
     "image/num_bytes": "int64",
 }
+MULTI_LABEL_KEYS = {"image/class/label": "int64_list", "image/class/text": "bytes_list"}
+# The TF Object Detection API's keys; boxes are normalized to [0, 1], one entry per object in manifest order.
+DETECTION_KEYS = {
+    "image/object/bbox/xmin": "float_list",
+    "image/object/bbox/ymin": "float_list",
+    "image/object/bbox/xmax": "float_list",
+    "image/object/bbox/ymax": "float_list",
+    "image/object/class/label": "int64_list",
+    "image/object/class/text": "bytes_list",
+}
+SEGMENTATION_KEYS = {"image/segmentation/class/encoded": "bytes", "image/segmentation/class/format": "bytes"}
+FEATURE_KINDS = {"int": "int64", "float": "float", "string": "bytes"}
 
 
-def example_keys(image_mode: str) -> dict[str, str]:
-    return PATH_MODE_KEYS if image_mode == "path" else EXAMPLE_KEYS
+def example_keys(image_mode: str, task: str = "classification",
+                 features: tuple[tuple[str, str], ...] = ()) -> dict[str, str]:
+    """Every key a record of this build carries, with its kind. `features`: (name, --feature type) pairs."""
+    keys = dict(PATH_MODE_KEYS if image_mode == "path" else EXAMPLE_KEYS)
+    if task == "multi_label":
+        keys.update(MULTI_LABEL_KEYS)
+    elif task == "detection":
+        del keys["image/class/label"], keys["image/class/text"]
+        keys.update(DETECTION_KEYS)
+    elif task == "segmentation":
+        keys.update(SEGMENTATION_KEYS)
+    for name, kind in features:
+        scalar = kind.removesuffix("_list")
+        keys[name] = FEATURE_KINDS[scalar] + ("_list" if kind != scalar else "")
+    return keys
 
 
 def _list_message(file: descriptor_pb2.FileDescriptorProto, name: str, field_type: int) -> None:
@@ -85,10 +111,10 @@ def example_class():
 
 
 def encode_image_example(row: ManifestRow, data: bytes, info: ImageInfo, sha256_hex: str | None = None,
-                         image_mode: str = "bytes") -> bytes:
+                         image_mode: str = "bytes", mask_png: bytes | None = None) -> bytes:
     """The serialized Example for one image: the original bytes unchanged (or, with image_mode "path", where
-    they are and how many), its shape, label and provenance. `sha256_hex`, when the caller has it, saves
-    hashing the bytes twice."""
+    they are and how many), its shape, label(s) and provenance; with an annotation, its boxes, class mask
+    (`mask_png`) and extra features. `sha256_hex`, when the caller has it, saves hashing the bytes twice."""
     example = example_class()()
     feature = example.features.feature
     if image_mode == "path":
@@ -100,9 +126,38 @@ def encode_image_example(row: ManifestRow, data: bytes, info: ImageInfo, sha256_
     feature["image/height"].int64_list.value.append(info.height)
     feature["image/width"].int64_list.value.append(info.width)
     feature["image/channels"].int64_list.value.append(info.channels)
-    feature["image/class/label"].int64_list.value.append(row.label_id)
-    feature["image/class/text"].bytes_list.value.append(row.label.encode())
     feature["image/filename"].bytes_list.value.append(row.uri.encode())
     digest = sha256_hex or hashlib.sha256(data).hexdigest()
     feature["image/key/sha256"].bytes_list.value.append(digest.encode())
+    annotation = row.annotation
+    if annotation is None or not annotation.labels:
+        feature["image/class/label"].int64_list.value.append(row.label_id)
+        feature["image/class/text"].bytes_list.value.append(row.label.encode())
+    elif annotation.boxes:
+        for name, index in (("xmin", 0), ("ymin", 1), ("xmax", 2), ("ymax", 3)):
+            feature[f"image/object/bbox/{name}"].float_list.value.extend(box[index] for box in annotation.boxes)
+        feature["image/object/class/label"].int64_list.value.extend(annotation.label_ids)
+        feature["image/object/class/text"].bytes_list.value.extend(label.encode() for label in annotation.labels)
+    else:
+        feature["image/class/label"].int64_list.value.extend(annotation.label_ids)
+        feature["image/class/text"].bytes_list.value.extend(label.encode() for label in annotation.labels)
+    if mask_png is not None:
+        feature["image/segmentation/class/encoded"].bytes_list.value.append(mask_png)
+        feature["image/segmentation/class/format"].bytes_list.value.append(b"png")
+    if annotation is not None:
+        for name, value in annotation.features:
+            if value != ():  # an empty list leaves the key out; the read side parses it as an empty list
+                _set_feature(feature[name], value)
     return example.SerializeToString(deterministic=True)
+
+
+def _set_feature(feature, value) -> None:
+    """An extra column's typed value (int, float, str, or a tuple of one of them) into its Feature."""
+    values = value if isinstance(value, tuple) else (value,)
+    kind = type(values[0])
+    if kind is str:
+        feature.bytes_list.value.extend(v.encode() for v in values)
+    elif kind is float:
+        feature.float_list.value.extend(values)
+    else:
+        feature.int64_list.value.extend(values)

@@ -11,12 +11,13 @@ import contextlib
 import dataclasses
 import importlib
 import threading
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import apache_beam as beam
 
-from transforms.records import ErrorRow, RowBatch
+from transforms.records import ErrorRow, ManifestRow, RowBatch
 
 ERRORS = "errors"
 STAGE = "label"
@@ -26,20 +27,41 @@ TRANSFORM_VOCAB_NAME = "labels"
 @dataclass(frozen=True)
 class Vocabulary:
     """Label texts in id order, and which rows they were taken from: "train", or "all" when the inputs have
-    no training rows at all (a test-only manifest still gets consistent ids)."""
+    no training rows at all (a test-only manifest still gets consistent ids). `image_counts[i]`: how many of
+    those rows (images) carry label i; it picks the label that places a row with several (`stratum_id`)."""
 
     labels: tuple[str, ...]
     taken_from: str
+    image_counts: tuple[int, ...] = ()
 
 
+def labels_of(row: ManifestRow) -> tuple[str, ...]:
+    """Every label of a row: several for multi_label and detection rows, else its one label."""
+    if row.annotation is not None and row.annotation.labels:
+        return row.annotation.labels
+    return (row.label,)
 
-def vocabulary_from(pairs: Iterable[tuple[bool, str]]) -> Vocabulary:
-    """Sorted distinct labels of the training rows; of all rows when the inputs have no training split."""
-    pairs = list(pairs)
-    train = sorted({label for is_train, label in pairs if is_train})
+
+def vocabulary_from(counts: Iterable[tuple[tuple[bool, str], int]]) -> Vocabulary:
+    """Sorted distinct labels of the training rows; of all rows when the inputs have no training split.
+    `counts`: ((is a training row, label), number of rows with that label)."""
+    counts = list(counts)
+    train = {label: n for (is_train, label), n in counts if is_train}
     if train:
-        return Vocabulary(tuple(train), "train")
-    return Vocabulary(tuple(sorted({label for _, label in pairs})), "all")
+        return Vocabulary(tuple(sorted(train)), "train", tuple(train[label] for label in sorted(train)))
+    every: Counter[str] = Counter()
+    for (_, label), n in counts:
+        every[label] += n
+    return Vocabulary(tuple(sorted(every)), "all", tuple(every[label] for label in sorted(every)))
+
+
+def _label_counts(batch: RowBatch) -> Iterable[tuple[tuple[bool, str], int]]:
+    counts: Counter[tuple[bool, str]] = Counter()
+    for row in batch:
+        is_train = row.split == "train"
+        for label in set(labels_of(row)):
+            counts[(is_train, label)] += 1
+    return counts.items()
 
 
 class ComputeVocabulary(beam.PTransform):
@@ -48,31 +70,51 @@ class ComputeVocabulary(beam.PTransform):
     def expand(self, batches):
         return (
             batches
-            | "TrainFlagAndLabel" >> beam.FlatMap(lambda batch: {(r.split == "train", r.label) for r in batch})
-            | "DistinctLabels" >> beam.Distinct()
+            | "CountLabelsOfBatch" >> beam.FlatMap(_label_counts)
+            | "CountLabels" >> beam.CombinePerKey(sum)
             | "CollectLabels" >> beam.combiners.ToList()
             | "SortLabels" >> beam.Map(vocabulary_from)
         )
 
 
 class AttachLabelIdFn(beam.DoFn):
-    """RowBatch -> the rows whose label is known, with `label_id` set (one RowBatch); ErrorRows tagged `errors`."""
+    """RowBatch -> the rows whose labels are all known, with `label_id` set (one RowBatch); ErrorRows tagged
+    `errors`. A row with several labels is placed by its rarest: the label carried by the fewest images
+    (ties: the lower id), so rare labels are spread over the shards as evenly as the common ones."""
 
     def process(self, batch: RowBatch, vocabulary: Vocabulary) -> Iterator:
         ids = self._ids(vocabulary)
         labelled: RowBatch = []
         for row in batch:
-            label_id = ids.get(row.label)
-            if label_id is None:
-                yield beam.pvalue.TaggedOutput(
-                    ERRORS,
-                    ErrorRow.for_row(row, STAGE, f"label {row.label!r} does not appear in the training split",
-                                     "label ids come from the training split; add training examples of it"),
-                )
+            if row.annotation is None or not row.annotation.labels:
+                label_id = ids.get(row.label)
+                if label_id is not None:
+                    labelled.append(dataclasses.replace(row, label_id=label_id))
+                    continue
+                unknown = row.label
             else:
-                labelled.append(dataclasses.replace(row, label_id=label_id))
+                label_ids = tuple(ids.get(label, -1) for label in row.annotation.labels)
+                if -1 not in label_ids:
+                    labelled.append(self._with_ids(row, label_ids, vocabulary))
+                    continue
+                unknown = row.annotation.labels[label_ids.index(-1)]
+            yield beam.pvalue.TaggedOutput(
+                ERRORS,
+                ErrorRow.for_row(row, STAGE, f"label {unknown!r} does not appear in the training split",
+                                 "label ids come from the training split; add training examples of it"),
+            )
         if labelled:
             yield labelled
+
+    @staticmethod
+    def _with_ids(row: ManifestRow, label_ids: tuple[int, ...], vocabulary: Vocabulary) -> ManifestRow:
+        annotation = row.annotation
+        if not annotation.boxes:  # multi_label: the labels in id order
+            label_ids = tuple(sorted(label_ids))
+            annotation = dataclasses.replace(annotation, labels=tuple(vocabulary.labels[i] for i in label_ids))
+        stratum = min(label_ids, key=lambda i: (vocabulary.image_counts[i], i))
+        return dataclasses.replace(row, label=vocabulary.labels[stratum], label_id=stratum,
+                                   annotation=dataclasses.replace(annotation, label_ids=label_ids))
 
     def _ids(self, vocabulary: Vocabulary) -> dict[str, int]:
         # The side input is the same object for a whole bundle; build the dict once per vocabulary.

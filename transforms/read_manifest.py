@@ -11,14 +11,33 @@ import csv
 import io
 import json
 import posixpath
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 import apache_beam as beam
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from transforms.records import ROWS_PER_BATCH, ErrorRow, ManifestRow, RowBatch, canonical_split, is_remote
+from transforms.annotations import (
+    AUTOML_BOX_FIELDS,
+    FEATURE_TYPES,
+    INVALID_DETAIL_SEPARATOR,
+    RowProblem,
+    boxes_of,
+    features_from,
+    split_labels,
+)
+from transforms.records import (
+    ROWS_PER_BATCH,
+    Annotation,
+    ErrorRow,
+    ManifestRow,
+    RowBatch,
+    canonical_split,
+    is_remote,
+)
+
+__all__ = ["FEATURE_TYPES", "ManifestFormat", "ReadManifest", "Source"]
 
 ERRORS = "errors"
 STAGE = "manifest"
@@ -35,6 +54,15 @@ class ManifestFormat:
     label_column: str = "label"
     path_map: tuple[tuple[str, str], ...] = ()
     allowed_prefixes: tuple[str, ...] = ()  # each ends with "/"; empty: anywhere
+    task: str = "classification"
+    list_delimiter: str = ";"
+    mask_column: str = "mask_uri"
+    features: tuple[tuple[str, str], ...] = ()  # (column name, type)
+
+    @property
+    def annotated(self) -> bool:
+        """Whether rows carry more than one label (an Annotation)."""
+        return self.task != "classification" or bool(self.features)
 
     def allows(self, resolved_uri: str) -> bool:
         """Whether a resolved URI lies under an allowed prefix. Local paths are normalized first, and a remote
@@ -116,9 +144,12 @@ class ReadSourceFn(beam.DoFn):
         return self._read_csv(source)
 
     # Rows -----------------------------------------------------------------------------------------
-    def _make_row(self, source: Source, line: int, split: str, uri: str, label: str):
+    def _make_row(self, source: Source, line: int, split: str, uri: str, label: str,
+                  columns: Mapping[str, object] | None = None, box_fields: list[str] | None = None):
+        """One row, or an ErrorRow saying what is wrong with it. `columns` (lower-cased name -> value) are
+        the row's other columns, read for the task and --feature; `box_fields` the AutoML box coordinates."""
+        fmt = self._fmt
         split, uri, label = split.strip(), uri.strip(), label.strip()
-        canonical = canonical_split(split) if split else ""
 
         def error(reason: str, detail: str = "") -> beam.pvalue.TaggedOutput:
             return beam.pvalue.TaggedOutput(
@@ -134,17 +165,48 @@ class ReadSourceFn(beam.DoFn):
                          else "line is not valid UTF-8 text")
         if not uri:
             return error("empty image URI")
-        if canonical is None:
-            return error(f"unknown split value {split!r}", "expected train, validation, test (any case) or empty")
-        if not label:
-            return error("empty label")
-        if "\n" in label or "\r" in label:
-            return error("label contains a line break")
         base_dir = source.path if source.kind == "folder" else posixpath.dirname(source.path)
-        resolved = resolve_uri(uri, base_dir, self._fmt)
-        if not self._fmt.allows(resolved):
-            return error("image URI is outside --allowed_prefixes", resolved)
-        return ManifestRow(source.path, source.index, line, uri, resolved, canonical, label)
+        resolved = resolve_uri(uri, base_dir, fmt)
+        canonical = canonical_split(split) if split else ""
+        try:
+            if canonical is None:
+                raise RowProblem(f"unknown split value {split!r}",
+                                 "expected train, validation, test (any case) or empty")
+            if not label and not (columns and "boxes" in columns):
+                raise RowProblem("empty label")
+            if "\n" in label or "\r" in label:
+                raise RowProblem("label contains a line break")
+            if not fmt.allows(resolved):
+                raise RowProblem("image URI is outside --allowed_prefixes", resolved)
+            annotation = self._annotate(label, columns or {}, box_fields, base_dir) if fmt.annotated else None
+        except RowProblem as problem:
+            if fmt.task != "detection":
+                return error(problem.reason, problem.detail)
+            # Rejected with the other box lines of its image, once they are grouped (annotations.py).
+            invalid = Annotation(invalid=problem.reason + INVALID_DETAIL_SEPARATOR + problem.detail)
+            return ManifestRow(source.path, source.index, line, uri, resolved, canonical or "", label,
+                               annotation=invalid)
+        return ManifestRow(source.path, source.index, line, uri, resolved, canonical, label, annotation=annotation)
+
+    def _annotate(self, label: str, columns: Mapping[str, object], box_fields: list[str] | None,
+                  base_dir: str) -> Annotation:
+        fmt = self._fmt
+        labels: tuple[str, ...] = ()
+        boxes: tuple = ()
+        mask_uri = ""
+        if fmt.task == "multi_label":
+            labels = split_labels(label, fmt.list_delimiter)
+        elif fmt.task == "detection":
+            labels, boxes = boxes_of(label, columns, box_fields)
+        elif fmt.task == "segmentation":
+            written = _text(columns.get(fmt.mask_column.lower())).strip()
+            if not written:
+                raise RowProblem(f"empty mask URI (column {fmt.mask_column!r})")
+            mask_uri = resolve_uri(written, base_dir, fmt)
+            if not fmt.allows(mask_uri):
+                raise RowProblem("mask URI is outside --allowed_prefixes", mask_uri)
+        features = features_from(columns, fmt.features, fmt.list_delimiter) if fmt.features else ()
+        return Annotation(labels=labels, boxes=boxes, mask_uri=mask_uri, features=features)
 
     # CSV --------------------------------------------------------------------------------------------
     def _read_csv(self, source: Source) -> Iterator:
@@ -180,13 +242,33 @@ class ReadSourceFn(beam.DoFn):
                         yield self._column_count_error(source, line, fields, f"{len(header)} (as in the header)")
                     else:
                         split = fields[split_pos] if split_pos is not None else ""
-                        yield self._make_row(source, line, split, fields[uri_pos], fields[label_pos])
-                elif len(fields) == 3:
-                    yield self._make_row(source, line, fields[0], fields[1], fields[2])
-                elif len(fields) == 2:
-                    yield self._make_row(source, line, "", fields[0], fields[1])
+                        columns = dict(zip(header, fields, strict=True)) if fmt.annotated else None
+                        yield self._make_row(source, line, split, fields[uri_pos], fields[label_pos], columns)
                 else:
-                    yield self._column_count_error(source, line, fields, "3 (split,image_uri,label) or 2")
+                    yield self._headerless_row(source, line, fields)
+
+    def _headerless_row(self, source: Source, line: int, fields: list[str]):
+        """A row of a CSV without a header, in the AutoML Vision layout of the task."""
+        fmt = self._fmt
+        if fmt.features:
+            return self._line_error(source, line, "--feature needs a header row",
+                                    "features are found by column name; add a header line to the manifest")
+        if fmt.task == "detection":
+            if len(fields) in (AUTOML_BOX_FIELDS + 2, AUTOML_BOX_FIELDS + 3):
+                leading = fields[:-AUTOML_BOX_FIELDS]
+                split, uri, label = [""] + leading if len(leading) == 2 else leading
+                return self._make_row(source, line, split, uri, label, box_fields=fields[-AUTOML_BOX_FIELDS:])
+            return self._column_count_error(source, line, fields, "11 (split,image_uri,label,x1,y1,...,y4) or 10")
+        if fmt.task == "segmentation":
+            if len(fields) == 4:
+                mask = {fmt.mask_column.lower(): fields[3]}
+                return self._make_row(source, line, fields[0], fields[1], fields[2], mask)
+            return self._column_count_error(source, line, fields, "4 (split,image_uri,label,mask_uri)")
+        if len(fields) == 3:
+            return self._make_row(source, line, fields[0], fields[1], fields[2])
+        if len(fields) == 2:
+            return self._make_row(source, line, "", fields[0], fields[1])
+        return self._column_count_error(source, line, fields, "3 (split,image_uri,label) or 2")
 
     @staticmethod
     def _line_error(source: Source, line: int, reason: str, detail: str = "") -> beam.pvalue.TaggedOutput:
@@ -218,9 +300,13 @@ class ReadSourceFn(beam.DoFn):
                                  raw.strip()[:200]),
                     )
                     continue
+                label = obj.get(fmt.label_column)
+                if isinstance(label, list) and fmt.task == "multi_label":
+                    label = fmt.list_delimiter.join(_text(item) for item in label)
+                columns = {key.lower(): value for key, value in obj.items()} if fmt.annotated else None
                 yield self._make_row(
-                    source, line, _text(obj.get(fmt.split_column)), _text(obj.get(fmt.uri_column)),
-                    _text(obj.get(fmt.label_column)),
+                    source, line, _text(obj.get(fmt.split_column)), _text(obj.get(fmt.uri_column)), _text(label),
+                    columns,
                 )
 
     # Folder -----------------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ SPLIT_ALIASES = {
     "evaluation": "validation",
     "test": "test",
     "testing": "test",
+    "unassigned": "",  # AutoML Vision's word for "let the tool choose"
 }
 
 ERRORS_FILE = "errors.jsonl"
@@ -48,8 +49,34 @@ def is_remote(uri: str) -> bool:
 
 
 def canonical_split(value: str) -> str | None:
-    """Maps a split value as written (any case) to train/validation/test; None when unknown."""
+    """Maps a split value as written (any case) to train/validation/test ("" for UNASSIGNED: to be chosen);
+    None when unknown."""
     return SPLIT_ALIASES.get(value.strip().lower())
+
+
+Box = tuple[float, float, float, float]  # (xmin, ymin, xmax, ymax), normalized to [0, 1] of width and height
+
+
+@pickled_as_field_values
+@dataclass(frozen=True, slots=True)
+class Annotation:
+    """What a row says about its image beyond one label: absent (None) for single-label classification.
+
+    - multi_label: `labels` are the image's distinct labels; detection: one label per box, `boxes` aligned.
+    - `lines`: every manifest line this image's row stands for (detection merges one line per box).
+    - `label_ids`: ids of `labels`, set with the vocabulary.
+    - `mask_uri`: segmentation: the resolved URI of the image's class mask.
+    - `features`: extra columns, (name, typed value) in --feature order.
+    - `invalid`: why this row cannot be used (a bad box); the rows of its image are then rejected together.
+    """
+
+    labels: tuple[str, ...] = ()
+    boxes: tuple[Box, ...] = ()
+    lines: tuple[int, ...] = ()
+    label_ids: tuple[int, ...] = ()
+    mask_uri: str = ""
+    features: tuple[tuple[str, object], ...] = ()
+    invalid: str = ""
 
 
 @pickled_as_field_values
@@ -67,9 +94,15 @@ class ManifestRow:
     uri: str  # as written in the manifest
     resolved_uri: str  # where the bytes are read from
     split: str  # canonical split, or "" while not yet assigned
-    label: str
+    label: str  # the label; with several (multi_label, detection), the one placement stratifies by
     size: int = -1  # bytes, from a metadata lookup; -1 until looked up
     label_id: int = -1  # index into labels.txt; -1 until labels are known
+    annotation: Annotation | None = None
+
+    @property
+    def lines(self) -> tuple[int, ...]:
+        """The manifest lines this row stands for: its own, or every box line of a detection image."""
+        return self.annotation.lines if self.annotation is not None and self.annotation.lines else (self.line,)
 
 
 RowBatch = list[ManifestRow]
@@ -98,16 +131,26 @@ class ErrorRow:
     stage: str
     reason: str
     detail: str = ""
+    other_lines: tuple[int, ...] = ()  # further lines of the same image (detection), rejected with it
 
     @classmethod
     def for_row(cls, row: ManifestRow, stage: str, reason: str, detail: str = "") -> ErrorRow:
-        return cls(row.source, row.line, row.uri, row.split, row.label, stage, reason, detail)
+        lines = row.lines
+        return cls(row.source, lines[0], row.uri, row.split, row.label, stage, reason, detail, lines[1:])
+
+    def per_line(self) -> list[ErrorRow]:
+        """One ErrorRow per manifest line: errors.jsonl and the accounting count lines, not images."""
+        if not self.other_lines:
+            return [self]
+        return [dataclasses.replace(self, line=line, other_lines=()) for line in (self.line, *self.other_lines)]
 
     def sort_key(self) -> tuple:
         return (self.source, self.line, self.uri, self.stage, self.reason)
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        fields = dataclasses.asdict(self)
+        del fields["other_lines"]
+        return fields
 
 
 @dataclass(frozen=True)
@@ -121,6 +164,7 @@ class ShardResult:
     num_examples: int
     num_bytes: int  # size of the shard file as written
     label_counts: dict[str, int] = field(default_factory=dict)
+    num_rows: int = -1  # manifest lines its records stand for (detection: one per box); -1: one per record
 
 
 @pickled_as_field_values

@@ -54,7 +54,7 @@ class ErrorSummary:
 
 
 def write_errors(errors: Iterable[ErrorRow], output_dir: str) -> ErrorSummary:
-    ordered = sorted(errors, key=ErrorRow.sort_key)
+    ordered = sorted((line for error in errors for line in error.per_line()), key=ErrorRow.sort_key)
     lines = "".join(json.dumps(e.to_dict(), ensure_ascii=False, sort_keys=True) + "\n" for e in ordered)
     write_file_atomically(FileSystems.join(output_dir, ERRORS_FILE), lines.encode("utf-8"))
     by_reason = Counter(f"{e.stage}: {e.reason}" for e in ordered)
@@ -109,9 +109,14 @@ def build_metadata(
         "options": config.options,
         "labels": list(vocabulary.labels),
         "labels_taken_from": vocabulary.taken_from,
-        "features": example_keys(config.options.get("image_mode", "bytes")),
+        "label_image_counts": list(vocabulary.image_counts),  # picks the label that places a multi-label row
+        "task": config.options.get("task", "classification"),
+        "features": example_keys(config.options.get("image_mode", "bytes"),
+                                 config.options.get("task", "classification"),
+                                 tuple(tuple(f) for f in config.options.get("features", ()))),
         "num_input_rows": num_input_rows,
         "num_examples": sum(s.num_examples for s in shards),
+        "num_example_rows": sum(s.num_examples if s.num_rows < 0 else s.num_rows for s in shards),
         "num_errors": errors.num_errors,
         "errors_by_reason": errors.by_reason,
         "duplicates": (duplicates or DuplicateSummary()).to_dict(),
@@ -126,10 +131,10 @@ def check_and_write_metadata(
     removes leftover temporary files, and writes metadata.json last."""
     shards = list(shards)
     metadata = build_metadata(config, shards, plan, vocabulary, errors, num_input_rows, duplicates)
-    accounted = metadata["num_examples"] + errors.num_errors
+    accounted = metadata["num_example_rows"] + errors.num_errors
     if accounted != num_input_rows:
         raise DatasetCheckFailed(
-            f"{num_input_rows} input rows but {metadata['num_examples']} records + {errors.num_errors} errors "
+            f"{num_input_rows} input rows but {metadata['num_example_rows']} in records + {errors.num_errors} errors "
             f"= {accounted}; rows were lost or duplicated, do not use this output"
         )
     if num_input_rows == 0:

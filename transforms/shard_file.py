@@ -32,6 +32,7 @@ from transforms.load_images import (
     ordered_bounded_map,
     read_bytes,
 )
+from transforms.masks import mask_png
 from transforms.records import TEMP_PREFIX, ErrorRow, ImageDigest, PlacedRow, ShardResult, is_remote
 from transforms.reencode import Reencoding, reencode
 
@@ -87,6 +88,7 @@ class _Loaded:
     info: ImageInfo | None = None
     sha256: str = ""  # of the source file, always
     error: ImageRejected | None = None
+    mask: bytes | None = None  # segmentation: the class mask as stored
 
 
 def _load(placed: PlacedRow, config: WriterConfig) -> _Loaded:
@@ -101,7 +103,16 @@ def _load(placed: PlacedRow, config: WriterConfig) -> _Loaded:
         return _Loaded(placed, error=e)
     except OSError as e:
         return _Loaded(placed, error=ImageRejected("file cannot be read", f"{type(e).__name__}: {e}"[:300]))
-    return _Loaded(placed, data, info, sha256)
+    annotation = placed.row.annotation
+    if annotation is None or not annotation.mask_uri:
+        return _Loaded(placed, data, info, sha256)
+    try:
+        mask = mask_png(read_bytes(annotation.mask_uri, config.max_image_bytes), info.height, info.width)
+    except ImageRejected as e:
+        return _Loaded(placed, error=e)
+    except OSError as e:
+        return _Loaded(placed, error=ImageRejected("mask file cannot be read", f"{type(e).__name__}: {e}"[:300]))
+    return _Loaded(placed, data, info, sha256, mask=mask)
 
 
 def _loaded_in_order(rows: list[PlacedRow], config: WriterConfig) -> Iterator[_Loaded]:
@@ -122,6 +133,7 @@ def write_shard_file(config: WriterConfig, split: str, shard: int, dealt: Iterab
     final_name = shard_file_name(config.name, split, shard, num_shards, config.compression)
     output = _Output(config.output_dir, final_name, config.compression)
     label_counts: Counter[str] = Counter()
+    num_rows = 0
     outcome = ShardOutcome(ShardResult(split, shard, num_shards, final_name, 0, 0))
     try:
         with output.open_temporary() as out:
@@ -130,13 +142,15 @@ def write_shard_file(config: WriterConfig, split: str, shard: int, dealt: Iterab
                 if loaded.error is not None:
                     outcome.errors.append(ErrorRow.for_row(row, STAGE, loaded.error.reason, loaded.error.detail))
                     continue
-                record = encode_image_example(row, loaded.data, loaded.info, loaded.sha256, config.image_mode)
+                record = encode_image_example(row, loaded.data, loaded.info, loaded.sha256, config.image_mode,
+                                              loaded.mask)
                 outcome.digests.append(ImageDigest(loaded.sha256, split, row.uri, row.source_index, row.line))
                 head, tail = tfrecord_frame(record)
                 out.write(head)
                 out.write(record)
                 out.write(tail)
                 label_counts[row.label] += 1
+                num_rows += len(row.lines)
                 faults.reached("mid_shard")
     except BaseException:
         output.discard_temporary()  # a retry writes its own temporary file; do not leave this one behind
@@ -144,7 +158,7 @@ def write_shard_file(config: WriterConfig, split: str, shard: int, dealt: Iterab
     num_bytes = output.publish()
     faults.reached("after_shards")
     outcome.result = ShardResult(split, shard, num_shards, final_name, sum(label_counts.values()), num_bytes,
-                                 dict(sorted(label_counts.items())))
+                                 dict(sorted(label_counts.items())), num_rows)
     return outcome
 
 

@@ -101,6 +101,8 @@ def tfds_metadata_files(metadata: dict) -> dict[str, bytes]:
         return {}
     if IMAGE_KEY not in metadata["features"] or LABEL_KEY not in metadata["features"]:
         return {}
+    if any(kind not in ("bytes", "int64") for kind in metadata["features"].values()):
+        return {}  # list and float features (multi_label, extra columns) have no description here yet
 
     def dump(value: dict) -> bytes:
         return (json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")

@@ -1,0 +1,117 @@
+"""`shardsmith schema MANIFEST`: the --feature flags for a manifest's extra columns, inferred from its header
+(CSV) or keys (JSON Lines) and its first rows, printed for the user to copy into the build command.
+
+Inference, per column, over its non-empty values: all integers -> int; all numbers -> float; otherwise
+string. A column where some value holds --list_delimiter, or with empty cells, is a list of that type (an
+empty cell of a scalar feature is an error row in the build; an empty list is not). This reads the first
+rows only: the build checks every value and rejects a row whose value does not fit.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Iterator
+
+from pipeline.options import UsageError
+from transforms.annotations import BOX_COLUMNS
+
+DEFAULT_ROWS = 1000
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("manifest", help="a CSV manifest with a header row, or a JSON Lines manifest")
+    parser.add_argument("--rows", type=int, default=DEFAULT_ROWS, help=f"rows to look at (default {DEFAULT_ROWS})")
+    parser.add_argument("--list_delimiter", default=";")
+    for column, default in (("split", "split"), ("uri", "image_uri"), ("label", "label"), ("mask", "mask_uri")):
+        parser.add_argument(f"--{column}_column", default=default)
+
+
+def _columns(path: str, limit: int) -> Iterator[dict[str, object]]:
+    from apache_beam.io.filesystems import FileSystems
+
+    if not FileSystems.exists(path):
+        raise UsageError(f"manifest {path} does not exist")
+    with io.TextIOWrapper(FileSystems.open(path), encoding="utf-8-sig", errors="replace", newline="") as text:
+        if path.lower().endswith((".jsonl", ".ndjson", ".json")):
+            count = 0
+            for line in text:
+                if count >= limit:
+                    return
+                if line.strip():
+                    try:
+                        obj = json.loads(line)
+                    except json.JSONDecodeError:
+                        continue  # the build reports such lines; the types come from the others
+                    if isinstance(obj, dict):
+                        count += 1
+                        yield {str(key): value for key, value in obj.items()}
+            return
+        reader = csv.reader(text)
+        header = next(reader, None)
+        if not header:
+            raise UsageError(f"{path} is empty")
+        for count, fields in enumerate(reader):
+            if count >= limit:
+                return
+            if len(fields) == len(header):
+                yield dict(zip((h.strip() for h in header), fields, strict=True))
+
+
+def infer_type(values: list[object], delimiter: str) -> str:
+    """The --feature type that fits every one of `values` (text cells or JSON values)."""
+    is_list = any(isinstance(v, list) or v is None or (isinstance(v, str) and (not v.strip() or delimiter in v))
+                  for v in values)
+    items: list[object] = []
+    for value in values:
+        if isinstance(value, list):
+            items += value
+        elif isinstance(value, str) and is_list:
+            items += [part.strip() for part in value.split(delimiter) if part.strip()]
+        elif value is not None:
+            items.append(value)
+    scalar = "string"
+    if items and all(_is_int(item) for item in items):
+        scalar = "int"
+    elif items and all(_is_float(item) for item in items):
+        scalar = "float"
+    return scalar + ("_list" if is_list else "")
+
+
+def _is_int(value: object) -> bool:
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return True
+    try:
+        int(str(value).strip())
+    except ValueError:
+        return False
+    return True
+
+
+def _is_float(value: object) -> bool:
+    if isinstance(value, bool):
+        return False
+    try:
+        float(str(value).strip())
+    except ValueError:
+        return False
+    return True
+
+
+def run(args) -> str:
+    reserved = {args.split_column.lower(), args.uri_column.lower(), args.label_column.lower(),
+                args.mask_column.lower(), "boxes", *BOX_COLUMNS}
+    rows = list(_columns(args.manifest, args.rows))
+    if not rows:
+        raise UsageError(f"{args.manifest} has no data rows to infer from")
+    names = [name for name in dict.fromkeys(key for row in rows for key in row) if name.lower() not in reserved]
+    flags = [f"--feature {name}:{infer_type([row.get(name) for row in rows], args.list_delimiter)}"
+             for name in names]
+    lines = [f"# {len(names)} extra column(s) in {args.manifest}, types inferred from its first {len(rows)} rows:"]
+    lines.append(" ".join(flags) if flags else "# (none: only the columns shardsmith reads itself)")
+    text = "\n".join(lines)
+    print(text)
+    return text

@@ -1,0 +1,123 @@
+"""Stage 3b, with --feature: tensorflow-transform over the rows, so that transform_fn/ holds the statistics
+of the extra columns beside the label vocabulary, and training applies what the analysis saw.
+
+For each feature the transform outputs, under the feature's name: numeric (int, float and their lists): the
+value scaled to z-score with the mean and variance of the analyzed rows (`tft.scale_to_z_score`); string
+(and string lists): the id in a vocabulary of the analyzed rows' values (`feature_<name>` under
+transform_fn/assets, most frequent first, -1 for a value it never saw). `label_id` is the same mapping as
+without features: the ids of labels.txt.
+
+Analyzed rows: those the label vocabulary was taken from (the training split; every row when there is none),
+so evaluation rows never leak into the statistics. Unlike the vocabulary-only step (labels.py), this one runs
+inside the build's own graph, one instance per row, and imports TensorFlow when the graph is built.
+Memory: tft's combiners (one value per distinct string, a few numbers per numeric feature); never image bytes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+import apache_beam as beam
+
+from transforms.labels import TRANSFORM_VOCAB_NAME, Vocabulary, labels_of
+from transforms.records import RowBatch
+
+SINGLE_LABEL_TASKS = ("classification", "segmentation")
+
+
+def feature_vocab_name(name: str) -> str:
+    return "feature_" + re.sub(r"[^A-Za-z0-9_]", "_", name)
+
+
+def row_instances(batch: RowBatch, vocabulary: Vocabulary, task: str) -> Iterator[dict]:
+    """One tft instance per analyzed row: its label(s), a weight per label, and its feature values.
+
+    tft.vocabulary orders tokens by descending total weight. A row carrying label k (of N) weighs
+    (N - k) / (images carrying k), so label k totals N - k over the analyzed rows, whose per-label image
+    counts are exactly vocabulary.image_counts: tft's order is then labels.txt's order. The float32 sums
+    stay within 0.5 of N - k for any realistic N (errors near 1e-7 relative per addition)."""
+    index = {label: i for i, label in enumerate(vocabulary.labels)}
+    num_labels = len(vocabulary.labels)
+    for row in batch:
+        if vocabulary.taken_from == "train" and row.split != "train":
+            continue
+        ids = sorted({index[label] for label in labels_of(row)})
+        weights = [(num_labels - i) / vocabulary.image_counts[i] for i in ids]
+        if task in SINGLE_LABEL_TASKS:
+            instance = {"label": vocabulary.labels[ids[0]], "rank_weight": weights[0]}
+        else:
+            instance = {"label": [vocabulary.labels[i] for i in ids], "rank_weight": weights}
+        for name, value in row.annotation.features:
+            instance[name] = list(value) if isinstance(value, tuple) else value
+        yield instance
+
+
+def raw_feature_spec(task: str, features: tuple[tuple[str, str], ...]) -> dict:
+    import tensorflow as tf
+
+    dtypes = {"int": tf.int64, "float": tf.float32, "string": tf.string}
+    single = task in SINGLE_LABEL_TASKS
+    spec = {
+        "label": tf.io.FixedLenFeature([], tf.string) if single else tf.io.VarLenFeature(tf.string),
+        "rank_weight": tf.io.FixedLenFeature([], tf.float32) if single else tf.io.VarLenFeature(tf.float32),
+    }
+    for name, kind in features:
+        scalar = kind.removesuffix("_list")
+        dtype = dtypes[scalar]
+        spec[name] = tf.io.FixedLenFeature([], dtype) if scalar == kind else tf.io.VarLenFeature(dtype)
+    return spec
+
+
+def make_preprocessing_fn(features: tuple[tuple[str, str], ...]):
+    def preprocessing_fn(inputs):
+        import tensorflow as tf
+        import tensorflow_transform as tft
+
+        label, weights = inputs["label"], inputs["rank_weight"]
+        if isinstance(weights, tf.SparseTensor):
+            weights = weights.values  # tft takes dense weights, aligned with the labels' values
+        outputs = {"label_id": tft.compute_and_apply_vocabulary(label, weights=weights, default_value=-1,
+                                                                vocab_filename=TRANSFORM_VOCAB_NAME)}
+        for name, kind in features:
+            value = inputs[name]
+            if kind.startswith("string"):
+                outputs[name] = tft.compute_and_apply_vocabulary(value, default_value=-1,
+                                                                 vocab_filename=feature_vocab_name(name))
+            else:
+                if isinstance(value, tf.SparseTensor):
+                    value = tf.SparseTensor(value.indices, tf.cast(value.values, tf.float32), value.dense_shape)
+                else:
+                    value = tf.cast(value, tf.float32)
+                outputs[name] = tft.scale_to_z_score(value)
+        return outputs
+
+    return preprocessing_fn
+
+
+class AnalyzeRows(beam.PTransform):
+    """Labelled RowBatches -> transform_fn/ and transformed_metadata/ written into `output_dir` (a PCollection
+    of `output_dir` once written). `vocabulary`: the one-element PCollection of the Vocabulary."""
+
+    def __init__(self, vocabulary, output_dir: str, temp_dir: str, task: str,
+                 features: tuple[tuple[str, str], ...]):
+        super().__init__()
+        self._vocabulary = vocabulary
+        self._output_dir = output_dir
+        self._temp_dir = temp_dir
+        self._task = task
+        self._features = features
+
+    def expand(self, batches):
+        import tensorflow_transform.beam as tft_beam
+        from tensorflow_transform.tf_metadata import dataset_metadata, schema_utils
+
+        raw_metadata = dataset_metadata.DatasetMetadata(
+            schema_utils.schema_from_feature_spec(raw_feature_spec(self._task, self._features)))
+        instances = batches | "RowInstances" >> beam.FlatMap(
+            row_instances, beam.pvalue.AsSingleton(self._vocabulary), self._task)
+        with tft_beam.Context(temp_dir=self._temp_dir, force_tf_compat_v1=False):
+            transform_fn = (instances, raw_metadata) | "AnalyzeDataset" >> tft_beam.AnalyzeDataset(
+                make_preprocessing_fn(self._features))
+            published = transform_fn | "WriteTransformFn" >> tft_beam.WriteTransformFn(self._output_dir)
+        return published | "TransformFnDone" >> beam.Map(lambda _, output_dir: output_dir, self._output_dir)
