@@ -103,3 +103,17 @@ def test_jsonl_lists_are_labels_too(multi_label_set, multi_label_built, shardsmi
     assert shardsmith("build", "--manifest", jsonl, "--output_dir", out, "--name", "tags", "--task", "multi_label",
                       "--num_shards", "train=4,validation=2,test=2").code == 0
     assert checks.shard_bytes(out) == checks.shard_bytes(multi_label_built)
+
+
+def test_automl_layout_with_one_label_per_column_gives_the_same_records(multi_label_set, multi_label_built,
+                                                                        shardsmith, tmp_path, checks):
+    base, manifest, _ = multi_label_set
+    lines = manifest.read_text().splitlines()[1:-1]
+    automl = base.root / "automl.csv"
+    # No header, the set column in capitals, then one label per column.
+    automl.write_text("".join(f"{s.upper()},{u},{ls.replace(';', ',')}\n" for s, u, ls in
+                              (line.split(",", 2) for line in lines)))
+    out = tmp_path / "automl"
+    assert shardsmith("build", "--manifest", automl, "--output_dir", out, "--name", "tags", "--task",
+                      "multi_label", "--num_shards", "train=4,validation=2,test=2").code == 0
+    assert checks.shard_bytes(out) == checks.shard_bytes(multi_label_built)

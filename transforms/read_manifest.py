@@ -259,6 +259,10 @@ class ReadSourceFn(beam.DoFn):
                 split, uri, label = [""] + leading if len(leading) == 2 else leading
                 return self._make_row(source, line, split, uri, label, box_fields=fields[-AUTOML_BOX_FIELDS:])
             return self._column_count_error(source, line, fields, "11 (split,image_uri,label,x1,y1,...,y4) or 10")
+        if fmt.task == "multi_label" and len(fields) >= 2:
+            # AutoML Vision's multi-label layout: [set,]image_path,label[,label...], one label per column.
+            split, rest = (fields[0], fields[1:]) if canonical_split(fields[0]) is not None else ("", fields)
+            return self._make_row(source, line, split, rest[0], fmt.list_delimiter.join(rest[1:]))
         if fmt.task == "segmentation":
             if len(fields) == 4:
                 mask = {fmt.mask_column.lower(): fields[3]}
