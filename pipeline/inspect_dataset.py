@@ -27,6 +27,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from pipeline.options import UsageError
+from transforms.encode import BOX_KEYS, MASK_KEY
+from transforms.records import placing_label_id
 
 MAX_SHEET_LABELS = 40
 MAX_PLOT_POINTS = 50_000
@@ -168,9 +170,7 @@ class Record:
 def placed_label(feature, metadata: dict) -> int:
     """The label id a record was placed by: its only label, or the rarest of several (lowest id on ties)."""
     key = "image/object/class/label" if "image/object/class/label" in feature else "image/class/label"
-    ids = list(feature[key].int64_list.value)
-    counts = metadata.get("label_image_counts") or [0] * len(metadata["labels"])
-    return min(ids, key=lambda i: (counts[i], i)) if len(ids) > 1 else ids[0]
+    return placing_label_id(feature[key].int64_list.value, metadata.get("label_image_counts"))
 
 
 def split_records(output_dir: str, metadata: dict, split: str, with_images: bool = False) -> Iterator[Record]:
@@ -195,7 +195,7 @@ def _boxes(feature) -> tuple:
     if "image/object/class/text" not in feature:
         return ()
     texts = [t.decode("utf-8", "replace") for t in feature["image/object/class/text"].bytes_list.value]
-    corners = [feature[f"image/object/bbox/{k}"].float_list.value for k in ("xmin", "ymin", "xmax", "ymax")]
+    corners = [feature[key].float_list.value for key in BOX_KEYS]
     return tuple(zip(*corners, texts, strict=True))
 
 
@@ -211,7 +211,6 @@ def _image_bytes(feature) -> bytes:
         return b""
 
 
-MASK_KEY = "image/segmentation/class/encoded"
 BOX_COLOURS = ("#e6194b", "#3cb44b", "#4363d8", "#f58231", "#911eb4", "#42d4f4")
 
 

@@ -20,8 +20,6 @@ _DTYPES = {"bytes": "string", "int64": "int64", "float": "float32"}
 IMAGE_KEY = "image/encoded"
 URI_KEY = "image/uri"  # instead of IMAGE_KEY in datasets built with --image_mode path
 LABEL_KEY = "image/class/label"
-MASK_KEY = "image/segmentation/class/encoded"
-BOX_KEYS = ("image/object/bbox/ymin", "image/object/bbox/xmin", "image/object/bbox/ymax", "image/object/bbox/xmax")
 BOX_LABEL_KEY = "image/object/class/label"
 
 
@@ -141,6 +139,8 @@ def load(
     """
     import tensorflow as tf
 
+    from transforms.encode import BOX_KEYS, MASK_KEY
+
     if dtype not in ("uint8", "float32"):
         raise ValueError(f"dtype must be 'uint8' or 'float32', not {dtype!r}")
     if channels not in (0, 1, 3, 4):
@@ -186,7 +186,8 @@ def load(
         if task == "multi_label":
             return tf.reduce_max(tf.one_hot(example[LABEL_KEY], num_labels, dtype=tf.float32), axis=0)
         if task == "detection":
-            return {"boxes": tf.stack([example[key] for key in BOX_KEYS], axis=-1),
+            xmin, ymin, xmax, ymax = (example[key] for key in BOX_KEYS)
+            return {"boxes": tf.stack([ymin, xmin, ymax, xmax], axis=-1),  # TensorFlow's order
                     "classes": example[BOX_LABEL_KEY]}
         if task == "segmentation":
             return mask

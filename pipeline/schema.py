@@ -72,30 +72,19 @@ def infer_type(values: list[object], delimiter: str) -> str:
         elif value is not None:
             items.append(value)
     scalar = "string"
-    if items and all(_is_int(item) for item in items):
+    if items and all(_parses(int, item) for item in items):
         scalar = "int"
-    elif items and all(_is_float(item) for item in items):
+    elif items and all(_parses(float, item) for item in items):
         scalar = "float"
     return scalar + ("_list" if is_list else "")
 
 
-def _is_int(value: object) -> bool:
-    if isinstance(value, bool):
-        return False
-    if isinstance(value, int):
-        return True
-    try:
-        int(str(value).strip())
-    except ValueError:
-        return False
-    return True
-
-
-def _is_float(value: object) -> bool:
+def _parses(kind: type, value: object) -> bool:
+    """Whether `value` (a cell's text or a JSON value) reads as `kind` (int or float); booleans never do."""
     if isinstance(value, bool):
         return False
     try:
-        float(str(value).strip())
+        kind(str(value).strip())
     except ValueError:
         return False
     return True

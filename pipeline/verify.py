@@ -31,6 +31,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from pipeline.options import UsageError
+from transforms.encode import BOX_KEYS, MASK_KEY
+from transforms.records import placing_label_id
 
 READ_CHUNK = 1 << 20
 MAX_PROBLEMS_PER_SHARD = 50  # listed; the rest are counted
@@ -292,18 +294,15 @@ def _check_labels(check: ShardCheck, index: int, values: dict, metadata: dict) -
             check.add("label id and label text disagree", f"id {label}, text {text!r}", index)
             return None
     if prefix == "image/object/class":
-        boxes = list(zip(*(values[f"image/object/bbox/{c}"] for c in ("xmin", "ymin", "xmax", "ymax")), strict=False))
-        if len(boxes) != len(ids) or any(len(values[f"image/object/bbox/{c}"]) != len(ids)
-                                         for c in ("xmin", "ymin", "xmax", "ymax")):
+        corners = [values[key] for key in BOX_KEYS]  # xmin, ymin, xmax, ymax lists
+        if any(len(coordinates) != len(ids) for coordinates in corners):
             check.add("box coordinates and box labels differ in number", f"{len(ids)} labels", index)
-        elif any(not (0 <= x0 < x1 <= 1 and 0 <= y0 < y1 <= 1) for x0, y0, x1, y1 in boxes):
+        elif any(not (0 <= x0 < x1 <= 1 and 0 <= y0 < y1 <= 1) for x0, y0, x1, y1 in zip(*corners, strict=True)):
             check.add("box outside [0, 1] or with min >= max", "", index)
-    counts = metadata.get("label_image_counts") or [0] * len(labels)
-    return labels[min(ids, key=lambda i: (counts[i], i))]
+    return labels[placing_label_id(ids, metadata.get("label_image_counts"))]
 
 
 _LIST_FIELDS = {"bytes": "bytes_list", "int64": "int64_list", "float": "float_list"}
-MASK_KEY = "image/segmentation/class/encoded"
 
 
 def _image_at(values: dict, check: ShardCheck, index: int) -> bytes | None:

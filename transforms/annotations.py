@@ -24,7 +24,6 @@ BOX_COLUMNS = ("xmin", "ymin", "xmax", "ymax")
 # AutoML Vision object detection, after split, path and label: x1,y1,x2,y2,x3,y3,x4,y4 (the four corners
 # from top left, clockwise), where the two-vertex form leaves x2,y2,x4,y4 empty.
 AUTOML_BOX_FIELDS = 8
-INVALID_DETAIL_SEPARATOR = "\n"  # between reason and detail in Annotation.invalid
 
 
 class RowProblem(Exception):
@@ -191,21 +190,19 @@ def merge_box_rows(rows: Iterable[ManifestRow], delimiter: str) -> Iterator:
     """The lines of one image (one box each, same manifest and URI) -> one row holding every box, in line
     order; or, when any line is invalid or the lines disagree on the split, one ErrorRow per line."""
     rows = sorted(rows, key=lambda r: r.line)
-    invalid = [r for r in rows if r.annotation.invalid]
+    invalid = [r for r in rows if r.annotation.invalid is not None]
     problem = problem_detail = ""
     if invalid:
         first = invalid[0]
-        first_reason = first.annotation.invalid.partition(INVALID_DETAIL_SEPARATOR)[0]
-        problem = f"another box line of this image is invalid (line {first.line}: {first_reason})"
+        problem = f"another box line of this image is invalid (line {first.line}: {first.annotation.invalid[0]})"
         problem_detail = "an image is written with all of its boxes or not at all"
     elif len({r.split for r in rows}) > 1:
         problem = "the box lines of this image name different splits"
         problem_detail = "splits by line: " + ", ".join(f"{r.line}: {r.split or '(empty)'}" for r in rows)
     if problem:
         for row in rows:
-            reason, _, detail = row.annotation.invalid.partition(INVALID_DETAIL_SEPARATOR)
-            yield beam.pvalue.TaggedOutput(
-                ERRORS, ErrorRow.for_row(row, STAGE, reason or problem, detail if reason else problem_detail))
+            reason, detail = row.annotation.invalid or (problem, problem_detail)
+            yield beam.pvalue.TaggedOutput(ERRORS, ErrorRow.for_row(row, STAGE, reason, detail))
         return
     labels = tuple(label for r in rows for label in r.annotation.labels)
     annotation = dataclasses.replace(

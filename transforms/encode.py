@@ -50,7 +50,9 @@ DETECTION_KEYS = {
     "image/object/class/label": "int64_list",
     "image/object/class/text": "bytes_list",
 }
-SEGMENTATION_KEYS = {"image/segmentation/class/encoded": "bytes", "image/segmentation/class/format": "bytes"}
+MASK_KEY = "image/segmentation/class/encoded"
+SEGMENTATION_KEYS = {MASK_KEY: "bytes", "image/segmentation/class/format": "bytes"}
+BOX_KEYS = ("image/object/bbox/xmin", "image/object/bbox/ymin", "image/object/bbox/xmax", "image/object/bbox/ymax")
 FEATURE_KINDS = {"int": "int64", "float": "float", "string": "bytes"}
 
 
@@ -134,15 +136,15 @@ def encode_image_example(row: ManifestRow, data: bytes, info: ImageInfo, sha256_
         feature["image/class/label"].int64_list.value.append(row.label_id)
         feature["image/class/text"].bytes_list.value.append(row.label.encode())
     elif annotation.boxes:
-        for name, index in (("xmin", 0), ("ymin", 1), ("xmax", 2), ("ymax", 3)):
-            feature[f"image/object/bbox/{name}"].float_list.value.extend(box[index] for box in annotation.boxes)
+        for index, key in enumerate(BOX_KEYS):
+            feature[key].float_list.value.extend(box[index] for box in annotation.boxes)
         feature["image/object/class/label"].int64_list.value.extend(annotation.label_ids)
         feature["image/object/class/text"].bytes_list.value.extend(label.encode() for label in annotation.labels)
     else:
         feature["image/class/label"].int64_list.value.extend(annotation.label_ids)
         feature["image/class/text"].bytes_list.value.extend(label.encode() for label in annotation.labels)
     if mask_png is not None:
-        feature["image/segmentation/class/encoded"].bytes_list.value.append(mask_png)
+        feature[MASK_KEY].bytes_list.value.append(mask_png)
         feature["image/segmentation/class/format"].bytes_list.value.append(b"png")
     if annotation is not None:
         for name, value in annotation.features:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import apache_beam as beam
 
-from transforms.records import ErrorRow, ManifestRow, RowBatch
+from transforms.records import ErrorRow, ManifestRow, RowBatch, placing_label_id
 
 ERRORS = "errors"
 STAGE = "label"
@@ -112,7 +112,7 @@ class AttachLabelIdFn(beam.DoFn):
         if not annotation.boxes:  # multi_label: the labels in id order
             label_ids = tuple(sorted(label_ids))
             annotation = dataclasses.replace(annotation, labels=tuple(vocabulary.labels[i] for i in label_ids))
-        stratum = min(label_ids, key=lambda i: (vocabulary.image_counts[i], i))
+        stratum = placing_label_id(label_ids, vocabulary.image_counts)
         return dataclasses.replace(row, label=vocabulary.labels[stratum], label_id=stratum,
                                    annotation=dataclasses.replace(annotation, label_ids=label_ids))
 

@@ -21,7 +21,6 @@ from apache_beam.io.filesystems import FileSystems
 from transforms.annotations import (
     AUTOML_BOX_FIELDS,
     FEATURE_TYPES,
-    INVALID_DETAIL_SEPARATOR,
     RowProblem,
     boxes_of,
     features_from,
@@ -183,7 +182,7 @@ class ReadSourceFn(beam.DoFn):
             if fmt.task != "detection":
                 return error(problem.reason, problem.detail)
             # Rejected with the other box lines of its image, once they are grouped (annotations.py).
-            invalid = Annotation(invalid=problem.reason + INVALID_DETAIL_SEPARATOR + problem.detail)
+            invalid = Annotation(invalid=(problem.reason, problem.detail))
             return ManifestRow(source.path, source.index, line, uri, resolved, canonical or "", label,
                                annotation=invalid)
         return ManifestRow(source.path, source.index, line, uri, resolved, canonical, label, annotation=annotation)
