@@ -143,7 +143,7 @@ SETTING_KEYS=(PROJECT REGION BUCKET TEMP_LOCATION STAGING_LOCATION TEMPLATE_FILE
   BUILDER SERVICE_ACCOUNT MACHINE_TYPE MAX_WORKERS NUM_WORKERS NETWORK SUBNETWORK NO_PUBLIC_IPS JOB_NAME LABELS)
 # The Flex Template's parameters, as declared in pipeline/flex_template_metadata.json (a test keeps them equal).
 TEMPLATE_PARAMETERS=" manifest output_dir name split_column uri_column label_column task list_delimiter mask_column feature path_map allowed_prefixes
-  split_ratios seed num_shards target_shard_mb compression image_mode max_side reencode jpeg_quality overwrite validate on_duplicate max_error_fraction
+  split_ratios seed num_shards target_shard_mb compression image_mode max_side reencode jpeg_quality overwrite keep_builds break_lock validate on_duplicate max_error_fraction
   max_image_bytes max_pixels temp_dir "
 TEMPLATE_LIST_PARAMETERS=" manifest path_map feature "
 METADATA_FILE="$ROOT/pipeline/flex_template_metadata.json"
@@ -454,7 +454,7 @@ template_parameters() {
     [[ "$TEMPLATE_PARAMETERS" == *" $name "* ]] \
       || die "run-template: --$name is not a parameter of the template (see pipeline/flex_template_metadata.json)"
     if [[ -z "$has_value" ]]; then
-      if [[ "$name" == overwrite ]]; then
+      if [[ "$name" == overwrite || "$name" == break_lock ]]; then
         value=true
       else
         [[ $i -lt ${#PASS[@]} ]] || die "run-template: --$name needs a value"

@@ -87,44 +87,56 @@ def build(argv: list[str]) -> dict:
     options = build_options_from(args)
 
     from apache_beam.options.pipeline_options import PipelineOptions
+    from apache_beam.runners.runner import PipelineState
 
     from pipeline.graph import build_graph
     from pipeline.preflight import prepare_output_dir, resolve_sources
     from pipeline.runner import is_local, make_pipeline, writer_processes
+    from transforms.build_folder import build_dir
 
     beam_options = PipelineOptions(beam_args)
     local = is_local(beam_options)
     processes = writer_processes(beam_options, options.writer_processes)
     _configure_logging(local)
     sources = resolve_sources(options.manifests)
-    prepare_output_dir(options)
+    lock = prepare_output_dir(options, sources)
+    lock.start_heartbeat()
     temp_dir, made_temp = _temp_dir_for(options.temp_dir, beam_options)
     started = time.monotonic()
+    finished = True
     try:
         with make_pipeline(beam_options) as pipeline:
-            build_graph(pipeline, options, sources, temp_dir, processes)
+            build_graph(pipeline, options, sources, temp_dir, lock.build_id, processes)
+        finished = PipelineState.is_terminal(pipeline.result.state)
     finally:
         if made_temp:
             shutil.rmtree(temp_dir, ignore_errors=True)
+        if finished:
+            lock.release()  # the publish step released it already unless the job failed
+        else:  # a remote job still running (--no_wait_until_finish): its publish step releases the lock
+            lock.stop_heartbeat()
     elapsed = time.monotonic() - started
     if not local:
         return {}
-    metadata = _read_metadata(options.output_dir)
-    print(summary(metadata, options.output_dir, elapsed))
+    metadata = _read_metadata(build_dir(options.output_dir, lock.build_id))
+    print(summary(metadata, options.output_dir, lock.build_id, elapsed))
     return metadata
 
 
-def _read_metadata(output_dir: str) -> dict:
+def _read_metadata(folder: str) -> dict:
     from apache_beam.io.filesystems import FileSystems
 
     from transforms.records import METADATA_FILE
 
-    with FileSystems.open(f"{output_dir}/{METADATA_FILE}") as f:
+    with FileSystems.open(f"{folder}/{METADATA_FILE}") as f:
         return json.loads(f.read().decode("utf-8"))
 
 
-def summary(metadata: dict, output_dir: str, elapsed_s: float) -> str:
+def summary(metadata: dict, output_dir: str, build_id: str, elapsed_s: float) -> str:
     """The final report a person reads: counts per split and label, errors by reason, speed, where it is."""
+    from transforms.build_folder import build_dir
+
+    files_dir = build_dir(output_dir, build_id)
     lines = [f"shardsmith: built {metadata['name']!r} in {elapsed_s:.1f} s"]
     total_bytes = 0
     for split, info in metadata["splits"].items():
@@ -133,7 +145,7 @@ def summary(metadata: dict, output_dir: str, elapsed_s: float) -> str:
         lines.append(f"  {split:<10} {info['num_examples']:>8} examples in {info['num_shards']} shard(s), "
                      f"{info['num_bytes'] / 1e6:.1f} MB  ({counts})")
     if metadata["num_errors"]:
-        lines.append(f"  errors     {metadata['num_errors']:>8} rows, listed in {output_dir}/errors.jsonl:")
+        lines.append(f"  errors     {metadata['num_errors']:>8} rows, listed in {files_dir}/errors.jsonl:")
         lines += [f"    {n:>6}  {reason}" for reason, n in metadata["errors_by_reason"].items()]
     else:
         lines.append("  errors            0")
@@ -148,7 +160,8 @@ def summary(metadata: dict, output_dir: str, elapsed_s: float) -> str:
     rate = metadata["num_examples"] / elapsed_s if elapsed_s else 0.0
     lines.append(f"  speed      {rate:.0f} images/s, {total_bytes / 1e6 / elapsed_s if elapsed_s else 0:.1f} MB/s "
                  "(whole run, start-up included)")
-    lines.append(f"  output     {output_dir}  ({len(metadata['labels'])} labels, see labels.txt, metadata.json)")
+    lines.append(f"  output     {output_dir}  (metadata.json; this build's files, labels.txt among them, in "
+                 f"builds/{build_id}; {len(metadata['labels'])} labels)")
     return "\n".join(lines)
 
 

@@ -10,7 +10,7 @@ spells shardsmith's repeatable and boolean flags differently, and this module tu
   --manifest=gs://b/a.csv,gs://b/b.csv   ->  --manifest=gs://b/a.csv --manifest=gs://b/b.csv
   --path_map=OLD=NEW,OLD2=NEW2           ->  --path_map=OLD=NEW --path_map=OLD2=NEW2
   --feature=age:int,tags:string_list     ->  --feature=age:int --feature=tags:string_list
-  --overwrite=true / --overwrite=false   ->  --overwrite / (nothing)
+  --overwrite=true / --overwrite=false   ->  --overwrite / (nothing); --break_lock the same
 
 Every other argument passes unchanged to `shardsmith build` (pipeline.cli), whose unknown flags go to Beam.
 The template's parameters and their validation regexes are in pipeline/flex_template_metadata.json.
@@ -21,7 +21,7 @@ from __future__ import annotations
 import sys
 
 LIST_PARAMETERS = ("manifest", "path_map", "feature")
-BOOLEAN_PARAMETERS = ("overwrite",)
+BOOLEAN_PARAMETERS = ("overwrite", "break_lock")
 TRUE_VALUES = ("true", "1", "yes")
 FALSE_VALUES = ("false", "0", "no", "")
 

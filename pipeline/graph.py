@@ -12,6 +12,7 @@ import apache_beam as beam
 
 from pipeline.options import BuildOptions
 from transforms.annotations import GroupBoxRows
+from transforms.build_folder import build_dir
 from transforms.duplicates import DropDuplicates, SummarizeDuplicates
 from transforms.feature_stats import AnalyzeRows
 from transforms.labels import AnalyzeLabels, AttachLabelIds, ComputeVocabulary, start_importing_tensorflow
@@ -24,9 +25,12 @@ from transforms.write_shards import WriteShards
 
 
 def build_graph(pipeline: beam.Pipeline, options: BuildOptions, sources: list[Source], temp_dir: str,
-                writer_processes: int = 0):
+                build_id: str, writer_processes: int = 0):
     """Adds the whole build to `pipeline`; returns the PCollection holding the metadata dict.
-    `writer_processes` > 0 hands shards to that many local writer processes (pipeline/runner.py says when)."""
+    Every file goes into the build's own folder (`builds/<build_id>`, started by pipeline/preflight.py); the
+    report publishes it last. `writer_processes` > 0 hands shards to that many local writer processes
+    (pipeline/runner.py says when)."""
+    files_dir = build_dir(options.output_dir, build_id)
     # Only the list of manifest paths is inlined; the rows are read by workers, and travel in RowBatches.
     read_rows, manifest_errors = (
         pipeline
@@ -50,17 +54,17 @@ def build_graph(pipeline: beam.Pipeline, options: BuildOptions, sources: list[So
     spec = ShardSpec(options.num_shards, int(options.target_shard_mb * MIB))
     shard_groups, plan = labelled.rows | "PlaceRows" >> PlaceRows(options.seed, spec)
     written = shard_groups | "WriteShards" >> WriteShards(
-        WriterConfig(options.output_dir, options.name, options.validate, options.compression,
+        WriterConfig(files_dir, options.name, options.validate, options.compression,
                      options.max_image_bytes, options.max_pixels, options.image_mode, options.reencoding),
         writer_processes,
         while_writing=start_importing_tensorflow if writer_processes else None,
     )
     if options.features:
         transform_written = labelled.rows | "AnalyzeRows" >> AnalyzeRows(
-            vocabulary, options.output_dir, temp_dir, options.task, options.features)
+            vocabulary, files_dir, temp_dir, options.task, options.features)
     else:
         transform_written = vocabulary | "AnalyzeLabels" >> AnalyzeLabels(
-            options.output_dir, temp_dir, after=written.shards if writer_processes else None
+            files_dir, temp_dir, after=written.shards if writer_processes else None
         )
     errors = (*stage_errors, labelled.errors, written.errors) | "AllErrors" >> beam.Flatten()
     num_placed = plan | "NumPlacedRows" >> beam.Map(lambda p: sum(s.num_examples for s in p.splits.values()))
@@ -70,7 +74,7 @@ def build_graph(pipeline: beam.Pipeline, options: BuildOptions, sources: list[So
         manifest_errors | "OnePerManifestError" >> beam.Map(lambda _: 1),
     ) | "AllInputRows" >> beam.Flatten()
     report = ReportConfig(options.output_dir, options.name, options.seed, options.max_error_fraction,
-                          options.recorded(), options.on_duplicate)
+                          options.recorded(), options.on_duplicate, build_id, options.keep_builds)
     return {
         "shards": written.shards,
         "plan": plan,

@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from pipeline.options import UsageError
+from transforms.build_folder import confined_file_name, dataset_dir
 from transforms.encode import BOX_KEYS, MASK_KEY
 from transforms.records import placing_label_id
 
@@ -133,7 +134,7 @@ def report(output_dir: str, metadata: dict) -> str:
                      f"mean {dev.mean_share_pp:.2f} pp; at most {dev.max_records:.2f} records from the exact "
                      "proportional count")
     lines.append("")
-    errors = error_summary(output_dir)
+    errors = error_summary(dataset_dir(output_dir, metadata))
     num_input = metadata.get("num_input_rows", 0)
     if errors is None:
         lines.append("errors: no errors.jsonl")
@@ -181,7 +182,8 @@ def split_records(output_dir: str, metadata: dict, split: str, with_images: bool
     example_type = example_class()
     compression = metadata.get("compression", "none")
     for index, shard in enumerate(metadata["splits"][split]["shards"]):
-        for data in shard_records(f"{output_dir}/{shard['file']}", compression):
+        for data in shard_records(f"{dataset_dir(output_dir, metadata)}/{confined_file_name(shard['file'])}",
+                                  compression):
             feature = example_type.FromString(data).features.feature
             filename = feature["image/filename"].bytes_list.value[0].decode("utf-8", "replace")
             if not with_images:

@@ -7,6 +7,8 @@ import posixpath
 import re
 from dataclasses import asdict, dataclass
 
+from transforms.build_folder import DEFAULT_KEEP_BUILDS
+from transforms.build_lock import LOCK_STALE_AFTER_S
 from transforms.duplicates import ON_DUPLICATE_MODES
 from transforms.encode import IMAGE_MODES, TASKS
 from transforms.load_images import DEFAULT_MAX_PIXELS, VALIDATE_MODES
@@ -56,6 +58,8 @@ class BuildOptions:
     list_delimiter: str = ";"
     mask_column: str = "mask_uri"
     features: tuple[tuple[str, str], ...] = ()  # (column name, --feature type)
+    break_lock: bool = False
+    keep_builds: int = DEFAULT_KEEP_BUILDS
 
     @property
     def reencoding(self) -> Reencoding:
@@ -70,7 +74,7 @@ class BuildOptions:
     def recorded(self) -> dict:
         """The options as recorded in metadata.json: what shapes the output, not where it ran."""
         recorded = asdict(self)
-        for key in ("overwrite", "temp_dir", "output_dir", "writer_processes"):
+        for key in ("overwrite", "temp_dir", "output_dir", "writer_processes", "break_lock", "keep_builds"):
             recorded.pop(key)
         recorded["path_map"] = [list(p) for p in self.path_map]
         recorded["num_shards"] = dict(self.num_shards)
@@ -132,7 +136,15 @@ def add_build_arguments(parser: argparse.ArgumentParser) -> None:
     output.add_argument("--jpeg_quality", type=int, default=DEFAULT_JPEG_QUALITY, metavar="Q",
                         help=f"JPEG quality of re-encoded images, 1-95 (default {DEFAULT_JPEG_QUALITY})")
     output.add_argument("--overwrite", action="store_true",
-                        help="replace shardsmith output already in --output_dir (only files it writes)")
+                        help="publish a new build in place of the dataset already in --output_dir; readers of the "
+                             "old one finish reading it (see --keep_builds)")
+    output.add_argument("--keep_builds", type=int, default=DEFAULT_KEEP_BUILDS, metavar="K",
+                        help=f"published builds kept in --output_dir/builds, the new one included (default "
+                             f"{DEFAULT_KEEP_BUILDS}); older ones are removed when a build is published")
+    output.add_argument("--break_lock", action="store_true",
+                        help="take over the output folder's lock when its holder has sent no heartbeat for "
+                             f"{LOCK_STALE_AFTER_S // 60} minutes (a lost launcher); a lock held by a live build "
+                             "is never taken")
 
     checks = parser.add_argument_group("checks")
     checks.add_argument("--validate", choices=VALIDATE_MODES, default="decode",
@@ -199,6 +211,8 @@ def _parse_path_map(items: list[str]) -> tuple[tuple[str, str], ...]:
 def build_options_from(args: argparse.Namespace) -> BuildOptions:
     if not DATASET_NAME.match(args.name) or ".." in args.name:
         raise UsageError(f"--name {args.name!r} must be letters, digits, '.', '_' or '-' (no slashes, no '..')")
+    if args.keep_builds < 1:
+        raise UsageError("--keep_builds must be at least 1 (the build being published)")
     if not 0 <= args.max_error_fraction <= 1:
         raise UsageError("--max_error_fraction must be between 0 and 1")
     if args.max_side < 0:
@@ -243,6 +257,8 @@ def build_options_from(args: argparse.Namespace) -> BuildOptions:
         list_delimiter=args.list_delimiter,
         mask_column=args.mask_column,
         features=features,
+        break_lock=args.break_lock,
+        keep_builds=args.keep_builds,
     )
 
 

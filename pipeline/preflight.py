@@ -1,27 +1,36 @@
 """Checks made on the launching machine before the job starts. They touch the inputs' names and the output
 folder only: no manifest row and no image is read here.
 
-Systemic problems (a missing manifest, an output folder that cannot be written, a folder that already holds a
-dataset) fail here in one line, before any worker starts.
+Systemic problems (a missing manifest, an output folder that cannot be written, that holds files shardsmith did
+not write, that another build holds, or that already holds a dataset) fail here in one line, before any worker
+starts. The folder's layout and the rules for what may be removed are in transforms/build_folder.py.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
-import uuid
 
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline.options import BuildOptions, UsageError
+from transforms.build_folder import (
+    BUILDS_DIR,
+    BuildRecord,
+    new_build_id,
+    published_build_id,
+    read_bytes,
+    retire_builds,
+    scan,
+    start_build,
+)
+from transforms.build_lock import BuildLock, LockHeld, acquire_lock
 from transforms.read_manifest import Source, source_kind
-from transforms.records import ERRORS_FILE, LABELS_FILE, METADATA_FILE, TEMP_PREFIX, is_remote
-from transforms.report import write_file_atomically
-from transforms.tfds_info import TFDS_FILE_NAMES
+from transforms.records import METADATA_FILE, is_remote
 
 GLOB_CHARS = "*?["
 _LOG = logging.getLogger("shardsmith")
-TRANSFORM_DIRS = ("transform_fn", "transformed_metadata", "transform_tmp")
 
 
 def _is_folder(path: str) -> bool:
@@ -59,52 +68,63 @@ def resolve_sources(manifests: tuple[str, ...]) -> list[Source]:
     return [Source(path, index, source_kind(path, is_folder)) for index, (path, is_folder) in enumerate(unique)]
 
 
-def existing_outputs(options: BuildOptions) -> list[str]:
-    """Paths in the output folder that shardsmith writes for this dataset name (and only those)."""
-    out = options.output_dir
-    patterns = [f"{out}/{METADATA_FILE}", f"{out}/{ERRORS_FILE}", f"{out}/{LABELS_FILE}",
-                f"{out}/{options.name}-*.tfrecord-*", f"{out}/{TEMP_PREFIX}*"]
-    patterns += [f"{out}/{name}" for name in TFDS_FILE_NAMES]
-    patterns += [f"{out}/{d}/**" for d in TRANSFORM_DIRS]
-    found = []
-    for result in FileSystems.match(patterns):
-        found.extend(m.path for m in result.metadata_list)
-    return sorted(found)
+def _inside(path: str, folder: str) -> bool:
+    if is_remote(path) != is_remote(folder):
+        return False
+    if not is_remote(path):
+        path, folder = os.path.realpath(path), os.path.realpath(folder)
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
-def prepare_output_dir(options: BuildOptions) -> None:
-    """Makes sure the output folder is writable and holds no earlier output, removing it with --overwrite."""
+def _refusal(out: str, foreign: list[str]) -> str:
+    old = read_bytes(f"{out}/{METADATA_FILE}") if METADATA_FILE in foreign else None
+    try:
+        earlier_layout = old is not None and json.loads(old.decode("utf-8")).get("format") == "tfrecord"
+    except (ValueError, UnicodeDecodeError, AttributeError):
+        earlier_layout = False
+    if earlier_layout:
+        return (f"{out} holds a dataset written by an earlier shardsmith (its files at the top level, no "
+                f"{BUILDS_DIR}/ folder); it is left untouched: build into a new --output_dir")
+    shown = ", ".join(foreign[:4]) + (f" and {len(foreign) - 4} more" if len(foreign) > 4 else "")
+    return (f"{out} holds files that no shardsmith build wrote ({shown}); shardsmith builds only into an empty "
+            "folder or one holding its own builds, and never deletes what it did not write: choose another "
+            "--output_dir")
+
+
+def prepare_output_dir(options: BuildOptions, sources: list[Source]) -> BuildLock:
+    """Checks the output folder, takes its lock and starts a new build in it; returns the held lock (its
+    `build_id` names the build). Nothing is written into a folder holding files shardsmith did not write, and
+    only unfinished builds of earlier runs (named by their build records) are removed."""
     out = options.output_dir
+    for source in sources:
+        if _inside(source.path, out):
+            raise UsageError(f"the input {source.path} is inside the output folder {out}; choose an --output_dir "
+                             "that holds no inputs")
+    state = scan(out)
+    if state.foreign:
+        raise UsageError(_refusal(out, state.foreign))
+    build_id = new_build_id()
     try:
         if not is_remote(out):
             os.makedirs(out, exist_ok=True)
-        probe = f"{out}/{TEMP_PREFIX}probe-{uuid.uuid4().hex}"
-        write_file_atomically(probe, b"")
-        FileSystems.delete([probe])
-    except Exception as e:
+        lock = acquire_lock(out, build_id, options.break_lock)
+    except LockHeld as e:
+        raise UsageError(str(e)) from None
+    except OSError as e:
         raise UsageError(f"output folder {out} is not writable: {str(e).splitlines()[0]}") from None
-    found = existing_outputs(options)
-    if not found:
-        return
-    finished = any(p.endswith("/" + METADATA_FILE) for p in found)
-    if finished and not options.overwrite:
-        shown = ", ".join(p.rsplit("/", 1)[-1] for p in found[:3])
-        raise UsageError(f"{out} already holds a shardsmith dataset ({shown}{', ...' if len(found) > 3 else ''}); "
-                         "pass --overwrite to replace it")
-    if not finished:
-        # No metadata.json: a build that was killed or failed its checks. Re-running the same command (as a
-        # scheduler's retry does) replaces it; only files with names shardsmith writes are removed.
-        _LOG.info("removing %d files of an unfinished build in %s", len(found), out)
-    # metadata.json goes first: a folder without it never looks like a finished dataset.
-    FileSystems.delete(sorted(found, key=lambda p: not p.endswith("/" + METADATA_FILE)))
-    if not is_remote(out):
-        for d in TRANSFORM_DIRS:
-            _remove_empty_dirs(os.path.join(out, d))
-
-
-def _remove_empty_dirs(root: str) -> None:
-    if not os.path.isdir(root):
-        return
-    for dirpath, _, _ in sorted(os.walk(root), key=lambda t: -len(t[0])):
-        if not os.listdir(dirpath):
-            os.rmdir(dirpath)
+    try:
+        state = scan(out)  # again, now that no other build can change it
+        if state.foreign:
+            raise UsageError(_refusal(out, state.foreign))
+        if state.published is not None and not options.overwrite:
+            raise UsageError(f"{out} already holds a shardsmith dataset (build {published_build_id(state)}); "
+                             "pass --overwrite to publish a new build in its place")
+        removed = retire_builds(out)
+        if removed:
+            _LOG.info("removed %d unfinished build(s) of earlier runs in %s: %s", len(removed), out,
+                      ", ".join(removed))
+        start_build(out, BuildRecord.for_build(build_id, options.name))
+    except BaseException:
+        lock.release()
+        raise
+    return lock

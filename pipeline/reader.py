@@ -1,8 +1,11 @@
 """The read side: `load(D)` turns a finished shardsmith dataset into a `tf.data.Dataset` for training.
 
-Everything comes from metadata.json: the shard files of the split (listed, never globbed, so a stray or
-half-written file is never read), the compression, and the parse spec (its "features" map, so the spec
-cannot drift from what the writer wrote). The pipeline is the standard fast one: shard files shuffled,
+Everything comes from metadata.json, read once: the build it names (so a build published while training
+reads is never mixed in: this reader keeps to the build it opened, and fails on a missing file if that build is
+retired), the shard files of the split (listed, never globbed, so a stray or half-written file is never read),
+the compression, and the parse spec (its "features" map, so the spec cannot drift from what the writer wrote).
+What can be checked cheaply is: every shard's size before reading and its record count at its end (a shortfall
+raises), and shard paths must lie in the dataset's folder. The pipeline is the standard fast one: shard files shuffled,
 read in parallel by an interleave, records through a shuffle buffer, parsed and decoded in parallel,
 optionally resized, batched and prefetched. Paths go through TensorFlow's file systems, so local folders
 and gs:// both work.
@@ -34,12 +37,60 @@ def read_metadata(output_dir: str) -> dict:
         return json.loads(f.read().decode("utf-8"))
 
 
-def shard_paths(output_dir: str, metadata: dict, split: str) -> list[str]:
-    """The split's shard files, in shard order, as listed in metadata.json."""
+def split_shards(output_dir: str, metadata: dict, split: str) -> list[dict]:
+    """The split's shard entries from metadata.json, in shard order, each with "path" added: the file in the
+    build's folder. Raises ValueError for an unknown split or a file name that would leave the folder."""
+    from transforms.build_folder import confined_file_name, dataset_dir
+
     splits = metadata["splits"]
     if split not in splits:
         raise ValueError(f"split {split!r} is not in this dataset; it has {', '.join(splits) or 'no splits'}")
-    return [f"{output_dir.rstrip('/')}/{shard['file']}" for shard in splits[split]["shards"]]
+    folder = dataset_dir(output_dir, metadata)
+    return [{**shard, "path": f"{folder}/{confined_file_name(shard['file'])}"} for shard in splits[split]["shards"]]
+
+
+def shard_paths(output_dir: str, metadata: dict, split: str) -> list[str]:
+    """The split's shard files, in shard order, as listed in metadata.json."""
+    return [shard["path"] for shard in split_shards(output_dir, metadata, split)]
+
+
+class DatasetChanged(RuntimeError):
+    """A shard file is not what metadata.json says: the build was retired, replaced or damaged under a reader."""
+
+
+def check_shard_sizes(shards: list[dict]) -> None:
+    """Each shard file exists with the byte count metadata.json records; raises DatasetChanged otherwise."""
+    import tensorflow as tf
+
+    for shard in shards:
+        try:
+            size = tf.io.gfile.stat(shard["path"]).length
+        except tf.errors.NotFoundError:
+            raise DatasetChanged(f"{shard['path']} is missing: the dataset was changed or removed") from None
+        if size != shard["num_bytes"]:
+            raise DatasetChanged(f"{shard['path']} holds {size} bytes, metadata.json says {shard['num_bytes']}: "
+                                 "the file was changed or cut short")
+
+
+def counted_records(path, expected, compression: str):
+    """The records of one shard file, raising InvalidArgumentError at its end unless there were `expected`."""
+    import tensorflow as tf
+
+    records = tf.data.TFRecordDataset(path, compression_type=compression, buffer_size=1 << 20)
+    marked = records.map(lambda r: (False, r)).concatenate(
+        tf.data.Dataset.from_tensors((True, tf.constant(b""))))
+
+    def count(seen, item):
+        at_end, record = item
+        complete = tf.logical_or(tf.logical_not(at_end), tf.equal(seen, expected))
+        check = tf.debugging.Assert(complete, ["shard file", path, "ended early: records read", seen,
+                                               "metadata.json says", expected])
+        with tf.control_dependencies([check]):
+            return seen + 1 - tf.cast(at_end, tf.int64), (at_end, record)
+
+    return (marked.scan(tf.constant(0, tf.int64), count)
+            .filter(lambda at_end, _: tf.logical_not(at_end))
+            .map(lambda _, record: record))
 
 
 def feature_spec(metadata: dict) -> dict:
@@ -146,9 +197,10 @@ def load(
     if channels not in (0, 1, 3, 4):
         raise ValueError(f"channels must be 0, 1, 3 or 4, not {channels!r}")
     metadata = read_metadata(output_dir)
-    files = shard_paths(output_dir, metadata, split)
-    if not files:
+    shards = split_shards(output_dir, metadata, split)
+    if not shards:
         raise ValueError(f"split {split!r} has no shard files")
+    check_shard_sizes(shards)
     spec = feature_spec(metadata)
     task = metadata.get("task", "classification")
     num_labels = len(metadata["labels"])
@@ -157,11 +209,13 @@ def load(
     parallel = num_parallel_calls or tf.data.AUTOTUNE
     deterministic = seed is not None or not (shuffle_buffer or shuffle_files)
 
-    def open_shard(path):
-        return tf.data.TFRecordDataset(path, compression_type=compression, buffer_size=1 << 20)
+    def open_shard(path, expected):
+        return counted_records(path, expected, compression)
 
+    files = tf.data.Dataset.from_tensor_slices(([s["path"] for s in shards],
+                                                tf.constant([s["num_examples"] for s in shards], tf.int64)))
     records = interleave_and_shuffle(
-        tf.data.Dataset.from_tensor_slices(files), open_shard, len(files), shuffle_buffer=shuffle_buffer,
+        files, open_shard, len(shards), shuffle_buffer=shuffle_buffer,
         cycle_length=cycle_length, shuffle_files=shuffle_files, seed=seed,
     )
 

@@ -31,8 +31,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from pipeline.options import UsageError
+from transforms.build_folder import dataset_dir
 from transforms.encode import BOX_KEYS, MASK_KEY
-from transforms.records import placing_label_id
+from transforms.records import METADATA_FILE, placing_label_id
 
 READ_CHUNK = 1 << 20
 MAX_PROBLEMS_PER_SHARD = 50  # listed; the rest are counted
@@ -392,6 +393,10 @@ def load_metadata(output_dir: str) -> dict:
         raise UsageError(f"{path} is not valid JSON: {e}") from None
     if not isinstance(metadata, dict) or not {"name", "splits", "labels", "features"} <= set(metadata):
         raise UsageError(f"{path} is not a shardsmith metadata.json (no name, splits, labels, features)")
+    try:
+        dataset_dir(output_dir, metadata)
+    except ValueError as e:
+        raise UsageError(f"{path}: {e}") from None
     return metadata
 
 
@@ -442,7 +447,12 @@ def _check_dataset(output_dir: str, metadata: dict, shards: list[ShardCheck]) ->
     if "num_input_rows" in metadata and metadata["num_input_rows"] != in_records + metadata.get("num_errors", 0):
         problems.append(Problem(meta, "num_input_rows is not rows in records + errors",
                                 f"{metadata['num_input_rows']} vs {in_records} + {metadata.get('num_errors')}"))
-    on_disk = FileSystems.match([f"{output_dir}/{metadata['name']}-*.tfrecord-*"])[0].metadata_list
+    if metadata.get("build_dir", ".") != ".":
+        own = _read_text(f"{output_dir}/{METADATA_FILE}")
+        top = {k: v for k, v in metadata.items() if k not in ("build_id", "build_dir")}
+        if own is None or {k: v for k, v in json.loads(own).items() if k != "build_dir"} != top:
+            problems.append(Problem(METADATA_FILE, "the build's own copy differs from the published one"))
+    on_disk = FileSystems.match([f"{output_dir}/*.tfrecord-*"])[0].metadata_list
     for m in sorted(on_disk, key=lambda m: m.path):
         base = m.path.rsplit("/", 1)[-1]
         if base not in listed:
@@ -450,13 +460,13 @@ def _check_dataset(output_dir: str, metadata: dict, shards: list[ShardCheck]) ->
     labels_txt = _read_text(f"{output_dir}/labels.txt")
     if labels_txt is None:
         problems.append(Problem("labels.txt", "missing"))
-    elif labels_txt.splitlines() != metadata["labels"]:
+    elif _lines(labels_txt) != metadata["labels"]:
         problems.append(Problem("labels.txt", "differs from metadata.json's labels"))
     errors_text = _read_text(f"{output_dir}/errors.jsonl")
     if errors_text is None:
         problems.append(Problem("errors.jsonl", "missing"))
     else:
-        lines = [line for line in errors_text.splitlines() if line.strip()]
+        lines = [line for line in _lines(errors_text) if line.strip()]
         if len(lines) != metadata.get("num_errors", len(lines)):
             problems.append(Problem("errors.jsonl", "line count differs from num_errors",
                                     f"{len(lines)} lines, metadata {metadata.get('num_errors')}"))
@@ -471,6 +481,11 @@ def _check_dataset(output_dir: str, metadata: dict, shards: list[ShardCheck]) ->
     return problems
 
 
+def _lines(text: str) -> list[str]:
+    """Lines of a file shardsmith wrote: separated by "\\n" only (a label may hold U+2028 or a form feed)."""
+    return text.removesuffix("\n").split("\n") if text else []
+
+
 def _cores() -> int:
     try:
         return len(os.sched_getaffinity(0))  # the cores this process may use (containers, taskset)
@@ -480,8 +495,8 @@ def _cores() -> int:
 
 def verify(output_dir: str, sample: int | None = None, workers: int | None = None, progress=None) -> VerifyReport:
     """Checks the dataset in `output_dir`; `progress(ShardCheck)` is called as each shard finishes, in order."""
-    output_dir = output_dir.rstrip("/")
     metadata = load_metadata(output_dir)
+    output_dir = dataset_dir(output_dir.rstrip("/"), metadata)  # the published build's folder
     import tensorflow as tf  # noqa: F401  (imported once here, not by the first threads at once; not timed)
 
     started = time.monotonic()

@@ -1,16 +1,17 @@
-"""Stage 8: the report. Writes errors.jsonl, labels.txt and, last, metadata.json, and checks the accounting
-equation (records + errors == input rows) and the error budget.
+"""Stage 8: the report. Writes errors.jsonl, labels.txt and metadata.json into the build's folder, checks the
+accounting equation (records + errors == input rows) and the error budget, and publishes the build.
 
-Guarantees: every file is written under a temporary name and renamed, and metadata.json is renamed into
-place only after every shard, errors.jsonl, labels.txt and transform_fn/ exist, so its presence marks a
-finished dataset. errors.jsonl is sorted by (source, line), so reruns give the same bytes. Memory: the error
-rows and one small entry per shard; never image bytes or the good rows.
+Guarantees: every file is written under a temporary name and renamed, and the build is published (the top-level
+metadata.json replaced, transforms/build_folder.py) only after every shard, errors.jsonl, labels.txt and
+transform_fn/ exist, and only while the build still holds the folder's lock; so the top-level metadata.json
+always names one finished build. errors.jsonl is sorted by (source, line), so reruns give the same bytes.
+Memory: the error rows and one small entry per shard; never image bytes or the good rows.
 """
 
 from __future__ import annotations
 
 import json
-import uuid
+import logging
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -19,15 +20,18 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
 from transforms import faults
+from transforms.build_folder import DEFAULT_KEEP_BUILDS, build_dir, join, publish, retire_builds, write_atomically
+from transforms.build_lock import holds_lock, release_lock
 from transforms.duplicates import STAGE as DUPLICATE_STAGE
 from transforms.duplicates import DuplicateSummary
 from transforms.encode import example_keys
 from transforms.labels import Vocabulary
 from transforms.place import ShardPlan
-from transforms.records import ERRORS_FILE, LABELS_FILE, METADATA_FILE, TEMP_PREFIX, ErrorRow, ShardResult
+from transforms.records import ERRORS_FILE, LABELS_FILE, TEMP_PREFIX, ErrorRow, ShardResult
 from transforms.tfds_info import tfds_metadata_files
 
 CHECK_FAILED_MARKER = "shardsmith check failed: "
+_LOG = logging.getLogger("shardsmith")
 
 
 class DatasetCheckFailed(RuntimeError):
@@ -36,14 +40,6 @@ class DatasetCheckFailed(RuntimeError):
     def __init__(self, message: str):
         # Runners re-raise with the original message plus their context; prefix only once.
         super().__init__(message if message.startswith(CHECK_FAILED_MARKER) else CHECK_FAILED_MARKER + message)
-
-
-def write_file_atomically(path: str, data: bytes) -> None:
-    directory, base = path.rsplit("/", 1)
-    temp = f"{directory}/{TEMP_PREFIX}{base}.{uuid.uuid4().hex}"
-    with FileSystems.create(temp) as out:
-        out.write(data)
-    FileSystems.rename([temp], [path])
 
 
 @dataclass(frozen=True)
@@ -56,7 +52,7 @@ class ErrorSummary:
 def write_errors(errors: Iterable[ErrorRow], output_dir: str) -> ErrorSummary:
     ordered = sorted((line for error in errors for line in error.per_line()), key=ErrorRow.sort_key)
     lines = "".join(json.dumps(e.to_dict(), ensure_ascii=False, sort_keys=True) + "\n" for e in ordered)
-    write_file_atomically(FileSystems.join(output_dir, ERRORS_FILE), lines.encode("utf-8"))
+    write_atomically(join(output_dir, ERRORS_FILE), lines.encode("utf-8"))
     by_reason = Counter(f"{e.stage}: {e.reason}" for e in ordered)
     dropped = sum(e.stage == DUPLICATE_STAGE for e in ordered)
     return ErrorSummary(len(ordered), dict(sorted(by_reason.items())), dropped)
@@ -64,12 +60,18 @@ def write_errors(errors: Iterable[ErrorRow], output_dir: str) -> ErrorSummary:
 
 @dataclass(frozen=True)
 class ReportConfig:
-    output_dir: str
+    output_dir: str  # the top-level folder; this build's files are in files_dir
     name: str
     seed: int
     max_error_fraction: float
     options: dict  # shardsmith's own options, recorded in metadata.json (never runner options)
     on_duplicate: str = "keep"
+    build_id: str = ""
+    keep_builds: int = DEFAULT_KEEP_BUILDS
+
+    @property
+    def files_dir(self) -> str:
+        return build_dir(self.output_dir, self.build_id)
 
 
 def build_metadata(
@@ -144,7 +146,7 @@ def check_and_write_metadata(
     if fraction > config.max_error_fraction:
         raise DatasetCheckFailed(
             f"{num_failed} of {num_input_rows} rows ({fraction:.1%}) failed, more than "
-            f"--max_error_fraction={config.max_error_fraction}; see {config.output_dir}/{ERRORS_FILE}"
+            f"--max_error_fraction={config.max_error_fraction}; see {join(config.files_dir, ERRORS_FILE)}"
         )
     if config.on_duplicate == "error" and duplicates.num_groups:
         raise DatasetCheckFailed(
@@ -152,20 +154,29 @@ def check_and_write_metadata(
             f"splits), e.g. {duplicates.groups[0][1][0][1]} and {duplicates.groups[0][1][1][1]}; "
             "--on_duplicate error (use drop to keep one copy, keep to allow them)"
         )
+    files_dir = config.files_dir
     labels = "".join(label + "\n" for label in vocabulary.labels)
-    write_file_atomically(FileSystems.join(config.output_dir, LABELS_FILE), labels.encode("utf-8"))
-    for file_name, content in tfds_metadata_files(metadata).items():  # TFDS: builder_from_directory(D)
-        write_file_atomically(FileSystems.join(config.output_dir, file_name), content)
-    _remove_temporary_files(config.output_dir)
+    write_atomically(join(files_dir, LABELS_FILE), labels.encode("utf-8"))
+    for file_name, content in tfds_metadata_files(metadata).items():  # TFDS: builder_from_directory(files_dir)
+        write_atomically(join(files_dir, file_name), content)
+    _remove_temporary_files(files_dir)
     faults.reached("before_metadata")
-    text = json.dumps(metadata, indent=2, sort_keys=False, ensure_ascii=False) + "\n"
-    write_file_atomically(FileSystems.join(config.output_dir, METADATA_FILE), text.encode("utf-8"))
+    if not holds_lock(config.output_dir, config.build_id):
+        raise DatasetCheckFailed(f"build {config.build_id} no longer holds the lock of {config.output_dir} (another "
+                                 "build took it over); it was not published")
+    publish(config.output_dir, config.build_id, metadata)
+    retired = retire_builds(config.output_dir, config.build_id, config.keep_builds)
+    if retired:
+        _LOG.info("removed %d build(s) beyond --keep_builds=%d: %s", len(retired), config.keep_builds,
+                  ", ".join(retired))
+    release_lock(config.output_dir, config.build_id)
     return metadata
 
 
-def _remove_temporary_files(output_dir: str) -> None:
-    """Every shard is final by now; temporary files left by killed or retried attempts are garbage."""
-    leftovers = [m.path for m in FileSystems.match([f"{output_dir}/{TEMP_PREFIX}*"])[0].metadata_list]
+def _remove_temporary_files(files_dir: str) -> None:
+    """Every shard is final by now; temporary files left in the build's folder by killed or retried attempts
+    are garbage (only this build writes there)."""
+    leftovers = [m.path for m in FileSystems.match([f"{files_dir}/{TEMP_PREFIX}*"])[0].metadata_list]
     if leftovers:
         FileSystems.delete(leftovers)
 
@@ -180,7 +191,7 @@ class WriteReport(beam.PTransform):
 
     def expand(self, inputs: dict):
         pipeline = inputs["errors"].pipeline
-        output_dir = self._config.output_dir
+        output_dir = self._config.files_dir
         error_summary = (
             inputs["errors"]
             | "CollectErrors" >> beam.combiners.ToList()
