@@ -142,6 +142,11 @@ def read_metadata(out: Path) -> dict:
     return json.loads((out / "metadata.json").read_text())
 
 
+def files_dir(out: Path) -> Path:
+    """The folder of the build that `out`'s metadata.json publishes (builds/<id>), where its files are."""
+    return out / read_metadata(out).get("build_dir", ".")
+
+
 def read_split(out: Path, split: str) -> list[list[dict]]:
     """Every record of a split, shard by shard in file order, parsed by tf.io.parse_single_example with the
     feature spec from metadata.json."""
@@ -161,7 +166,7 @@ def read_split(out: Path, split: str) -> list[list[dict]]:
     compression = "GZIP" if metadata["compression"] == "gzip" else ""
     shards = []
     for shard in metadata["splits"][split]["shards"]:
-        dataset = tf.data.TFRecordDataset(str(out / shard["file"]), compression_type=compression)
+        dataset = tf.data.TFRecordDataset(str(files_dir(out) / shard["file"]), compression_type=compression)
         records = []
         for serialized in dataset:
             parsed = tf.io.parse_single_example(serialized, spec)
@@ -180,6 +185,12 @@ def metadata_of():
     return read_metadata
 
 
+@pytest.fixture
+def files_of_build():
+    """files_dir(out): the published build's folder."""
+    return files_dir
+
+
 @pytest.fixture(scope="session")
 def tfrecorder_data() -> Path:
     return TFRECORDER_DATA
@@ -191,17 +202,19 @@ def copy_with_gzip_shards(built: Path, target: Path) -> Path:
     shutil.copytree(built, target)
     metadata = json.loads((target / "metadata.json").read_text())
     metadata["compression"] = "gzip"
+    folder = files_dir(target)
     for info in metadata["splits"].values():
         for shard in info["shards"]:
-            raw = target / shard["file"]
-            packed = target / (shard["file"] + ".gz")
+            raw = folder / shard["file"]
+            packed = folder / (shard["file"] + ".gz")
             packed.write_bytes(gzip.compress(raw.read_bytes(), mtime=0))
             raw.unlink()
             shard["file"], shard["num_bytes"] = packed.name, packed.stat().st_size
         info["num_bytes"] = sum(s["num_bytes"] for s in info["shards"])
     for name in ("dataset_info.json", "features.json", "image.class.label.labels.txt"):
-        (target / name).unlink(missing_ok=True)
+        (folder / name).unlink(missing_ok=True)
     (target / "metadata.json").write_text(json.dumps(metadata, indent=2))
+    (folder / "metadata.json").write_text(json.dumps({**metadata, "build_dir": "."}, indent=2))
     return target
 
 
@@ -249,8 +262,8 @@ def assert_balanced(shards: list[list[str]], what: str = "") -> None:
 
 
 def shard_bytes(out: Path) -> dict[str, bytes]:
-    """Every shard file of a dataset, by name."""
-    return {p.name: p.read_bytes() for p in sorted(out.glob("*.tfrecord-*"))}
+    """Every shard file of a dataset's published build, by name."""
+    return {p.name: p.read_bytes() for p in sorted(files_dir(out).glob("*.tfrecord-*"))}
 
 
 def placed_by(label_ids: list[int], metadata: dict) -> str:

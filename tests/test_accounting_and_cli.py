@@ -5,8 +5,11 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
+from pathlib import Path
 
 import pytest
+
+from transforms.build_folder import published_dir
 
 ERROR_FIELDS = {"source", "line", "uri", "split", "label", "stage", "reason"}
 
@@ -47,7 +50,8 @@ def test_every_row_is_a_record_or_an_error_line(bad_rows_manifest, shardsmith, t
                         "--max_error_fraction", "0.5")
     assert result.code == 0, result.err
     metadata = metadata_of(out)
-    errors = [json.loads(line) for line in (out / "errors.jsonl").read_text().splitlines()]
+    errors_file = Path(published_dir(out)) / "errors.jsonl"
+    errors = [json.loads(line) for line in errors_file.read_text().splitlines()]
     assert metadata["num_input_rows"] == num_good + num_bad
     assert metadata["num_examples"] + len(errors) == metadata["num_input_rows"]
     assert metadata["num_errors"] == len(errors)
@@ -78,7 +82,9 @@ def test_error_budget_fails_with_one_line_after_writing_the_report(bad_rows_mani
     message = result.err.strip().splitlines()[-1]
     assert message.startswith("shardsmith check failed:") and "--max_error_fraction=0.05" in message
     assert "Traceback" not in result.err
-    assert len((out / "errors.jsonl").read_text().splitlines()) == num_bad
+    errors_file = Path(message.rsplit("see ", 1)[1])  # in the unpublished build's folder
+    assert errors_file.parent.parent == out / "builds" and errors_file.name == "errors.jsonl"
+    assert len(errors_file.read_text().splitlines()) == num_bad
     assert not (out / "metadata.json").exists(), "a failed dataset must not look finished"
 
 
@@ -86,17 +92,20 @@ def test_refuses_to_overwrite_a_dataset_unless_asked(label_sorted_set, shardsmit
     out = tmp_path / "out"
     args = ["build", "--manifest", label_sorted_set.manifest, "--output_dir", out, "--name", "pets"]
     assert shardsmith(*args).code == 0
-    (out / "notes.txt").write_text("mine")
     refused = shardsmith(*args)
     assert refused.code == 2
     assert "already holds a shardsmith dataset" in refused.err and "--overwrite" in refused.err
     assert len(refused.err.strip().splitlines()) == 1
     before = (out / "metadata.json").read_bytes()
+    (out / "notes.txt").write_text("mine")
+    shared = shardsmith(*args, "--overwrite")
+    assert shared.code == 2 and "holds files that no shardsmith build wrote (notes.txt)" in shared.err
+    assert (out / "notes.txt").read_text() == "mine" and (out / "metadata.json").read_bytes() == before
+    (out / "notes.txt").unlink()
     replaced = shardsmith(*args, "--overwrite", "--num_shards", "2")
     assert replaced.code == 0, replaced.err
-    assert (out / "notes.txt").read_text() == "mine", "--overwrite removes only files shardsmith writes"
     assert (out / "metadata.json").read_bytes() != before
-    assert not list(out.glob("pets-train.tfrecord-*-of-00001")), "old shards are gone"
+    assert not list(Path(published_dir(out)).glob("pets-train.tfrecord-*-of-00001")), "the new build has 2 shards"
 
 
 @pytest.mark.parametrize(

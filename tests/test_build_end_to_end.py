@@ -5,8 +5,11 @@ from __future__ import annotations
 import hashlib
 import math
 from collections import Counter
+from pathlib import Path
 
 import pytest
+
+from transforms.build_folder import published_dir
 
 SPLITS = ("train", "validation", "test")
 
@@ -40,7 +43,7 @@ def test_every_record_holds_the_source_file_unchanged(built, label_sorted_set, r
 
 
 def test_label_ids_are_alphabetical_from_train_and_match_labels_txt(built, read_records, metadata_of):
-    labels = (built / "labels.txt").read_text().splitlines()
+    labels = (Path(published_dir(built)) / "labels.txt").read_text().splitlines()
     assert labels == ["cat", "dog", "emu"]
     assert metadata_of(built)["labels"] == labels
     for split in SPLITS:
@@ -98,13 +101,14 @@ def test_records_inside_a_shard_are_shuffled_not_label_sorted(built, read_record
 
 
 def test_file_names_follow_the_tfrecord_convention(built, metadata_of):
-    names = sorted(p.name for p in built.iterdir() if ".tfrecord-" in p.name)
+    folder = Path(published_dir(built))
+    names = sorted(p.name for p in folder.iterdir() if ".tfrecord-" in p.name)
     assert names == sorted(
         [f"pets-train.tfrecord-{i:05d}-of-00004" for i in range(4)]
         + [f"pets-{s}.tfrecord-{i:05d}-of-00002" for s in ("validation", "test") for i in range(2)]
     )
-    assert not [p for p in built.iterdir() if p.name.startswith(".shardsmith-tmp-")]
-    assert (built / "errors.jsonl").read_text() == ""
+    assert not [p for p in folder.iterdir() if p.name.startswith(".shardsmith-tmp-")]
+    assert (folder / "errors.jsonl").read_text() == ""
 
 
 @pytest.mark.parametrize("how", [
@@ -118,8 +122,10 @@ def test_rerun_with_other_writers_gives_identical_bytes(built, label_sorted_set,
     result = shardsmith("build", "--manifest", label_sorted_set.manifest, "--output_dir", out, "--name", "pets",
                         "--num_shards", "train=4,validation=2,test=2", *how)
     assert result.code == 0, result.err
-    first = {p.name: p.read_bytes() for p in built.iterdir() if p.is_file() and p.name != "metadata.json"}
-    second = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file() and p.name != "metadata.json"}
+    # The build's own metadata.json too; only its record (build id, start time) differs.
+    first = {p.name: p.read_bytes() for p in Path(published_dir(built)).iterdir() if p.is_file()}
+    second = {p.name: p.read_bytes() for p in Path(published_dir(out)).iterdir() if p.is_file()}
+    del first["build.json"], second["build.json"]
     assert sorted(first) == sorted(second)
     for name in first:
         assert first[name] == second[name], name
@@ -151,7 +157,7 @@ def test_gzip_compression_names_and_reads_back(label_sorted_set, shardsmith, tmp
     result = shardsmith("build", "--manifest", label_sorted_set.manifest, "--output_dir", out, "--name", "pets",
                         "--compression", compression, "--num_shards", "2")
     assert result.code == 0, result.err
-    assert sorted(p.name for p in out.glob("pets-train.*")) == [
+    assert sorted(p.name for p in Path(published_dir(out)).glob("pets-train.*")) == [
         "pets-train.tfrecord-00000-of-00002.gz", "pets-train.tfrecord-00001-of-00002.gz"]
     records = [r for shard in read_records(out, "train") for r in shard]
     assert len(records) == 225

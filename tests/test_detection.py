@@ -13,6 +13,7 @@ import pytest
 from PIL import Image, ImageDraw
 
 from pipeline import load
+from transforms.build_folder import published_dir
 
 LABELS = ("bike", "car", "person")
 
@@ -105,7 +106,8 @@ def test_every_line_is_accounted_for_and_bad_boxes_reject_their_image(detection_
                                                                       metadata_of):
     _, _, objects, num_lines = detection_set
     metadata = metadata_of(detection_built)
-    errors = [json.loads(line) for line in (detection_built / "errors.jsonl").read_text().splitlines()]
+    errors_file = Path(published_dir(detection_built)) / "errors.jsonl"
+    errors = [json.loads(line) for line in errors_file.read_text().splitlines()]
     assert metadata["num_input_rows"] == num_lines
     assert metadata["num_example_rows"] + len(errors) == num_lines == metadata["num_example_rows"] + \
         metadata["num_errors"]

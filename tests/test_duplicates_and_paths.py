@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
+
+from transforms.build_folder import published_dir
 
 
 @pytest.fixture
@@ -50,7 +53,8 @@ def test_drop_keeps_the_training_copy(leaky_set, shardsmith, tmp_path, metadata_
     assert result.code == 0, result.err
     metadata = metadata_of(out)
     assert metadata["num_examples"] == 32 and metadata["duplicates"]["num_groups"] == 0
-    errors = [json.loads(line) for line in (out / "errors.jsonl").read_text().splitlines()]
+    errors_file = Path(published_dir(out)) / "errors.jsonl"
+    errors = [json.loads(line) for line in errors_file.read_text().splitlines()]
     by_uri = {e["uri"]: e for e in errors}
     assert set(by_uri) == {leaked, train_copy}
     assert by_uri[leaked]["stage"] == by_uri[train_copy]["stage"] == "duplicate"
@@ -79,7 +83,8 @@ def test_allowed_prefixes_turn_outside_uris_into_error_rows(tmp_path, image_set_
     result = shardsmith("build", "--manifest", images.manifest, "--output_dir", out, "--name", "d",
                         "--allowed_prefixes", str(tmp_path / "data" / "img"), "--max_error_fraction", "0.5")
     assert result.code == 0, result.err
-    errors = [json.loads(line) for line in (out / "errors.jsonl").read_text().splitlines()]
+    errors_file = Path(published_dir(out)) / "errors.jsonl"
+    errors = [json.loads(line) for line in errors_file.read_text().splitlines()]
     assert len(errors) == 3
     assert all(e["reason"] == "image URI is outside --allowed_prefixes" for e in errors)
     assert metadata_of(out)["num_examples"] == 10

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import json
 import random
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from pipeline import load
+from transforms.build_folder import published_dir
 
 FEATURES = ("age:int", "weight:float", "camera:string", "tags:string_list", "scores:float_list")
 
@@ -69,7 +71,8 @@ def test_records_hold_the_typed_features(feature_set, feature_built, read_record
 
 
 def test_bad_values_are_error_rows(feature_set, feature_built, metadata_of):
-    errors = [json.loads(line) for line in (feature_built / "errors.jsonl").read_text().splitlines()]
+    errors_file = Path(published_dir(feature_built)) / "errors.jsonl"
+    errors = [json.loads(line) for line in errors_file.read_text().splitlines()]
     assert [e["reason"] for e in errors] == ["feature 'age' is not an int", "feature 'weight' is not a float",
                                              "feature 'camera' is empty"]
     assert all(e["stage"] == "manifest" and e["detail"] for e in errors)

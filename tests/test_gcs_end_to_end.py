@@ -339,9 +339,11 @@ def test_build_reads_and_writes_gs_paths_on_a_real_gcs_server(built_on_gcs, uplo
     _, images, num_rows = uploaded
     names = sorted(blob.name for blob in gcs.list_blobs(BUCKET, prefix="out/"))
     metadata = json.loads(_read(f"{out}/metadata.json"))
+    files = f"{out}/{metadata['build_dir']}"  # the published build's folder
+    in_files = files[len(f"gs://{BUCKET}/"):]
 
     # Accounting: every manifest row is a record or a line of errors.jsonl, and both live in the bucket.
-    errors = [json.loads(line) for line in _read(f"{out}/errors.jsonl").decode().splitlines()]
+    errors = [json.loads(line) for line in _read(f"{files}/errors.jsonl").decode().splitlines()]
     assert metadata["num_input_rows"] == num_rows
     assert metadata["num_examples"] + len(errors) == num_rows == len(images) + 2
     assert metadata["num_errors"] == len(errors) == 2
@@ -349,16 +351,17 @@ def test_build_reads_and_writes_gs_paths_on_a_real_gcs_server(built_on_gcs, uplo
     assert by_uri["images/cat/missing.jpg"]["reason"] == "file not found"
     assert by_uri["images/cat/truncated.jpg"]["stage"] == "load"
     assert all(e["source"] == f"gs://{BUCKET}/in/manifest.csv" for e in errors)
-    assert _read(f"{out}/labels.txt").decode().splitlines() == list(LABELS)
+    assert _read(f"{files}/labels.txt").decode().splitlines() == list(LABELS)
 
     # Every shard named in metadata.json is an object in the bucket, and nothing else is left behind.
     shard_files = [s["file"] for split in metadata["splits"].values() for s in split["shards"]]
     assert len(shard_files) == 4
-    assert {f"out/{f}" for f in shard_files} <= set(names)
-    assert {"out/metadata.json", "out/errors.jsonl", "out/labels.txt"} <= set(names)
+    assert {f"{in_files}/{f}" for f in shard_files} <= set(names)
+    assert {f"{in_files}/{f}" for f in ("metadata.json", "errors.jsonl", "labels.txt", "build.json")} <= set(names)
+    assert [n for n in names if not n.startswith(in_files)] == ["out/metadata.json"], "and no lock left"
     assert not [n for n in names if TEMP_PREFIX in n or "transform_tmp" in n], names
-    assert any(n.startswith("out/transform_fn/") for n in names)
-    assert any(n.startswith("out/transformed_metadata/") for n in names)
+    assert any(n.startswith(f"{in_files}/transform_fn/") for n in names)
+    assert any(n.startswith(f"{in_files}/transformed_metadata/") for n in names)
 
     # The shards, downloaded through Beam's GCS client, read back with tf.data: the source bytes, unchanged.
     spec = {"image/encoded": tf.io.FixedLenFeature([], tf.string),
@@ -370,7 +373,7 @@ def test_build_reads_and_writes_gs_paths_on_a_real_gcs_server(built_on_gcs, uplo
     for split, info in metadata["splits"].items():
         for shard in info["shards"]:
             local = tmp_path / shard["file"]
-            local.write_bytes(_read(f"{out}/{shard['file']}"))
+            local.write_bytes(_read(f"{files}/{shard['file']}"))
             assert local.stat().st_size == shard["num_bytes"]
             records = [tf.io.parse_single_example(r, spec) for r in tf.data.TFRecordDataset(str(local))]
             assert len(records) == shard["num_examples"]
@@ -385,17 +388,25 @@ def test_build_reads_and_writes_gs_paths_on_a_real_gcs_server(built_on_gcs, uplo
     assert seen == metadata["num_examples"] == len(images)
 
     # transform_fn/ (written into the bucket by tf.transform) maps label text to the same ids as labels.txt.
-    _download_tree(out, tmp_path / "dataset")
+    _download_tree(files, tmp_path / "dataset")
     transform_output = tft.TFTransformOutput(str(tmp_path / "dataset"))
     assert sorted(transform_output.vocabulary_by_name("labels")) == [label.encode() for label in LABELS]
     assert os.path.exists(tmp_path / "dataset" / "transform_fn" / "saved_model.pb")
 
 
-def test_preflight_and_overwrite_work_on_gs_paths(built_on_gcs, uploaded, gcs, shardsmith):
+def _published_files(gcs) -> dict[str, str]:
+    """The published build's shards, errors.jsonl and labels.txt: name in the build's folder -> MD5."""
+    build = json.loads(_read(f"gs://{BUCKET}/out/metadata.json"))["build_dir"]
+    return {blob.name.rsplit("/", 1)[1]: blob.md5_hash for blob in gcs.list_blobs(BUCKET, prefix=f"out/{build}/")
+            if ".tfrecord-" in blob.name or blob.name.endswith(("errors.jsonl", "labels.txt"))}
+
+
+def test_preflight_lock_and_overwrite_work_on_gs_paths(built_on_gcs, uploaded, gcs, shardsmith):
+    from transforms.build_lock import acquire_lock
+
     out, _ = built_on_gcs
     manifest, _, _ = uploaded
-    before = {blob.name: blob.md5_hash for blob in gcs.list_blobs(BUCKET, prefix="out/")
-              if ".tfrecord-" in blob.name or blob.name.endswith(("errors.jsonl", "labels.txt"))}
+    before = _published_files(gcs)
 
     refused = shardsmith("build", "--manifest", manifest, "--output_dir", out, *BUILD_ARGS)
     assert refused.code == 2
@@ -405,11 +416,29 @@ def test_preflight_and_overwrite_work_on_gs_paths(built_on_gcs, uploaded, gcs, s
                          f"gs://{BUCKET}/other", *BUILD_ARGS)
     assert missing.code == 2 and "manifest not found" in missing.err
 
-    again = shardsmith("build", "--manifest", manifest, "--output_dir", out, *BUILD_ARGS, "--overwrite")
-    assert again.code == 0, again.err
-    after = {blob.name: blob.md5_hash for blob in gcs.list_blobs(BUCKET, prefix="out/")
-             if ".tfrecord-" in blob.name or blob.name.endswith(("errors.jsonl", "labels.txt"))}
-    assert after == before  # same inputs and seed: the same bytes, on gs:// too
+    lock = acquire_lock(out, "20260101T000000Z-0000abcd")  # a lock object on the server, held by this process
+    try:
+        locked = shardsmith("build", "--manifest", manifest, "--output_dir", out, *BUILD_ARGS, "--overwrite")
+        assert locked.code == 2 and "is being built by build 20260101T000000Z-0000abcd" in locked.err
+    finally:
+        lock.release()
+    assert not list(gcs.list_blobs(BUCKET, prefix="out/.shardsmith-lock"))
+
+    gcs.bucket(BUCKET).blob("out/notes.txt").upload_from_string(b"the user's")
+    shared = shardsmith("build", "--manifest", manifest, "--output_dir", out, *BUILD_ARGS, "--overwrite")
+    assert shared.code == 2 and "holds files that no shardsmith build wrote (notes.txt)" in shared.err
+    assert gcs.bucket(BUCKET).blob("out/notes.txt").download_as_bytes() == b"the user's"
+    gcs.bucket(BUCKET).blob("out/notes.txt").delete()
+
+    first_build = json.loads(_read(f"{out}/metadata.json"))["build_dir"]
+    for _ in range(2):
+        again = shardsmith("build", "--manifest", manifest, "--output_dir", out, *BUILD_ARGS, "--overwrite")
+        assert again.code == 0, again.err
+        assert _published_files(gcs) == before  # same inputs and seed: the same bytes, on gs:// too
+    builds = {blob.name.split("/")[2] for blob in gcs.list_blobs(BUCKET, prefix="out/builds/")}
+    assert len(builds) == 2 and first_build.split("/")[1] not in builds, "--keep_builds 2 retired the first"
+    top = {blob.name for blob in gcs.list_blobs(BUCKET, prefix="out/") if not blob.name.startswith("out/builds/")}
+    assert top == {"out/metadata.json"}
 
 
 @pytest.fixture

@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+from transforms.build_folder import published_dir
+
 # uri (as written in the manifest) -> expected outcome: ("record", channels) or ("error", words in the reason).
 # None: either outcome is acceptable, as long as a record decodes to its recorded shape.
 EXPECTED: dict[str, tuple | None] = {}
@@ -159,7 +161,8 @@ def test_hostile_corpus_is_accounted_for_row_by_row(hostile_build, read_records,
     root, out, code, rows, num_bad_lines = hostile_build
     assert code == 0
     metadata = metadata_of(out)
-    errors = [json.loads(line) for line in (out / "errors.jsonl").read_text(encoding="utf-8").splitlines()]
+    errors_file = Path(published_dir(out)) / "errors.jsonl"
+    errors = [json.loads(line) for line in errors_file.read_text(encoding="utf-8").splitlines()]
     records = [r for split in metadata["splits"] for shard in read_records(out, split) for r in shard]
     assert metadata["num_input_rows"] == len(rows) + num_bad_lines
     assert len(records) + len(errors) == metadata["num_input_rows"]
@@ -192,7 +195,8 @@ def test_hostile_corpus_is_accounted_for_row_by_row(hostile_build, read_records,
 
 def test_bad_manifest_lines_are_errors_with_their_line_numbers(hostile_build):
     root, out, _, rows, _ = hostile_build
-    errors = [json.loads(line) for line in (out / "errors.jsonl").read_text(encoding="utf-8").splitlines()]
+    errors_file = Path(published_dir(out)) / "errors.jsonl"
+    errors = [json.loads(line) for line in errors_file.read_text(encoding="utf-8").splitlines()]
     manifest_errors = {e["line"]: e["reason"] for e in errors if e["stage"] == "manifest"}
     first_bad = len(rows) + 2 + 1  # header, rows, then the blank line
     expected = ["wrong number of columns", "wrong number of columns", "unknown split", "unknown split",

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from pipeline import load
+from transforms.build_folder import published_dir
 
 NUM_SHARDS = "train=4,validation=2,test=2"
 
@@ -104,7 +105,7 @@ def _retarget(dataset: Path, old_root: str, new_root: str) -> None:
     metadata = json.loads((dataset / "metadata.json").read_text())
     for info in metadata["splits"].values():
         for shard in info["shards"]:
-            path = dataset / shard["file"]
+            path = Path(published_dir(dataset)) / shard["file"]
             out = bytearray()
             for serialized in tf.data.TFRecordDataset(str(path)):
                 example = example_class().FromString(serialized.numpy())

@@ -5,6 +5,9 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
+from pathlib import Path
+
+from transforms.build_folder import published_dir
 
 
 def all_records(read_records, out, splits=("train", "validation", "test")):
@@ -43,7 +46,8 @@ def test_tfrecorder_csv_without_the_map_reports_every_missing_file(tfrecorder_da
     out = tmp_path / "out"
     result = shardsmith("build", "--manifest", tfrecorder_data / "data.csv", "--output_dir", out, "--name", "pets")
     assert result.code == 1
-    errors = [json.loads(line) for line in (out / "errors.jsonl").read_text().splitlines()]
+    errors_file = Path(published_dir(out)) / "errors.jsonl"
+    errors = [json.loads(line) for line in errors_file.read_text().splitlines()]
     assert len(errors) == 6 and {e["reason"] for e in errors} == {"file not found"}
 
 

@@ -5,8 +5,11 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from pathlib import Path
 
 from PIL import Image, ImageStat
+
+from transforms.build_folder import published_dir
 
 
 def _png(path, min_size=(300, 200)) -> Image.Image:
@@ -44,7 +47,7 @@ def test_errors_by_reason_with_an_example_each(built, tmp_path, shardsmith):
         {"source": "m.csv", "line": 3, "uri": "img/b.jpg", "stage": "load", "reason": "image data is truncated"},
         {"source": "m.csv", "line": 9, "uri": "", "stage": "manifest", "reason": "wrong number of columns"},
     ]
-    (copy / "errors.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (Path(published_dir(copy)) / "errors.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     out = shardsmith("inspect", copy).out
     assert re.search(r"^\s+2  load: image data is truncated  e\.g\. img/a\.jpg$", out, re.M)
     assert re.search(r"^\s+1  manifest: wrong number of columns  e\.g\. m\.csv:9$", out, re.M)

@@ -1,6 +1,7 @@
 """Killed mid-run and re-run: the output is complete and byte-identical to an undisturbed run, a final shard
-name never holds an incomplete file, and metadata.json appears only when everything else is in place. A
-DoFn attempt that fails and is retried leaves no duplicate or missing record."""
+name never holds an incomplete file, nothing is published until everything else is in place, and the rerun
+takes over the dead build's lock and removes its unfinished folder. A DoFn attempt that fails and is retried
+leaves no duplicate or missing record."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from transforms.build_folder import BUILD_RECORD, BUILDS_DIR, LOCK_FILE, published_dir
 from transforms.faults import FAULT_ENV
 from transforms.records import TEMP_PREFIX
 
@@ -28,13 +30,19 @@ def build(manifest: Path, out: Path, fault: str = "") -> subprocess.CompletedPro
     )
 
 
-# TensorFlow writes a SavedModel with run-specific names and fingerprints; its vocabulary asset is stable.
-NOT_BYTE_STABLE = {"transform_fn/saved_model.pb", "transform_fn/fingerprint.pb"}
+# TensorFlow writes a SavedModel with run-specific names and fingerprints; its vocabulary asset is stable. The
+# build record names the build (its id and start time).
+NOT_BYTE_STABLE = {"transform_fn/saved_model.pb", "transform_fn/fingerprint.pb", BUILD_RECORD}
 
 
-def files_of(out: Path) -> dict[str, bytes]:
-    files = {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+def files_of(folder: Path) -> dict[str, bytes]:
+    files = {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
     return {name: data for name, data in files.items() if name not in NOT_BYTE_STABLE}
+
+
+def only_build(out: Path) -> Path:
+    (folder,) = (out / BUILDS_DIR).iterdir()
+    return folder
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +50,7 @@ def undisturbed(label_sorted_set, tmp_path_factory) -> dict[str, bytes]:
     out = tmp_path_factory.mktemp("undisturbed") / "out"
     done = build(label_sorted_set.manifest, out)
     assert done.returncode == 0, done.stderr
-    return files_of(out)
+    return files_of(Path(published_dir(out)))
 
 
 @pytest.mark.parametrize("fault", ["mid_shard:20", "after_shards:3", "before_metadata"])
@@ -51,8 +59,10 @@ def test_killed_run_leaves_no_false_final_file_and_rerun_is_identical(fault, und
     out = tmp_path / "out"
     killed = build(label_sorted_set.manifest, out, fault)
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
-    left = files_of(out)
-    assert "metadata.json" not in left, "a killed run must not look finished"
+    assert sorted(p.name for p in out.iterdir()) == [LOCK_FILE, BUILDS_DIR], "a killed run must not look finished"
+    killed_folder = only_build(out)
+    left = files_of(killed_folder)
+    assert "metadata.json" not in left
     for name, data in left.items():
         if ".tfrecord-" in name and not name.startswith(TEMP_PREFIX):
             assert data == undisturbed[name], f"{name} is under its final name but incomplete"
@@ -63,7 +73,10 @@ def test_killed_run_leaves_no_false_final_file_and_rerun_is_identical(fault, und
 
     rerun = build(label_sorted_set.manifest, out)  # the same command, as a scheduler's retry would run it
     assert rerun.returncode == 0, rerun.stderr[-2000:]
-    assert files_of(out) == undisturbed
+    assert "taking over the lock" in rerun.stderr and "its process is gone" in rerun.stderr
+    assert sorted(p.name for p in out.iterdir()) == [BUILDS_DIR, "metadata.json"]
+    assert only_build(out) != killed_folder, "the unfinished build's folder was removed"
+    assert files_of(Path(published_dir(out))) == undisturbed
 
 
 def test_retried_shard_attempts_write_each_record_once(label_sorted_set, tmp_path, monkeypatch):

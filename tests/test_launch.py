@@ -300,6 +300,8 @@ EXAMPLES = {
     "reencode": ("jpeg", "webp"),
     "jpeg_quality": ("95", "100"),
     "overwrite": ("true", "yes please"),
+    "keep_builds": ("3", "0"),
+    "break_lock": ("false", "maybe"),
     "validate": ("header", "none"),
     "on_duplicate": ("drop", "ignore"),
     "max_error_fraction": ("0.05", "1.5"),

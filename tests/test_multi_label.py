@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 import random
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from pipeline import load
+from transforms.build_folder import published_dir
 
 LABELS = ("beach", "dog", "person", "sunset")
 
@@ -54,7 +56,8 @@ def test_records_hold_every_label_in_id_order(multi_label_set, multi_label_built
             for record in shard:
                 seen[record["image/filename"]] = (record["image/class/text"], record["image/class/label"])
     assert seen == {uri: (labels, [LABELS.index(label) for label in labels]) for uri, labels in expected.items()}
-    errors = [json.loads(line) for line in (multi_label_built / "errors.jsonl").read_text().splitlines()]
+    errors_file = Path(published_dir(multi_label_built)) / "errors.jsonl"
+    errors = [json.loads(line) for line in errors_file.read_text().splitlines()]
     assert [(e["line"], e["reason"]) for e in errors] == [(len(expected) + 2, "empty label")]
     assert metadata["num_input_rows"] == len(expected) + 1 == metadata["num_examples"] + metadata["num_errors"]
 

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from pipeline import load
+from transforms.build_folder import published_dir
 
 
 def _decode_file(path: Path, channels: int = 3) -> np.ndarray:
@@ -81,7 +82,7 @@ def test_batches_of_different_sizes_are_ragged_with_the_recorded_shapes(built):
 
 def test_gzip_dataset_reads_the_same_records(built, tmp_path, gzip_copy):
     packed = gzip_copy(built, tmp_path / "gz")
-    assert all(p.suffix == ".gz" for p in packed.glob("pets-*.tfrecord-*"))
+    assert all(p.suffix == ".gz" for p in Path(published_dir(packed)).glob("pets-*.tfrecord-*"))
     plain = sorted(e["image/key/sha256"].numpy() for e in load(str(built), "train", None, features=True))
     unpacked = sorted(e["image/key/sha256"].numpy() for e in load(str(packed), "train", None, features=True))
     assert unpacked == plain and len(plain) == 225
@@ -90,8 +91,8 @@ def test_gzip_dataset_reads_the_same_records(built, tmp_path, gzip_copy):
 def test_shards_come_from_metadata_not_from_a_glob(built, tmp_path):
     copy = tmp_path / "copy"
     shutil.copytree(built, copy)
-    stray = copy / "pets-train.tfrecord-00009-of-00010"
-    shutil.copy(copy / "pets-train.tfrecord-00000-of-00004", stray)
+    folder = Path(published_dir(copy))
+    shutil.copy(folder / "pets-train.tfrecord-00000-of-00004", folder / "pets-train.tfrecord-00009-of-00010")
     count = sum(1 for _ in load(str(copy), "train", batch_size=None))
     assert count == 225, "a stray file matching the shard pattern is never read"
 

@@ -7,12 +7,14 @@ from __future__ import annotations
 import io
 import json
 import random
+from pathlib import Path
 
 import numpy as np
 import pytest
 from PIL import Image
 
 from pipeline import load
+from transforms.build_folder import published_dir
 
 
 def _mask_for(size: tuple[int, int], seed: int) -> Image.Image:
@@ -92,7 +94,8 @@ def test_records_hold_each_mask_as_class_ids(segmentation_set, segmentation_buil
 def test_bad_masks_are_error_rows_and_every_row_is_accounted_for(segmentation_set, segmentation_built,
                                                                  metadata_of):
     _, _, expected, bad = segmentation_set
-    errors = [json.loads(line) for line in (segmentation_built / "errors.jsonl").read_text().splitlines()]
+    errors_file = Path(published_dir(segmentation_built)) / "errors.jsonl"
+    errors = [json.loads(line) for line in errors_file.read_text().splitlines()]
     assert {e["uri"]: e["reason"] for e in errors if e["stage"] == "load"} == bad
     assert [e["reason"] for e in errors if e["stage"] == "manifest"] == ["empty mask URI (column 'mask_uri')"]
     metadata = metadata_of(segmentation_built)

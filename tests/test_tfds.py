@@ -10,24 +10,27 @@ from pathlib import Path
 import numpy as np
 import tensorflow_datasets as tfds
 
+from transforms.build_folder import published_dir
 from transforms.tfds_info import TFDS_FILE_NAMES, tfds_metadata_files
 
 
 def test_the_build_wrote_exactly_what_the_generator_gives(built, metadata_of):
     files = tfds_metadata_files(metadata_of(built))
     assert sorted(files) == sorted(TFDS_FILE_NAMES)
+    folder = Path(published_dir(built))
     for name, content in files.items():
-        assert (built / name).read_bytes() == content
-    assert (built / "image.class.label.labels.txt").read_text() == (built / "labels.txt").read_text()
+        assert (folder / name).read_bytes() == content
+    assert (folder / "image.class.label.labels.txt").read_text() == (folder / "labels.txt").read_text()
 
 
 def test_builder_from_directory_reads_every_split_with_decoded_images(built, label_sorted_set, metadata_of):
     metadata = metadata_of(built)
-    builder = tfds.builder_from_directory(str(built))
+    builder = tfds.builder_from_directory(published_dir(built))  # the published build's folder
     assert builder.info.name == "pets"
     assert {name: split.num_examples for name, split in builder.info.splits.items()} == {
         name: info["num_examples"] for name, info in metadata["splits"].items()}
-    assert builder.info.features["image/class/label"].names == (built / "labels.txt").read_text().split()
+    labels = (Path(published_dir(built)) / "labels.txt").read_text().split()
+    assert builder.info.features["image/class/label"].names == labels
     sources = {uri: label for split, uri, label in label_sorted_set.rows if split == "train"}
     seen = []
     for example in tfds.as_numpy(builder.as_dataset(split="train")):
@@ -47,7 +50,7 @@ def test_builder_from_directory_reads_every_split_with_decoded_images(built, lab
 
 
 def test_as_supervised_gives_image_and_label(built):
-    builder = tfds.builder_from_directory(str(built))
+    builder = tfds.builder_from_directory(published_dir(built))  # the published build's folder
     image, label = next(iter(tfds.as_numpy(builder.as_dataset(split="test", as_supervised=True))))
     assert image.ndim == 3 and image.shape[2] == 3 and 0 <= label < 3
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.verify import READ_CHUNK, iter_records, verify
+from transforms.build_folder import published_dir
 from transforms.encode import example_class
 from transforms.shard_file import tfrecord_frame
 
@@ -18,8 +19,9 @@ SHARD = "pets-train.tfrecord-00000-of-00004"
 
 @pytest.fixture
 def copy(built, tmp_path) -> Path:
+    """The published build's own folder, copied: it reads as a dataset by itself (its metadata.json says so)."""
     target = tmp_path / "copy"
-    shutil.copytree(built, target)
+    shutil.copytree(published_dir(built), target)
     return target
 
 
@@ -202,14 +204,14 @@ def test_verify_and_inspect_read_gs_paths(built, tmp_path, shardsmith, monkeypat
         monkeypatch.setattr(auth._Credentials, "_credentials_init", True)
         monkeypatch.setattr(auth._Credentials, "_credentials", None)
         bucket = storage.Client.create_anonymous_client().create_bucket("verify")
-        for path in built.iterdir():
+        for path in built.rglob("*"):
             if path.is_file():
-                bucket.blob(f"pets/{path.name}").upload_from_filename(str(path))
+                bucket.blob(f"pets/{path.relative_to(built)}").upload_from_filename(str(path))
         good = shardsmith("verify", "gs://verify/pets")
         assert good.code == 0 and "285 of 285 records" in _verdict(good), good.out + good.err
         report = shardsmith("inspect", "gs://verify/pets", "--heatmap", tmp_path / "h.png")
         assert report.code == 0 and "dataset 'pets': 285 examples" in report.out and (tmp_path / "h.png").stat().st_size
-        blob = bucket.blob(f"pets/{SHARD}")
+        blob = bucket.blob(f"pets/{Path(published_dir(built)).relative_to(built)}/{SHARD}")
         data = bytearray(blob.download_as_bytes())
         data[-1] ^= 0x01  # the last record's data CRC
         blob.upload_from_string(bytes(data))
