@@ -86,8 +86,7 @@ def build(argv: list[str]) -> dict:
     args, beam_args = parser.parse_known_args(["build", *argv])
     options = build_options_from(args)
 
-    from apache_beam.options.pipeline_options import PipelineOptions
-    from apache_beam.runners.runner import PipelineState
+    from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
     from pipeline.graph import build_graph
     from pipeline.preflight import prepare_output_dir, resolve_sources
@@ -103,15 +102,17 @@ def build(argv: list[str]) -> dict:
     lock.start_heartbeat()
     temp_dir, made_temp = _temp_dir_for(options.temp_dir, beam_options)
     started = time.monotonic()
-    finished = True
+    waits = not beam_options.view_as(StandardOptions).no_wait_until_finish
     try:
         with make_pipeline(beam_options) as pipeline:
             build_graph(pipeline, options, sources, temp_dir, lock.build_id, processes)
-        finished = PipelineState.is_terminal(pipeline.result.state)
+    except BaseException:
+        waits = True  # the job failed or was never submitted: nothing else will release the lock
+        raise
     finally:
         if made_temp:
             shutil.rmtree(temp_dir, ignore_errors=True)
-        if finished:
+        if waits:
             lock.release()  # the publish step released it already unless the job failed
         else:  # a remote job still running (--no_wait_until_finish): its publish step releases the lock
             lock.stop_heartbeat()

@@ -213,9 +213,21 @@ def copy_with_gzip_shards(built: Path, target: Path) -> Path:
         info["num_bytes"] = sum(s["num_bytes"] for s in info["shards"])
     for name in ("dataset_info.json", "features.json", "image.class.label.labels.txt"):
         (folder / name).unlink(missing_ok=True)
-    (target / "metadata.json").write_text(json.dumps(metadata, indent=2))
-    (folder / "metadata.json").write_text(json.dumps({**metadata, "build_dir": "."}, indent=2))
+    write_metadata(target, metadata)
     return target
+
+
+def write_metadata(out: Path, metadata: dict) -> None:
+    """Writes an edited top-level metadata.json and, for a published build, the build's own copy to match."""
+    (out / "metadata.json").write_text(json.dumps(metadata, indent=2))
+    if metadata.get("build_dir", ".") != ".":
+        own = {key: value for key, value in metadata.items() if key != "build_id"}
+        (files_dir(out) / "metadata.json").write_text(json.dumps({**own, "build_dir": "."}, indent=2))
+
+
+@pytest.fixture
+def metadata_writer():
+    return write_metadata
 
 
 @pytest.fixture

@@ -56,11 +56,11 @@ def test_tf_transform_output_maps_label_text_to_the_same_ids(built):
     import tensorflow as tf
     import tensorflow_transform as tft
 
-    output = tft.TFTransformOutput(str(built))
+    output = tft.TFTransformOutput(published_dir(built))
     layer = output.transform_features_layer()
     mapped = layer({"label": tf.constant(["emu", "cat", "dog", "not-a-label"])})["label_id"].numpy().tolist()
     assert mapped == [2, 0, 1, -1]
-    assert (built / "transformed_metadata" / "schema.pbtxt").exists()
+    assert (Path(published_dir(built)) / "transformed_metadata" / "schema.pbtxt").exists()
 
 
 def test_shards_are_equal_in_size_and_stratified(built, read_records, metadata_of, label_sorted_set):
@@ -76,7 +76,7 @@ def test_shards_are_equal_in_size_and_stratified(built, read_records, metadata_o
             counts = Counter(r["image/class/text"] for r in shard)
             assert counts == Counter(shard_meta["label_counts"])
             assert shard_meta["num_examples"] == len(shard)
-            assert shard_meta["num_bytes"] == (built / shard_meta["file"]).stat().st_size
+            assert shard_meta["num_bytes"] == (Path(published_dir(built)) / shard_meta["file"]).stat().st_size
             for label, total in totals.items():
                 n = len(shards)
                 assert counts[label] in (total // n, math.ceil(total / n)), (split, label, counts)

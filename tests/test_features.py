@@ -85,7 +85,7 @@ def test_transform_fn_holds_the_training_rows_statistics(feature_set, feature_bu
 
     _, _, values = feature_set
     train = [row for split, row in values.values() if split == "train"]
-    output = tft.TFTransformOutput(str(feature_built))
+    output = tft.TFTransformOutput(published_dir(feature_built))
     assert output.vocabulary_by_name("labels") == [b"cat", b"dog"]
     cameras = sorted({row["camera"] for row in train}, key=lambda c: -sum(r["camera"] == c for r in train))
     assert [c.decode() for c in output.vocabulary_by_name("feature_camera")][:1] == cameras[:1]

@@ -522,9 +522,17 @@ def test_dataflow_submission_logs_the_job_id_and_console_url(gcs, fake_dataflow_
     staged = [b.name for b in gcs.list_blobs(BUCKET, prefix="staging/")]
     assert any(name.endswith("/pipeline.pb") for name in staged)
 
+    # The job still runs (here: never, the API is a stand-in): the lock stays with it; its publish step releases it.
+    lock = json.loads(gcs.bucket(BUCKET).blob("submitted/.shardsmith-lock").download_as_bytes())
+    assert gcs.bucket(BUCKET).blob(f"submitted/builds/{lock['build_id']}/build.json").exists()
+    overlapping = shardsmith(*args)
+    assert overlapping.code == 2 and f"is being built by build {lock['build_id']}" in overlapping.err
+
     fake_dataflow_api["final"] = "JOB_STATE_FAILED"
+    args[args.index(f"gs://{BUCKET}/submitted")] = f"gs://{BUCKET}/submitted-again"
     failed = shardsmith(*args)
     assert failed.code == 1
     assert f"Created job with id: [{JOB_ID}]" in failed.err
     assert "shardsmith: the job failed:" in failed.err and "FAILED" in failed.err
     assert [r for r in fake_dataflow_api["requests"] if r[0] == "GET"], "the default waits for the job"
+    assert not list(gcs.list_blobs(BUCKET, prefix="submitted-again/.shardsmith-lock")), "a failed job's lock is freed"

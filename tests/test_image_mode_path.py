@@ -75,7 +75,8 @@ def test_load_reads_each_image_by_its_path(path_built, label_sorted_set):
     assert images.shape == (8, 32, 32, 3) and labels.shape == (8,)
 
 
-def test_verify_follows_the_uris_and_notices_a_changed_file(path_built, label_sorted_set, shardsmith, tmp_path):
+def test_verify_follows_the_uris_and_notices_a_changed_file(path_built, label_sorted_set, shardsmith, tmp_path,
+                                                            metadata_writer):
     assert shardsmith("verify", path_built).code == 0
     # A copy of the dataset and its images, with one image replaced after the build.
     images = tmp_path / "images"
@@ -84,7 +85,7 @@ def test_verify_follows_the_uris_and_notices_a_changed_file(path_built, label_so
     shutil.copytree(path_built, copy)
     victim = next(images.rglob("*.jpg"))
     original = label_sorted_set.root / victim.relative_to(images)
-    _retarget(copy, str(label_sorted_set.root.resolve()), str(images.resolve()))
+    _retarget(copy, str(label_sorted_set.root.resolve()), str(images.resolve()), metadata_writer)
     assert shardsmith("verify", copy).code == 0
     victim.write_bytes(victim.read_bytes() + b"\0")
     result = shardsmith("verify", copy)
@@ -93,7 +94,7 @@ def test_verify_follows_the_uris_and_notices_a_changed_file(path_built, label_so
     assert original.exists()
 
 
-def _retarget(dataset: Path, old_root: str, new_root: str) -> None:
+def _retarget(dataset: Path, old_root: str, new_root: str, write_metadata) -> None:
     """Rewrites every record's image/uri from old_root to new_root (the dataset's images moved)."""
     import json
 
@@ -117,4 +118,4 @@ def _retarget(dataset: Path, old_root: str, new_root: str) -> None:
             path.write_bytes(bytes(out))
             shard["num_bytes"] = len(out)
         info["num_bytes"] = sum(s["num_bytes"] for s in info["shards"])
-    (dataset / "metadata.json").write_text(json.dumps(metadata, indent=2))
+    write_metadata(dataset, metadata)

@@ -7,12 +7,14 @@ from __future__ import annotations
 import hashlib
 import io
 import random
+from pathlib import Path
 
 import numpy as np
 import pytest
 from PIL import Image
 
 from pipeline import load
+from transforms.build_folder import published_dir
 from transforms.load_images import ImageInfo, ImageRejected
 from transforms.reencode import Reencoding, reencode
 
@@ -113,11 +115,12 @@ def test_build_with_max_side_and_reencode(tmp_path, shardsmith, read_records, me
     assert shapes["img/cat/rotated.jpg"] == (128, 80)  # EXIF orientation applied: portrait
     assert shapes["img/cat/scan.tiff"] == (64, 128)
     assert shapes["img/dog/small.jpg"] == (40, 50)  # re-encoded (--reencode jpeg), not resized
-    errors = (outputs[0] / "errors.jsonl").read_text()
+    errors = (Path(published_dir(outputs[0])) / "errors.jsonl").read_text()
     assert "broken.jpg" in errors and ("truncated or corrupt" in errors or "cannot be parsed" in errors)
     assert metadata_of(outputs[0])["options"]["max_side"] == 128
     shard = metadata_of(outputs[0])["splits"]["train"]["shards"][0]["file"]
-    assert (outputs[0] / shard).read_bytes() == (outputs[1] / shard).read_bytes(), "deterministic"
+    first, second = (Path(published_dir(out)) / shard for out in outputs)
+    assert first.read_bytes() == second.read_bytes(), "deterministic"
     images_read = [image.numpy() for image, _ in load(str(outputs[0]), "train", batch_size=None, shuffle_buffer=0)]
     assert len(images_read) == 5 and all(max(i.shape[:2]) <= 128 for i in images_read)
     assert all(isinstance(i, np.ndarray) and i.shape[2] == 3 for i in images_read)

@@ -140,7 +140,7 @@ def test_gzip_shards_are_read_as_streams(built, tmp_path, shardsmith, gzip_copy)
     assert good.code == 0, good.out
     assert "285 of 285 records" in _verdict(good)
 
-    packed = target / (SHARD + ".gz")
+    packed = Path(published_dir(target)) / (SHARD + ".gz")
     packed.write_bytes(packed.read_bytes()[:-30])
     bad = shardsmith("verify", target)
     assert bad.code == 1

@@ -221,12 +221,10 @@ def acquire_lock(output_dir: str, build_id: str, break_lock: bool = False) -> Bu
     lock = _lock_file(output_dir)
     mine = LockHolder.this_process(build_id).to_json()
     for _ in range(3):  # a holder may release or another taker may win between our read and our write
-        if lock.create(mine):
-            if _held_by(lock.read(), build_id):
-                return BuildLock(output_dir, build_id)
-            continue
-        seen = lock.read()
+        seen = lock.read()  # first, so a store that ignores preconditions (the emulator) still sees a holder
         if seen is None:
+            if lock.create(mine) and _held_by(lock.read(), build_id):
+                return BuildLock(output_dir, build_id)
             continue
         holder = LockHolder.from_json(seen.data)
         gone = holder is not None and holder.is_gone()
