@@ -18,7 +18,7 @@ DEFAULT_SEED = 42
 DEFAULT_TARGET_SHARD_MB = 128
 DEFAULT_MAX_ERROR_FRACTION = 0.05
 DEFAULT_MAX_IMAGE_BYTES = 64 << 20
-DATASET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+DATASET_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")  # the whole name: use fullmatch
 
 
 class UsageError(Exception):
@@ -197,7 +197,7 @@ def _parse_path_map(items: list[str]) -> tuple[tuple[str, str], ...]:
 
 
 def build_options_from(args: argparse.Namespace) -> BuildOptions:
-    if not DATASET_NAME.match(args.name) or ".." in args.name:
+    if not DATASET_NAME.fullmatch(args.name) or ".." in args.name:
         raise UsageError(f"--name {args.name!r} must be letters, digits, '.', '_' or '-' (no slashes, no '..')")
     if not 0 <= args.max_error_fraction <= 1:
         raise UsageError("--max_error_fraction must be between 0 and 1")
