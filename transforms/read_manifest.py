@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import posixpath
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -52,7 +53,7 @@ class ManifestFormat:
     uri_column: str = "image_uri"
     label_column: str = "label"
     path_map: tuple[tuple[str, str], ...] = ()
-    allowed_prefixes: tuple[str, ...] = ()  # each ends with "/"; empty: anywhere
+    allowed_prefixes: tuple[str, ...] = ()  # each ends with "/", local ones real paths; empty: anywhere
     task: str = "classification"
     list_delimiter: str = ";"
     mask_column: str = "mask_uri"
@@ -64,15 +65,17 @@ class ManifestFormat:
         return self.task != "classification" or bool(self.features)
 
     def allows(self, resolved_uri: str) -> bool:
-        """Whether a resolved URI lies under an allowed prefix. Local paths are normalized first, and a remote
-        URI with a `..` segment is never allowed, so `..` cannot climb out of a prefix."""
+        """Whether a resolved URI lies under an allowed prefix. A local path is compared by its real path (every
+        symlink and `..` resolved, as opening it would), so neither a symlink nor `..` leads out of a prefix; a
+        remote URI with a `..` segment is never allowed. Only names are looked at, never a file's content, so
+        the answer is the same whether the target exists or not."""
         if not self.allowed_prefixes:
             return True
         if is_remote(resolved_uri):
             if ".." in resolved_uri.split("/"):
                 return False
         else:
-            resolved_uri = posixpath.normpath(resolved_uri)
+            resolved_uri = os.path.realpath(resolved_uri)
         return any(resolved_uri.startswith(prefix) for prefix in self.allowed_prefixes)
 
 
