@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import posixpath
+import os
 import re
 from dataclasses import asdict, dataclass
 
@@ -13,14 +13,14 @@ from transforms.duplicates import ON_DUPLICATE_MODES
 from transforms.encode import IMAGE_MODES, TASKS
 from transforms.load_images import DEFAULT_MAX_PIXELS, VALIDATE_MODES
 from transforms.read_manifest import FEATURE_TYPES, ManifestFormat
-from transforms.records import SPLITS, canonical_split
+from transforms.records import SPLITS, canonical_split, is_remote
 from transforms.reencode import DEFAULT_JPEG_QUALITY, REENCODE_FORMATS, Reencoding
 
 DEFAULT_SEED = 42
 DEFAULT_TARGET_SHARD_MB = 128
 DEFAULT_MAX_ERROR_FRACTION = 0.05
 DEFAULT_MAX_IMAGE_BYTES = 64 << 20
-DATASET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+DATASET_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")  # the whole name: use fullmatch
 
 
 class UsageError(Exception):
@@ -108,7 +108,8 @@ def add_build_arguments(parser: argparse.ArgumentParser) -> None:
                              "use a TFRecorder manifest whose paths are relative to another root")
     inputs.add_argument("--allowed_prefixes", default="", metavar="P1,P2",
                         help="only read images under these local folders or gs:// prefixes (comma-separated); "
-                             "a URI elsewhere is an error row. For manifests that come from other people")
+                             "a URI elsewhere is an error row. Local paths are compared by real path, so a symlink "
+                             "cannot lead out. For manifests that come from other people")
     inputs.add_argument("--split_ratios", default="0.8,0.1,0.1",
                         help="train,validation,test ratios for rows with no split (default 0.8,0.1,0.1)")
 
@@ -209,7 +210,7 @@ def _parse_path_map(items: list[str]) -> tuple[tuple[str, str], ...]:
 
 
 def build_options_from(args: argparse.Namespace) -> BuildOptions:
-    if not DATASET_NAME.match(args.name) or ".." in args.name:
+    if not DATASET_NAME.fullmatch(args.name) or ".." in args.name:
         raise UsageError(f"--name {args.name!r} must be letters, digits, '.', '_' or '-' (no slashes, no '..')")
     if args.keep_builds < 1:
         raise UsageError("--keep_builds must be at least 1 (the build being published)")
@@ -228,7 +229,7 @@ def build_options_from(args: argparse.Namespace) -> BuildOptions:
                          "masks would have to follow the resize and the EXIF rotation")
     features = _parse_features(args.feature, args)
     return BuildOptions(
-        manifests=tuple(args.manifest),
+        manifests=tuple(_absolute_manifest(m) for m in args.manifest),
         output_dir=args.output_dir.rstrip("/") or "/",
         name=args.name,
         split_column=args.split_column,
@@ -286,6 +287,13 @@ def _parse_prefixes(text: str) -> tuple[str, ...]:
         if "://" not in given:
             if not given.startswith("/"):
                 raise UsageError(f"--allowed_prefixes: {given!r} must be an absolute path or a URI like gs://bucket/")
-            given = posixpath.normpath(given)
+            # The real path: images are checked by theirs, and a prefix under a symlinked folder must still match.
+            given = os.path.realpath(given)
         prefixes.append(given.rstrip("/") + "/")
     return tuple(prefixes)
+
+
+def _absolute_manifest(given: str) -> str:
+    """A local manifest path made absolute (against the working directory), so that the relative image paths in
+    it resolve to absolute paths, which --allowed_prefixes are checked against. URIs are kept as given."""
+    return given if is_remote(given) else os.path.abspath(given)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import stat
 
 from apache_beam.io.filesystems import FileSystems
 
@@ -47,7 +48,8 @@ def _is_folder(path: str) -> bool:
 
 def resolve_sources(manifests: tuple[str, ...]) -> list[Source]:
     """Expands globs and tells manifests from folders. Sorted, so source indexes do not depend on the order
-    the filesystem lists them in."""
+    the filesystem lists them in. A local manifest that is not a regular file is a UsageError: reading a FIFO
+    would wait for a writer forever, and a device such as /dev/zero never ends."""
     paths: list[tuple[str, bool]] = []
     for given in manifests:
         if any(c in given for c in GLOB_CHARS):
@@ -64,6 +66,17 @@ def resolve_sources(manifests: tuple[str, ...]) -> list[Source]:
             paths.append((given, False))
         else:
             raise UsageError(f"manifest not found: {given}")
+    for path, is_folder in paths:
+        if is_folder or is_remote(path):
+            continue
+        try:
+            mode = os.stat(path).st_mode
+        except OSError as e:
+            raise UsageError(f"manifest cannot be read: {path}: {e.strerror}") from None
+        if not stat.S_ISREG(mode):
+            kind = ("a named pipe (FIFO)" if stat.S_ISFIFO(mode)
+                    else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a special file")
+            raise UsageError(f"manifest {path} is {kind}, not a regular file")
     unique = sorted(set(paths))
     return [Source(path, index, source_kind(path, is_folder)) for index, (path, is_folder) in enumerate(unique)]
 

@@ -94,3 +94,85 @@ def test_allowed_prefixes_must_be_absolute(tmp_path, shardsmith, label_sorted_se
     result = shardsmith("build", "--manifest", label_sorted_set.manifest, "--output_dir", tmp_path / "o",
                         "--name", "d", "--allowed_prefixes", "relative/dir")
     assert result.code == 2 and "--allowed_prefixes" in result.err
+
+
+def _errors_of(out) -> list[dict]:
+    return [json.loads(line) for line in (out / "errors.jsonl").read_text().splitlines()]
+
+
+def test_allowed_prefixes_cannot_be_left_through_symlinks(tmp_path, image_set_factory, shardsmith, metadata_of,
+                                                          read_records):
+    """A symlink inside the allowed folder to a file outside it is an error row, and the row says the same
+    whether the target is an image, another file or missing. A symlink to a file inside stays allowed."""
+    images = image_set_factory(tmp_path / "data", {"a": {"train": 5}, "b": {"train": 5}})
+    img = tmp_path / "data" / "img"
+    outside = tmp_path / "outside"
+    (outside / "sub").mkdir(parents=True)
+    shutil.copy(images.path_of(images.rows[0][1]), outside / "secret.jpg")
+    (outside / "notes.txt").write_text("not an image\n")
+    (img / "a" / "to_image.jpg").symlink_to(outside / "secret.jpg")
+    (img / "a" / "to_text.jpg").symlink_to(outside / "notes.txt")
+    (img / "a" / "to_nothing.jpg").symlink_to(outside / "missing.jpg")
+    (img / "a" / "to_folder").symlink_to(outside / "sub")
+    (img / "b" / "to_inside.jpg").symlink_to(images.path_of(images.rows[1][1]))
+    escapes = ["img/a/to_image.jpg", "img/a/to_text.jpg", "img/a/to_nothing.jpg",
+               f"{img}/a/to_folder/../secret.jpg"]  # `..` after a symlink climbs from its target, as open() does
+    with images.manifest.open("a") as f:
+        f.writelines(f"train,{uri},a\n" for uri in escapes)
+        f.write("train,img/b/to_inside.jpg,b\n")
+    out = tmp_path / "out"
+    result = shardsmith("build", "--manifest", images.manifest, "--output_dir", out, "--name", "d",
+                        "--allowed_prefixes", str(img), "--max_error_fraction", "0.5")
+    assert result.code == 0, result.err
+    errors = _errors_of(out)
+    assert [e["uri"] for e in errors] == escapes
+    for error in errors:  # nothing about the target: the same reason, and the path as the manifest resolves it
+        assert error["reason"] == "image URI is outside --allowed_prefixes"
+        assert error["stage"] == "manifest"
+        expected = error["uri"] if error["uri"].startswith("/") else str(tmp_path / "data" / error["uri"])
+        assert error["detail"] == expected
+    assert metadata_of(out)["num_examples"] == 11
+    written = {r["image/filename"] for shard in read_records(out, "train") for r in shard}
+    assert "img/b/to_inside.jpg" in written and not written & set(escapes)
+
+
+def test_allowed_prefixes_check_class_folders_by_real_path(tmp_path, image_set_factory, shardsmith, metadata_of):
+    images = image_set_factory(tmp_path / "data", {"a": {"train": 4}, "b": {"train": 4}})
+    classes = tmp_path / "data" / "img"
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    shutil.copy(images.path_of(images.rows[0][1]), outside / "secret.jpg")
+    (classes / "b" / "secret.jpg").symlink_to(outside / "secret.jpg")
+    out = tmp_path / "out"
+    result = shardsmith("build", "--manifest", classes, "--output_dir", out, "--name", "d",
+                        "--allowed_prefixes", str(classes), "--max_error_fraction", "0.5")
+    assert result.code == 0, result.err
+    errors = _errors_of(out)
+    assert [(e["uri"], e["reason"]) for e in errors] == [("b/secret.jpg", "image URI is outside --allowed_prefixes")]
+    assert metadata_of(out)["num_examples"] == 8
+
+
+def test_allowed_prefix_under_a_symlinked_folder_still_matches(tmp_path, image_set_factory, shardsmith,
+                                                              metadata_of):
+    """The prefix is given through a symlink (as /tmp is on some systems); the images' real paths are under it."""
+    images = image_set_factory(tmp_path / "data", {"a": {"train": 4}, "b": {"train": 4}})
+    (tmp_path / "alias").symlink_to(tmp_path / "data")
+    out = tmp_path / "out"
+    result = shardsmith("build", "--manifest", images.manifest, "--output_dir", out, "--name", "d",
+                        "--allowed_prefixes", str(tmp_path / "alias" / "img"))
+    assert result.code == 0, result.err
+    assert metadata_of(out)["num_examples"] == 8
+
+
+def test_relative_manifest_with_allowed_prefixes(tmp_path, image_set_factory, shardsmith, metadata_of,
+                                                 monkeypatch):
+    """A manifest named relative to the working directory: its relative image paths are checked as the
+    absolute paths they are."""
+    image_set_factory(tmp_path / "data", {"a": {"train": 4}, "b": {"train": 4}})
+    monkeypatch.chdir(tmp_path / "data")
+    out = tmp_path / "out"
+    result = shardsmith("build", "--manifest", "manifest.csv", "--output_dir", out, "--name", "d",
+                        "--allowed_prefixes", str(tmp_path / "data" / "img"))
+    assert result.code == 0, result.err
+    assert metadata_of(out)["num_examples"] == 8
+    assert metadata_of(out)["options"]["manifests"] == [str(tmp_path / "data" / "manifest.csv")]

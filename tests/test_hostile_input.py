@@ -230,3 +230,28 @@ def test_manifests_without_usable_rows_fail_with_one_line(content, words, tmp_pa
     assert words in result.err
     assert "Traceback" not in result.err
     assert not (tmp_path / "out" / "metadata.json").exists()
+
+
+def test_lines_that_break_the_parser_or_are_too_long_cost_one_error_row_each(tmp_path, image_set_factory,
+                                                                            shardsmith, metadata_of):
+    """JSON nested 100,000 deep (RecursionError in json.loads) and lines of several MiB, in a JSONL and a CSV
+    manifest of one build: each is an error row with its line number, and every other row is written."""
+    images = image_set_factory(tmp_path, {"a": {"train": 8}, "b": {"train": 8}})
+    jsonl = [json.dumps({"split": s, "image_uri": u, "label": lab}) for s, u, lab in images.rows[:8]]
+    jsonl[2:2] = ["[" * 100_000, '{"label": ' * 100_000]
+    jsonl.insert(6, json.dumps({"split": "train", "image_uri": "img/a/x.jpg", "label": "a" * (3 << 20)}))
+    (tmp_path / "m.jsonl").write_text("\n".join(jsonl) + "\n")
+    lines = [f"{s},{u},{lab}" for s, u, lab in images.rows[8:]]
+    lines.insert(3, "train,img/b/x.jpg," + "b" * (5 << 20))
+    (tmp_path / "m.csv").write_text("\n".join(lines) + "\n")
+    out = tmp_path / "out"
+    result = shardsmith("build", "--manifest", tmp_path / "m.jsonl", "--manifest", tmp_path / "m.csv",
+                        "--output_dir", out, "--name", "h", "--max_error_fraction", "0.5")
+    assert result.code == 0, result.err
+    errors = [json.loads(line) for line in (out / "errors.jsonl").read_text().splitlines()]
+    found = sorted((Path(e["source"]).name, e["line"], e["reason"]) for e in errors)
+    assert found == [("m.csv", 4, "line is longer than 1 MiB"), ("m.jsonl", 3, "line could not be parsed"),
+                     ("m.jsonl", 4, "line could not be parsed"), ("m.jsonl", 7, "line is longer than 1 MiB")]
+    assert all("RecursionError" in e["detail"] for e in errors if e["reason"] == "line could not be parsed")
+    assert metadata_of(out)["num_examples"] == 16
+    assert metadata_of(out)["num_input_rows"] == 20

@@ -10,6 +10,8 @@ import json
 import math
 import os
 import pickle
+import random
+import tracemalloc
 from pathlib import Path
 
 import apache_beam as beam
@@ -20,10 +22,12 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from transforms.read_manifest import (
     ERRORS,
+    MAX_MANIFEST_LINE_BYTES,
     ManifestFormat,
     ReadManifest,
     ReadSourceFn,
     Source,
+    _bounded_lines,
     resolve_uri,
     source_kind,
 )
@@ -354,6 +358,79 @@ def test_jsonl_custom_keys_and_extensions(tmp_path):
     rows, errors = _read(path, fmt)
     assert errors == []
     assert _triples(rows) == [(1, "test", "a.png", "cat")]
+
+
+# Lines no manifest may break the build with ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("chunk_bytes", [1, 2, 3, 5, 64])
+def test_line_splitting_matches_text_mode_at_every_chunk_boundary(tmp_path, chunk_bytes):
+    """\\n, \\r\\n and \\r end lines as Python's text mode ends them, wherever a read chunk ends; a line over the
+    limit is None, one at the limit is kept."""
+    rng = random.Random(chunk_bytes)
+    data = bytes(rng.choice(b"ab\r\n\xc3\xa9\x0b\x0c\x1c\x85") for _ in range(3000)) + b"tail"
+    path = _write(tmp_path / "m.csv", data)
+    limit = 6
+    with open(path, newline="", encoding="latin-1") as text:  # latin-1: one byte is one character
+        expected = [line.rstrip("\r\n").encode("latin-1") for line in text]
+    expected = [None if len(line) > limit else line for line in expected]
+    assert None in expected and any(line is not None and len(line) == limit for line in expected)
+    with open(path, "rb") as raw:
+        assert list(_bounded_lines(raw, limit, chunk_bytes)) == expected
+
+
+@pytest.mark.parametrize("ending", ["\n", "\r\n", "\r"])
+def test_overlong_lines_are_error_rows_and_the_rest_is_read(tmp_path, ending):
+    at_limit = "train,a.jpg,cat" + "," * (MAX_MANIFEST_LINE_BYTES - len("train,a.jpg,cat"))
+    padding = "x" * (MAX_MANIFEST_LINE_BYTES - len('{"split":"train","image_uri":"b.jpg","label":"dog","pad":""}'))
+    csv_lines = ["split,image_uri,label", "train,a.jpg,cat", "train,b.jpg," + "d" * MAX_MANIFEST_LINE_BYTES,
+                 "test,c.jpg,emu", at_limit, "x" * (3 * MAX_MANIFEST_LINE_BYTES), "valid,d.jpg,cat"]
+    jsonl_lines = [json.dumps({"split": "train", "image_uri": "a.jpg", "label": "cat"}),
+                   json.dumps({"split": "train", "image_uri": "b.jpg", "label": "d" * MAX_MANIFEST_LINE_BYTES}),
+                   json.dumps({"split": "test", "image_uri": "c.jpg", "label": "emu"}),
+                   '{"split":"train","image_uri":"b.jpg","label":"dog","pad":"' + padding + '"}']
+    assert len(csv_lines[4]) == len(jsonl_lines[3]) == MAX_MANIFEST_LINE_BYTES
+    too_long = "line is longer than 1 MiB"
+
+    rows, errors = _read(_write(tmp_path / "m.csv", ending.join(csv_lines)))  # no line end after the last line
+    assert _triples(rows) == [(2, "train", "a.jpg", "cat"), (4, "test", "c.jpg", "emu"),
+                              (7, "validation", "d.jpg", "cat")]
+    assert _reasons(errors) == [(3, too_long), (5, "wrong number of columns"), (6, too_long)]
+    _check_error_rows(errors, tmp_path / "m.csv")
+
+    rows, errors = _read(_write(tmp_path / "m.jsonl", ending.join(jsonl_lines) + ending))
+    assert _triples(rows) == [(1, "train", "a.jpg", "cat"), (3, "test", "c.jpg", "emu"), (4, "train", "b.jpg", "dog")]
+    assert _reasons(errors) == [(2, too_long)]
+
+
+@pytest.mark.parametrize("name", ["m.csv", "m.jsonl"])
+def test_an_overlong_line_is_skipped_without_being_held_in_memory(tmp_path, name):
+    path = tmp_path / name
+    with path.open("wb") as f:
+        f.write(b"train,a.jpg,cat\n" if name == "m.csv" else b'{"split":"train","image_uri":"a.jpg","label":"cat"}\n')
+        for _ in range(64):  # one line of 64 MiB
+            f.write(b"[" * (1 << 20))
+        f.write(b"\n")
+    tracemalloc.start()
+    try:
+        rows, errors = _read(path)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert [r.line for r in rows] == [1] and _reasons(errors) == [(2, "line is longer than 1 MiB")]
+    assert peak < 3 * MAX_MANIFEST_LINE_BYTES, peak
+
+
+def test_a_line_that_breaks_the_parser_is_one_error_row(tmp_path):
+    """JSON nested 100,000 deep makes json.loads raise RecursionError, not JSONDecodeError: still one error row."""
+    lines = [json.dumps({"split": "train", "image_uri": "a.jpg", "label": "cat"}), "[" * 100_000,
+             '{"a":' * 100_000, json.dumps({"split": "test", "image_uri": "b.jpg", "label": "dog"})]
+    path = _write(tmp_path / "m.jsonl", "\n".join(lines) + "\n")
+    rows, errors = _read(path)
+    assert _triples(rows) == [(1, "train", "a.jpg", "cat"), (4, "test", "b.jpg", "dog")]
+    assert _reasons(errors) == [(2, "line could not be parsed"), (3, "line could not be parsed")]
+    assert all(e.detail.startswith("RecursionError: ") for e in errors)
+    _check_error_rows(errors, path)
 
 
 # Folders --------------------------------------------------------------------------------------------------

@@ -1,18 +1,22 @@
 """Stage 1: read manifests (CSV, JSON Lines) or class folders into ManifestRows, inside the pipeline.
 
 Every data row leaves this stage exactly once: as a ManifestRow in one batch of the main output, or as an
-ErrorRow on the `errors` output. Blank lines and a CSV header are not data rows. Reading streams each source
-file; nothing is held whole in memory, and the launching machine never reads a manifest.
+ErrorRow on the `errors` output. Blank lines and a CSV header are not data rows. No line can stop the job: one
+that cannot be parsed, for whatever reason, or that is longer than MAX_MANIFEST_LINE_BYTES is an ErrorRow.
+Reading streams each source file and holds at most one line of it (up to that bound) in memory; the launching
+machine never reads a manifest.
 """
 
 from __future__ import annotations
 
+import codecs
 import csv
-import io
 import json
+import os
 import posixpath
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import BinaryIO
 
 import apache_beam as beam
 from apache_beam.io.filesystem import CompressionTypes
@@ -42,6 +46,10 @@ ERRORS = "errors"
 STAGE = "manifest"
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".gif", ".bmp", ".webp")
 JSONL_EXTENSIONS = (".jsonl", ".ndjson", ".json")
+# A longer manifest line is an error row, skipped without being held in memory: no real row comes near it.
+MAX_MANIFEST_LINE_BYTES = 1 << 20
+# Bytes read from a manifest at a time; memory per manifest read is at most this plus MAX_MANIFEST_LINE_BYTES.
+MANIFEST_READ_CHUNK_BYTES = 64 << 10
 
 
 @dataclass(frozen=True)
@@ -52,7 +60,7 @@ class ManifestFormat:
     uri_column: str = "image_uri"
     label_column: str = "label"
     path_map: tuple[tuple[str, str], ...] = ()
-    allowed_prefixes: tuple[str, ...] = ()  # each ends with "/"; empty: anywhere
+    allowed_prefixes: tuple[str, ...] = ()  # each ends with "/", local ones real paths; empty: anywhere
     task: str = "classification"
     list_delimiter: str = ";"
     mask_column: str = "mask_uri"
@@ -64,15 +72,17 @@ class ManifestFormat:
         return self.task != "classification" or bool(self.features)
 
     def allows(self, resolved_uri: str) -> bool:
-        """Whether a resolved URI lies under an allowed prefix. Local paths are normalized first, and a remote
-        URI with a `..` segment is never allowed, so `..` cannot climb out of a prefix."""
+        """Whether a resolved URI lies under an allowed prefix. A local path is compared by its real path (every
+        symlink and `..` resolved, as opening it would), so neither a symlink nor `..` leads out of a prefix; a
+        remote URI with a `..` segment is never allowed. Only names are looked at, never a file's content, so
+        the answer is the same whether the target exists or not."""
         if not self.allowed_prefixes:
             return True
         if is_remote(resolved_uri):
             if ".." in resolved_uri.split("/"):
                 return False
         else:
-            resolved_uri = posixpath.normpath(resolved_uri)
+            resolved_uri = os.path.realpath(resolved_uri)
         return any(resolved_uri.startswith(prefix) for prefix in self.allowed_prefixes)
 
 
@@ -105,10 +115,38 @@ def resolve_uri(uri: str, base_dir: str, fmt: ManifestFormat) -> str:
     return f"{base}/{uri}" if is_remote(base) else posixpath.normpath(posixpath.join(base, uri))
 
 
-def _open_text(path: str) -> io.TextIOWrapper:
-    raw = FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
-    # utf-8-sig drops a BOM; undecodable bytes become U+FFFD so one bad line is one error row, not a dead job.
-    return io.TextIOWrapper(raw, encoding="utf-8-sig", errors="replace", newline="")
+def manifest_lines(path: str) -> Iterator[tuple[int, str | None]]:
+    """(line number, text without its line end) for each line of a manifest, or (line number, None) for a line
+    longer than MAX_MANIFEST_LINE_BYTES, which is skipped to its end unread. A UTF-8 BOM at the start is dropped;
+    undecodable bytes become U+FFFD, so that one bad line is one error row, not a dead job."""
+    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as raw:
+        for number, line in enumerate(_bounded_lines(raw, MAX_MANIFEST_LINE_BYTES), start=1):
+            if line is None:
+                yield number, None
+                continue
+            if number == 1 and line.startswith(codecs.BOM_UTF8):
+                line = line[len(codecs.BOM_UTF8):]
+            yield number, line.decode("utf-8", "replace")
+
+
+def _bounded_lines(raw: BinaryIO, limit: int, chunk_bytes: int = MANIFEST_READ_CHUNK_BYTES) -> Iterator[bytes | None]:
+    """Each line of `raw` without its line end (\\n, \\r\\n or \\r, as text mode splits lines), or None for a line
+    of more than `limit` bytes. Never holds more than `limit` + `chunk_bytes` bytes of one line."""
+    pending = b""  # the start of a line whose end is not read yet
+    skipping = False  # that line is over the limit: its bytes are dropped as they come
+    while chunk := raw.read(chunk_bytes):
+        data = pending + chunk
+        # The last line end read, but not a final \r: it may be the first half of a \r\n.
+        cut = max(data.rfind(b"\n"), data.rfind(b"\r", 0, len(data) - 1)) + 1
+        pending = data[cut:]
+        for line in data[:cut].splitlines():
+            yield None if skipping or len(line) > limit else line
+            skipping = False
+        if skipping or len(pending) - pending.endswith(b"\r") > limit:
+            pending, skipping = pending[-1:] if pending.endswith(b"\r") else b"", True
+    if pending or skipping:
+        line = pending[:-1] if pending.endswith(b"\r") else pending
+        yield None if skipping or len(line) > limit else line
 
 
 def _position(header: list[str], column: str) -> int | None:
@@ -207,44 +245,61 @@ class ReadSourceFn(beam.DoFn):
         features = features_from(columns, fmt.features, fmt.list_delimiter) if fmt.features else ()
         return Annotation(labels=labels, boxes=boxes, mask_uri=mask_uri, features=features)
 
+    # Lines --------------------------------------------------------------------------------------------
+    def _lines(self, source: Source, parse_line: Callable[[int, str], object]) -> Iterator:
+        """`parse_line(line, text)` over each non-blank line, its exceptions and over-long lines made error rows
+        of their line: whatever a line holds, the rest of the manifest is read."""
+        for line, text in manifest_lines(source.path):
+            if text is None:
+                yield self._line_error(source, line, f"line is longer than {MAX_MANIFEST_LINE_BYTES >> 20} MiB",
+                                       f"at most {MAX_MANIFEST_LINE_BYTES} bytes per line")
+                continue
+            if not text.strip():
+                continue
+            try:
+                item = parse_line(line, text)
+            except Exception as e:  # e.g. RecursionError from JSON nested 100,000 deep
+                item = self._line_error(source, line, "line could not be parsed",
+                                        f"{type(e).__name__}: {e}"[:300])
+            if item is not None:
+                yield item
+
     # CSV --------------------------------------------------------------------------------------------
     def _read_csv(self, source: Source) -> Iterator:
         """Parses each physical line on its own: no manifest field may hold a line break, and this way a
         stray quote costs one error line instead of swallowing the rest of the file into one field."""
+        layout = _CsvLayout()
+        return self._lines(source, lambda line, text: self._csv_line(source, line, text, layout))
+
+    def _csv_line(self, source: Source, line: int, text: str, layout: _CsvLayout):
+        """The row, error or (for a header) None of one non-blank CSV line; the first well-formed line fills
+        `layout`."""
         fmt = self._fmt
-        header: list[str] | None = None
-        positions: tuple[int | None, int, int | None] | None = None
-        with _open_text(source.path) as text:
-            for line, raw in enumerate(text, start=1):
-                if not raw.strip():
-                    continue
-                try:
-                    fields = next(csv.reader([raw.rstrip("\r\n")], strict=True))
-                except csv.Error as e:
-                    yield self._line_error(source, line, "malformed CSV line", f"{e}; line: {raw.strip()[:200]}")
-                    continue
-                if header is None:
-                    header = [f.strip().lower() for f in fields]
-                    if fmt.uri_column.lower() in header:
-                        positions = (
-                            _position(header, fmt.split_column),
-                            header.index(fmt.uri_column.lower()),
-                            _position(header, fmt.label_column),
-                        )
-                        continue
-                if positions is not None:
-                    split_pos, uri_pos, label_pos = positions
-                    if label_pos is None:
-                        yield self._line_error(source, line, f"the header has no label column {fmt.label_column!r}",
-                                               f"header: {','.join(header)}; use --label_column")
-                    elif len(fields) != len(header):
-                        yield self._column_count_error(source, line, fields, f"{len(header)} (as in the header)")
-                    else:
-                        split = fields[split_pos] if split_pos is not None else ""
-                        columns = dict(zip(header, fields, strict=True)) if fmt.annotated else None
-                        yield self._make_row(source, line, split, fields[uri_pos], fields[label_pos], columns)
-                else:
-                    yield self._headerless_row(source, line, fields)
+        try:
+            fields = next(csv.reader([text], strict=True))
+        except csv.Error as e:
+            return self._line_error(source, line, "malformed CSV line", f"{e}; line: {text.strip()[:200]}")
+        if layout.first is None:
+            layout.first = [f.strip().lower() for f in fields]
+            if fmt.uri_column.lower() in layout.first:
+                layout.positions = (
+                    _position(layout.first, fmt.split_column),
+                    layout.first.index(fmt.uri_column.lower()),
+                    _position(layout.first, fmt.label_column),
+                )
+                return None
+        if layout.positions is None:
+            return self._headerless_row(source, line, fields)
+        header = layout.first
+        split_pos, uri_pos, label_pos = layout.positions
+        if label_pos is None:
+            return self._line_error(source, line, f"the header has no label column {fmt.label_column!r}",
+                                    f"header: {','.join(header)}; use --label_column")
+        if len(fields) != len(header):
+            return self._column_count_error(source, line, fields, f"{len(header)} (as in the header)")
+        split = fields[split_pos] if split_pos is not None else ""
+        columns = dict(zip(header, fields, strict=True)) if fmt.annotated else None
+        return self._make_row(source, line, split, fields[uri_pos], fields[label_pos], columns)
 
     def _headerless_row(self, source: Source, line: int, fields: list[str]):
         """A row of a CSV without a header, in the AutoML Vision layout of the task."""
@@ -284,33 +339,22 @@ class ReadSourceFn(beam.DoFn):
 
     # JSON Lines -------------------------------------------------------------------------------------
     def _read_jsonl(self, source: Source) -> Iterator:
+        return self._lines(source, lambda line, text: self._jsonl_line(source, line, text))
+
+    def _jsonl_line(self, source: Source, line: int, text: str):
         fmt = self._fmt
-        with _open_text(source.path) as text:
-            for line, raw in enumerate(text, start=1):
-                if not raw.strip():
-                    continue
-                try:
-                    obj = json.loads(raw)
-                except json.JSONDecodeError as e:
-                    yield beam.pvalue.TaggedOutput(
-                        ERRORS, ErrorRow(source.path, line, "", "", "", STAGE, "line is not valid JSON", str(e))
-                    )
-                    continue
-                if not isinstance(obj, dict):
-                    yield beam.pvalue.TaggedOutput(
-                        ERRORS,
-                        ErrorRow(source.path, line, "", "", "", STAGE, "JSON line is not an object",
-                                 raw.strip()[:200]),
-                    )
-                    continue
-                label = obj.get(fmt.label_column)
-                if isinstance(label, list) and fmt.task == "multi_label":
-                    label = fmt.list_delimiter.join(_text(item) for item in label)
-                columns = {key.lower(): value for key, value in obj.items()} if fmt.annotated else None
-                yield self._make_row(
-                    source, line, _text(obj.get(fmt.split_column)), _text(obj.get(fmt.uri_column)), _text(label),
-                    columns,
-                )
+        try:
+            obj = json.loads(text)
+        except json.JSONDecodeError as e:
+            return self._line_error(source, line, "line is not valid JSON", str(e))
+        if not isinstance(obj, dict):
+            return self._line_error(source, line, "JSON line is not an object", text.strip()[:200])
+        label = obj.get(fmt.label_column)
+        if isinstance(label, list) and fmt.task == "multi_label":
+            label = fmt.list_delimiter.join(_text(item) for item in label)
+        columns = {key.lower(): value for key, value in obj.items()} if fmt.annotated else None
+        return self._make_row(source, line, _text(obj.get(fmt.split_column)), _text(obj.get(fmt.uri_column)),
+                              _text(label), columns)
 
     # Folder -----------------------------------------------------------------------------------------
     def _read_folder(self, source: Source) -> Iterator:
@@ -335,6 +379,15 @@ class ReadSourceFn(beam.DoFn):
                 )
                 continue
             yield self._make_row(source, line, split, rel, label)
+
+
+@dataclass
+class _CsvLayout:
+    """What the first well-formed line of a CSV said: its fields, lower-cased, and where the split, URI and
+    label columns are when it is a header (positions None: the file has no header)."""
+
+    first: list[str] | None = None
+    positions: tuple[int | None, int, int | None] | None = None
 
 
 def _text(value) -> str:

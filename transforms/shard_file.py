@@ -185,7 +185,11 @@ class _Output:
         return open(self.temp_path, "wb")  # noqa: SIM115 (the caller's with-block closes it)
 
     def publish(self) -> int:
-        """Renames the temporary file to the final name; returns the final file's size in bytes."""
+        """Renames the temporary file to the final name; returns the final file's size in bytes. A writer
+        process whose build is gone dies here instead of renaming (transforms/lifeline.py)."""
+        from transforms.lifeline import exit_if_orphaned
+
+        exit_if_orphaned()
         if not self._remote:
             os.replace(self.temp_path, self.final_path)
             return os.path.getsize(self.final_path)

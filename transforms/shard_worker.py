@@ -8,7 +8,8 @@ __main__ module (here, the CLI and Beam) in every child.
 
 Jobs and replies are pickles framed by an 8-byte length on the worker's stdin and stdout. A worker that dies
 (killed, out of memory) fails the job that was on it, which fails the bundle: the runner's retry rewrites the
-shard from scratch, as for any other lost attempt.
+shard from scratch, as for any other lost attempt. A build that dies takes its workers with it
+(transforms/lifeline.py): none renames a shard into place after the build is gone.
 """
 
 from __future__ import annotations
@@ -20,12 +21,13 @@ import queue
 import struct
 import subprocess
 import sys
+import threading
 import traceback
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import BinaryIO
 
-from transforms import faults
+from transforms import faults, lifeline
 
 _LENGTH = struct.Struct("<Q")
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[1])
@@ -51,6 +53,7 @@ def _receive(stream: BinaryIO):
 
 def main() -> None:
     """The worker: (config, split, shard, rows) jobs in, ("ok", ShardOutcome) or ("error", text) replies out."""
+    lifeline.die_with_parent()
     from transforms.shard_file import write_shard_file
 
     jobs = sys.stdin.buffer
@@ -69,21 +72,46 @@ def main() -> None:
 
 
 class ShardWriterPool:
-    """`processes` worker processes; submit() returns a Future of the job's ShardOutcome."""
+    """`processes` worker processes; submit() returns a Future of the job's ShardOutcome. The workers die with
+    this process, however it ends."""
 
     def __init__(self, processes: int):
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [_PACKAGE_ROOT, env.get("PYTHONPATH")]))
+        env[lifeline.PARENT_ENV] = str(os.getpid())
         if faults.FAULT_ENV in env:
             env[faults.FAULT_ALSO_KILL_ENV] = str(os.getpid())  # a fault kills the whole build, as a lost machine
-        self._workers = [
-            subprocess.Popen([sys.executable, "-m", __name__], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
-            for _ in range(processes)
-        ]
+        self._workers: list[subprocess.Popen] = []
+        self._closed = threading.Event()
+        started = threading.Event()
+        failed: list[BaseException] = []
+        # PR_SET_PDEATHSIG fires when the *thread* that started a process ends, and the runner may retire the
+        # thread that calls this: the workers are started from a thread of their own that lives until close().
+        threading.Thread(target=self._start_and_stay, args=(processes, env, started, failed), name="shard-writers",
+                         daemon=True).start()
+        started.wait()
+        if failed:
+            raise failed[0]
         self._idle: queue.Queue[subprocess.Popen] = queue.Queue()
         for worker in self._workers:
             self._idle.put(worker)
         self._threads = ThreadPoolExecutor(processes)
+
+    def _start_and_stay(self, processes: int, env: dict[str, str], started: threading.Event,
+                        failed: list[BaseException]) -> None:
+        try:
+            for _ in range(processes):
+                self._workers.append(subprocess.Popen([sys.executable, "-m", __name__], stdin=subprocess.PIPE,
+                                                      stdout=subprocess.PIPE, env=env))
+        except BaseException as e:  # raised by __init__
+            failed.append(e)
+            for worker in self._workers:
+                worker.kill()
+                worker.wait()
+            return
+        finally:
+            started.set()
+        self._closed.wait()
 
     def submit(self, *job) -> Future:
         return self._threads.submit(self._run, job)
@@ -111,6 +139,7 @@ class ShardWriterPool:
                 worker.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 worker.kill()
+        self._closed.set()
 
 
 if __name__ == "__main__":
