@@ -97,7 +97,7 @@ def test_allowed_prefixes_must_be_absolute(tmp_path, shardsmith, label_sorted_se
 
 
 def _errors_of(out) -> list[dict]:
-    return [json.loads(line) for line in (out / "errors.jsonl").read_text().splitlines()]
+    return [json.loads(line) for line in (Path(published_dir(out)) / "errors.jsonl").read_text().splitlines()]
 
 
 def test_allowed_prefixes_cannot_be_left_through_symlinks(tmp_path, image_set_factory, shardsmith, metadata_of,

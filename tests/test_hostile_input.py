@@ -248,7 +248,8 @@ def test_lines_that_break_the_parser_or_are_too_long_cost_one_error_row_each(tmp
     result = shardsmith("build", "--manifest", tmp_path / "m.jsonl", "--manifest", tmp_path / "m.csv",
                         "--output_dir", out, "--name", "h", "--max_error_fraction", "0.5")
     assert result.code == 0, result.err
-    errors = [json.loads(line) for line in (out / "errors.jsonl").read_text().splitlines()]
+    errors_file = Path(published_dir(out)) / "errors.jsonl"
+    errors = [json.loads(line) for line in errors_file.read_text().splitlines()]
     found = sorted((Path(e["source"]).name, e["line"], e["reason"]) for e in errors)
     assert found == [("m.csv", 4, "line is longer than 1 MiB"), ("m.jsonl", 3, "line could not be parsed"),
                      ("m.jsonl", 4, "line could not be parsed"), ("m.jsonl", 7, "line is longer than 1 MiB")]

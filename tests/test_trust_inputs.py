@@ -79,7 +79,7 @@ def _shard_writers_of(pid: int) -> list[int]:
 
 def _shard_files(out: Path) -> tuple[set[str], set[str]]:
     """(final shard names, temporary shard files) in `out`."""
-    names = {p.name for p in out.iterdir() if ".tfrecord-" in p.name} if out.is_dir() else set()
+    names = {p.name for p in out.rglob("*") if ".tfrecord-" in p.name} if out.is_dir() else set()  # builds/<id>/
     return {n for n in names if not n.startswith(TEMP_PREFIX)}, {n for n in names if n.startswith(TEMP_PREFIX)}
 
 
