@@ -31,7 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from pipeline.options import UsageError
-from transforms.build_folder import dataset_dir
+from transforms.build_folder import dataset_dir, is_published, own_copy
 from transforms.encode import BOX_KEYS, MASK_KEY
 from transforms.records import METADATA_FILE, placing_label_id
 
@@ -447,10 +447,9 @@ def _check_dataset(output_dir: str, metadata: dict, shards: list[ShardCheck]) ->
     if "num_input_rows" in metadata and metadata["num_input_rows"] != in_records + metadata.get("num_errors", 0):
         problems.append(Problem(meta, "num_input_rows is not rows in records + errors",
                                 f"{metadata['num_input_rows']} vs {in_records} + {metadata.get('num_errors')}"))
-    if metadata.get("build_dir", ".") != ".":
+    if is_published(metadata):
         own = _read_text(f"{output_dir}/{METADATA_FILE}")
-        top = {k: v for k, v in metadata.items() if k not in ("build_id", "build_dir")}
-        if own is None or {k: v for k, v in json.loads(own).items() if k != "build_dir"} != top:
+        if own is None or json.loads(own) != own_copy(metadata):
             problems.append(Problem(METADATA_FILE, "the build's own copy differs from the published one"))
     on_disk = FileSystems.match([f"{output_dir}/*.tfrecord-*"])[0].metadata_list
     for m in sorted(on_disk, key=lambda m: m.path):

@@ -23,6 +23,7 @@ import pytest
 from PIL import Image, ImageDraw
 
 from pipeline import cli
+from transforms.build_folder import is_published, own_copy
 
 TFRECORDER_DATA = Path(__file__).parent / "data" / "tfrecorder"
 
@@ -220,9 +221,8 @@ def copy_with_gzip_shards(built: Path, target: Path) -> Path:
 def write_metadata(out: Path, metadata: dict) -> None:
     """Writes an edited top-level metadata.json and, for a published build, the build's own copy to match."""
     (out / "metadata.json").write_text(json.dumps(metadata, indent=2))
-    if metadata.get("build_dir", ".") != ".":
-        own = {key: value for key, value in metadata.items() if key != "build_id"}
-        (files_dir(out) / "metadata.json").write_text(json.dumps({**own, "build_dir": "."}, indent=2))
+    if is_published(metadata):
+        (files_dir(out) / "metadata.json").write_text(json.dumps(own_copy(metadata), indent=2))
 
 
 @pytest.fixture

@@ -100,9 +100,9 @@ def dataset_dir(output_dir: str, metadata: dict) -> str:
     """The folder holding the shards of the build that `metadata` (read from `output_dir`) describes: the build
     folder named by a top-level metadata.json, or `output_dir` itself for a build's own copy (and for datasets
     written before builds had folders). Raises ValueError for a name that would leave `output_dir`."""
-    relative = metadata.get("build_dir", ".")
-    if relative == ".":
+    if not is_published(metadata):
         return output_dir.rstrip("/")
+    relative = metadata["build_dir"]
     parts = str(relative).split("/")
     if len(parts) != 2 or parts[0] != BUILDS_DIR or not BUILD_ID.fullmatch(parts[1]):
         raise ValueError(f"metadata.json names build folder {relative!r}; expected {BUILDS_DIR}/<build id>")
@@ -271,8 +271,7 @@ def publish(output_dir: str, build_id: str, metadata: dict) -> None:
     the top-level one (build_dir builds/<id>), replaced in one step. Locally the top-level file is staged inside
     the build's folder, so nothing but metadata.json itself ever appears at the top level."""
     folder = build_dir(output_dir, build_id)
-    own = {**metadata, "build_dir": "."}
-    write_atomically(join(folder, METADATA_FILE), _json_bytes(own))
+    write_atomically(join(folder, METADATA_FILE), _json_bytes(own_copy(metadata)))
     top = _json_bytes({**metadata, "build_id": build_id, "build_dir": f"{BUILDS_DIR}/{build_id}"})
     if is_remote(output_dir):
         write_atomically(join(output_dir, METADATA_FILE), top)
@@ -281,6 +280,17 @@ def publish(output_dir: str, build_id: str, metadata: dict) -> None:
     with open(staged, "wb") as out:
         out.write(top)
     os.replace(staged, join(output_dir, METADATA_FILE))
+
+
+def own_copy(published: dict) -> dict:
+    """The build folder's own metadata.json for a top-level one: the same, less the build id, with build_dir "."
+    (and the top-level one for a build's own copy). Verify compares the two with it."""
+    return {**{k: v for k, v in published.items() if k != "build_id"}, "build_dir": "."}
+
+
+def is_published(metadata: dict) -> bool:
+    """Whether `metadata` is a top-level metadata.json that names a build folder (not a build's own copy)."""
+    return metadata.get("build_dir", ".") != "."
 
 
 def _json_bytes(metadata: dict) -> bytes:
