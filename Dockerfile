@@ -27,12 +27,13 @@ WORKDIR /template
 COPY pyproject.toml README.md ./
 COPY pipeline ./pipeline
 COPY transforms ./transforms
+COPY shardsmith ./shardsmith
 
 # The project and its pinned dependencies (tensorflow 2.21, tensorflow-transform 1.21, protobuf) into the
 # image's own Python, next to the Beam it ships; then check that nothing conflicts and nothing moved.
 RUN pip install "apache-beam[gcp]==${BEAM_VERSION}" /template \
     && pip check \
-    && python -c "import sys, apache_beam, google.protobuf, tensorflow_transform, pipeline.cli, transforms.write_shards; \
+    && python -c "import sys, apache_beam, google.protobuf, tensorflow_transform, shardsmith, pipeline.cli, transforms.write_shards; \
 assert sys.version_info[:2] == (3, 11), sys.version; \
 assert apache_beam.__version__ == '${BEAM_VERSION}', apache_beam.__version__; \
 print('python', sys.version.split()[0], 'beam', apache_beam.__version__, 'protobuf', google.protobuf.__version__)" \
