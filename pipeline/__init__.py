@@ -1,10 +1,6 @@
-"""Assembles and runs the shardsmith build graph: CLI, options, runner choice, preflight checks.
+"""The build: parses the command line, checks the inputs and the output folder, assembles the Beam graph of
+transforms/ and runs it (CLI, options, runner choice, preflight checks, the cloud commands).
 
-`from pipeline import load` gives the read side (pipeline/reader.py), and `published_dir(out)` the folder of the
-build `out` publishes; TensorFlow is imported only when `load` is called, so `import pipeline` stays cheap.
+The public Python API is the `shardsmith` package (`shardsmith.load`); this package is what `shardsmith build`
+runs.
 """
-
-from pipeline.reader import load
-from transforms.build_folder import published_dir
-
-__all__ = ["load", "published_dir"]

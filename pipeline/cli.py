@@ -10,13 +10,14 @@ check's message; anything else prints one line and how to see the traceback (SHA
 from __future__ import annotations
 
 import argparse
-import json
+import gc
 import logging
 import os
 import shutil
 import sys
 import tempfile
 import time
+import traceback
 
 from pipeline.options import UsageError, add_build_arguments, build_options_from
 
@@ -40,13 +41,14 @@ def _parser() -> argparse.ArgumentParser:
     sample.add_argument("directory")
     sample.add_argument("--per_label", type=int, default=40, help="images per label (default 40)")
     sample.add_argument("--seed", type=int, default=0)
-    from pipeline import inspect_dataset, schema, verify
+    from pipeline import schema
+    from shardsmith.read import inspect, verify
 
     verify.add_arguments(commands.add_parser(
         "verify", help="read every record back and check it against metadata.json (exit 1 on any problem)",
         description="Read every record of every shard: framing checksums, Example keys, SHA-256, image decode and "
                     "shape, counts and bytes against metadata.json. The last line is the verdict."))
-    inspect_dataset.add_arguments(commands.add_parser(
+    inspect.add_arguments(commands.add_parser(
         "inspect", help="report on a dataset: splits, labels, shard balance, errors; optional PNG plots",
         description="A readable report of a finished dataset; --contact_sheet, --heatmap and --shuffle_plot "
                     "also write PNG images."))
@@ -89,9 +91,11 @@ def build(argv: list[str]) -> dict:
     from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
     from pipeline.graph import build_graph
-    from pipeline.preflight import prepare_output_dir, resolve_sources
+    from pipeline.preflight import prepare_output_dir
     from pipeline.runner import is_local, make_pipeline, writer_processes
-    from transforms.build_folder import build_dir
+    from shardsmith.core.manifest import resolve_sources
+    from shardsmith.format.build_folder import build_dir
+    from shardsmith.format.metadata import read_metadata
 
     beam_options = PipelineOptions(beam_args)
     local = is_local(beam_options)
@@ -106,6 +110,7 @@ def build(argv: list[str]) -> dict:
     try:
         with make_pipeline(beam_options) as pipeline:
             build_graph(pipeline, options, sources, temp_dir, lock.build_id, processes)
+        del pipeline  # its graph becomes garbage now, for main()'s collection
     except BaseException:
         waits = True  # the job failed or was never submitted: nothing else will release the lock
         raise
@@ -119,23 +124,14 @@ def build(argv: list[str]) -> dict:
     elapsed = time.monotonic() - started
     if not local:
         return {}
-    metadata = _read_metadata(build_dir(options.output_dir, lock.build_id))
+    metadata = read_metadata(build_dir(options.output_dir, lock.build_id))
     print(summary(metadata, options.output_dir, lock.build_id, elapsed))
     return metadata
 
 
-def _read_metadata(folder: str) -> dict:
-    from apache_beam.io.filesystems import FileSystems
-
-    from transforms.records import METADATA_FILE
-
-    with FileSystems.open(f"{folder}/{METADATA_FILE}") as f:
-        return json.loads(f.read().decode("utf-8"))
-
-
 def summary(metadata: dict, output_dir: str, build_id: str, elapsed_s: float) -> str:
     """The final report a person reads: counts per split and label, errors by reason, speed, where it is."""
-    from transforms.build_folder import build_dir
+    from shardsmith.format.build_folder import build_dir
 
     files_dir = build_dir(output_dir, build_id)
     lines = [f"shardsmith: built {metadata['name']!r} in {elapsed_s:.1f} s"]
@@ -182,10 +178,11 @@ def run(argv: list[str] | None = None) -> dict | str:
         _parser().parse_args(argv)  # prints usage and exits
     command, rest = argv[0], argv[1:]
     if command in ("verify", "inspect", "schema"):
-        from pipeline import inspect_dataset, schema, verify
+        from pipeline import schema
+        from shardsmith.read import inspect, verify
 
         args = _parser().parse_args([command, *rest])
-        return {"verify": verify, "inspect": inspect_dataset, "schema": schema}[command].run(args)
+        return {"verify": verify, "inspect": inspect, "schema": schema}[command].run(args)
     return build(rest) if command == "build" else sample(rest)
 
 
@@ -219,6 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:  # the one place a traceback is turned into a sentence
         if os.environ.get(DEBUG_ENV):
             raise
+        traceback.clear_frames(e.__traceback__)  # their locals hold the failed graph: let finally collect it
         from transforms.report import CHECK_FAILED_MARKER
 
         line = _one_line(e)
@@ -228,6 +226,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"shardsmith: the job failed: {type(e).__name__}: {line[:500]}\n"
                   f"shardsmith: run again with {DEBUG_ENV}=1 to see the traceback", file=sys.stderr)
         return 1
+    finally:
+        # A finished graph's DoFns (tf.transform's among them) hold protobuf objects in reference cycles. Left
+        # to the collection at interpreter exit, which runs after sys.modules is emptied, protobuf's upb
+        # extension crashes freeing them (SIGSEGV in PyUpb_RepeatedContainer_Dealloc, exit status 139 instead
+        # of ours); collected here, while every module is still there, they go quietly.
+        gc.collect()
 
 
 if __name__ == "__main__":

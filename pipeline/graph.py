@@ -11,16 +11,16 @@ from __future__ import annotations
 import apache_beam as beam
 
 from pipeline.options import BuildOptions
-from transforms.annotations import GroupBoxRows
-from transforms.build_folder import build_dir
+from shardsmith.core.shard_file import WriterConfig
+from shardsmith.format.build_folder import build_dir
 from transforms.duplicates import DropDuplicates, SummarizeDuplicates
 from transforms.feature_stats import AnalyzeRows
+from transforms.group_boxes import GroupBoxRows
 from transforms.labels import AnalyzeLabels, AttachLabelIds, ComputeVocabulary, start_importing_tensorflow
 from transforms.lookup_sizes import LookupSizes
 from transforms.place import MIB, PlaceRows, ShardSpec, assign_splits
 from transforms.read_manifest import ReadManifest, Source
 from transforms.report import ReportConfig, WriteReport
-from transforms.shard_file import WriterConfig
 from transforms.write_shards import WriteShards
 
 

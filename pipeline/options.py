@@ -7,24 +7,22 @@ import os
 import re
 from dataclasses import asdict, dataclass
 
-from transforms.build_folder import DEFAULT_KEEP_BUILDS
-from transforms.build_lock import LOCK_STALE_AFTER_S
-from transforms.duplicates import ON_DUPLICATE_MODES
-from transforms.encode import IMAGE_MODES, TASKS
-from transforms.load_images import DEFAULT_MAX_PIXELS, VALIDATE_MODES
-from transforms.read_manifest import FEATURE_TYPES, ManifestFormat
-from transforms.records import SPLITS, canonical_split, is_remote
-from transforms.reencode import DEFAULT_JPEG_QUALITY, REENCODE_FORMATS, Reencoding
+from shardsmith.core.annotations import FEATURE_TYPES
+from shardsmith.core.build_lock import LOCK_STALE_AFTER_S
+from shardsmith.core.load_images import DEFAULT_MAX_PIXELS, VALIDATE_MODES
+from shardsmith.core.manifest import ManifestFormat
+from shardsmith.core.reencode import DEFAULT_JPEG_QUALITY, REENCODE_FORMATS, Reencoding
+from shardsmith.core.shard_file import ON_DUPLICATE_MODES
+from shardsmith.errors import UsageError
+from shardsmith.format.build_folder import DEFAULT_KEEP_BUILDS
+from shardsmith.format.example import IMAGE_MODES, TASKS
+from shardsmith.format.naming import SPLITS, canonical_split, is_remote
 
 DEFAULT_SEED = 42
 DEFAULT_TARGET_SHARD_MB = 128
 DEFAULT_MAX_ERROR_FRACTION = 0.05
 DEFAULT_MAX_IMAGE_BYTES = 64 << 20
 DATASET_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")  # the whole name: use fullmatch
-
-
-class UsageError(Exception):
-    """A problem with the command line or the environment, reported as one line, without a traceback."""
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,8 @@ import io
 import json
 from collections.abc import Iterator
 
-from pipeline.options import UsageError
-from transforms.annotations import BOX_COLUMNS
+from shardsmith.core.annotations import BOX_COLUMNS
+from shardsmith.errors import UsageError
 
 DEFAULT_ROWS = 1000
 

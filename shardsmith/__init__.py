@@ -12,14 +12,14 @@ __all__ = ["load", "published_dir"]
 
 
 def load(*args, **kwargs):
-    """`shardsmith.read.load.load`: the dataset at `output_dir` as a tf.data.Dataset (see its docstring)."""
-    from pipeline.reader import load as _load
+    """The dataset at `output_dir` as a tf.data.Dataset (see its docstring)."""
+    from shardsmith.read.load import load as _load
 
     return _load(*args, **kwargs)
 
 
 def published_dir(output_dir):
     """The folder of the build `output_dir` publishes (the one metadata.json names)."""
-    from transforms.build_folder import published_dir as _published_dir
+    from shardsmith.format.build_folder import published_dir as _published_dir
 
     return _published_dir(output_dir)

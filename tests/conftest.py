@@ -23,7 +23,7 @@ import pytest
 from PIL import Image, ImageDraw
 
 from pipeline import cli
-from transforms.build_folder import is_published, own_copy
+from shardsmith.format.build_folder import is_published, own_copy
 
 TFRECORDER_DATA = Path(__file__).parent / "data" / "tfrecorder"
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from transforms.build_folder import published_dir
+from shardsmith.format.build_folder import published_dir
 
 SPLITS = ("train", "validation", "test")
 

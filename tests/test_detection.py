@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from PIL import Image, ImageDraw
 
-from pipeline import load
-from transforms.build_folder import published_dir
+from shardsmith import load
+from shardsmith.format.build_folder import published_dir
 
 LABELS = ("bike", "car", "person")
 

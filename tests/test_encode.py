@@ -1,4 +1,4 @@
-"""transforms/encode.py: the tf.train.Example written per image, read back with TensorFlow's own parser."""
+"""shardsmith/format/example.py: the tf.train.Example written per image, read back with TensorFlow's own parser."""
 
 from __future__ import annotations
 
@@ -10,9 +10,10 @@ from pathlib import Path
 
 from PIL import Image
 
-from transforms.encode import EXAMPLE_KEYS, encode_image_example, example_class
-from transforms.load_images import ImageInfo
-from transforms.records import ManifestRow
+from shardsmith.core.encode import encode_image_example
+from shardsmith.core.load_images import ImageInfo
+from shardsmith.core.rows import ManifestRow
+from shardsmith.format.example import EXAMPLE_KEYS, example_class
 
 
 def _jpeg(size=(20, 10), colour=(200, 30, 90)) -> bytes:
@@ -120,9 +121,9 @@ def test_serialization_is_the_same_in_another_process():
     (with another hash seed)."""
     code = (
         "import sys, hashlib\n"
-        "from transforms.encode import encode_image_example\n"
-        "from transforms.load_images import ImageInfo\n"
-        "from transforms.records import ManifestRow\n"
+        "from shardsmith.core.encode import encode_image_example\n"
+        "from shardsmith.core.load_images import ImageInfo\n"
+        "from shardsmith.core.rows import ManifestRow\n"
         "row = ManifestRow('/data/m.csv', 0, 7, 'a.jpg', '/data/a.jpg', 'train', 'cat', 1, 2)\n"
         "out = encode_image_example(row, b'\\xff\\xd8 bytes', ImageInfo('jpeg', 10, 20, 3))\n"
         "sys.stdout.write(hashlib.sha256(out).hexdigest())\n"

@@ -43,7 +43,7 @@ except ImportError:
 
 from PIL import Image, ImageDraw
 
-from transforms.records import TEMP_PREFIX
+from shardsmith.format.naming import TEMP_PREFIX
 
 BUCKET = "shardsmith-e2e"
 LABELS = ("cat", "dog", "emu")
@@ -402,7 +402,7 @@ def _published_files(gcs) -> dict[str, str]:
 
 
 def test_preflight_lock_and_overwrite_work_on_gs_paths(built_on_gcs, uploaded, gcs, shardsmith):
-    from transforms.build_lock import acquire_lock
+    from shardsmith.core.build_lock import acquire_lock
 
     out, _ = built_on_gcs
     manifest, _, _ = uploaded

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pipeline import load
-from transforms.build_folder import published_dir
+from shardsmith import load
+from shardsmith.format.build_folder import published_dir
 
 NUM_SHARDS = "train=4,validation=2,test=2"
 
@@ -100,8 +100,8 @@ def _retarget(dataset: Path, old_root: str, new_root: str, write_metadata) -> No
 
     import tensorflow as tf
 
-    from transforms.encode import example_class
-    from transforms.shard_file import tfrecord_frame
+    from shardsmith.format.example import example_class
+    from shardsmith.format.tfrecord import frame
 
     metadata = json.loads((dataset / "metadata.json").read_text())
     for info in metadata["splits"].values():
@@ -113,7 +113,7 @@ def _retarget(dataset: Path, old_root: str, new_root: str, write_metadata) -> No
                 uri = example.features.feature["image/uri"].bytes_list.value
                 uri[0] = uri[0].decode().replace(old_root, new_root, 1).encode()
                 record = example.SerializeToString(deterministic=True)
-                head, tail = tfrecord_frame(record)
+                head, tail = frame(record)
                 out += head + record + tail
             path.write_bytes(bytes(out))
             shard["num_bytes"] = len(out)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from PIL import Image, ImageStat
 
-from transforms.build_folder import published_dir
+from shardsmith.format.build_folder import published_dir
 
 
 def _png(path, min_size=(300, 200)) -> Image.Image:

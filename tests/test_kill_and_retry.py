@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from transforms.build_folder import BUILD_RECORD, BUILDS_DIR, LOCK_FILE, published_dir
-from transforms.faults import FAULT_ENV
-from transforms.records import TEMP_PREFIX
+from shardsmith.core.faults import FAULT_ENV
+from shardsmith.format.build_folder import published_dir
+from shardsmith.format.naming import BUILD_RECORD, BUILDS_DIR, LOCK_FILE, TEMP_PREFIX
 
 
 def build(manifest: Path, out: Path, fault: str = "") -> subprocess.CompletedProcess:
@@ -82,10 +82,10 @@ def test_killed_run_leaves_no_false_final_file_and_rerun_is_identical(fault, und
 def test_retried_shard_attempts_write_each_record_once(label_sorted_set, tmp_path, monkeypatch):
     """Runs the shard writer DoFn the way a runner retries a bundle: a first attempt that dies half-way,
     then a second attempt, then a duplicate (speculative) attempt; compares with a single clean attempt."""
-    import transforms.shard_file as shard_file
+    import shardsmith.core.shard_file as shard_file
+    from shardsmith.core.rows import ManifestRow, PlacedRow
+    from shardsmith.core.shard_file import WriterConfig
     from transforms.place import ShardSpec, group_key, make_plan, order_key, rank_key  # noqa: F401
-    from transforms.records import ManifestRow, PlacedRow
-    from transforms.shard_file import WriterConfig
     from transforms.write_shards import WriteShardFn
 
     rows = []

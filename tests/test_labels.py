@@ -10,8 +10,8 @@ from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.testing import test_pipeline
 from apache_beam.testing.util import assert_that, equal_to
 
+from shardsmith.core.rows import ManifestRow
 from transforms.labels import AttachLabelIds, ComputeVocabulary, Vocabulary, vocabulary_from
-from transforms.records import ManifestRow
 
 
 def _row(line: int, split: str, label: str) -> ManifestRow:

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pipeline import load
-from transforms.build_folder import published_dir
+from shardsmith import load
+from shardsmith.format.build_folder import published_dir
 
 LABELS = ("beach", "dog", "person", "sunset")
 

@@ -16,6 +16,7 @@ from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.testing import test_pipeline
 from apache_beam.testing.util import assert_that
 
+from shardsmith.core.rows import ManifestRow
 from transforms import place
 from transforms.place import (
     MIB,
@@ -25,7 +26,6 @@ from transforms.place import (
     assign_split,
     keyed_hash,
 )
-from transforms.records import ManifestRow
 
 # keyed_hash -----------------------------------------------------------------------------------------------
 

@@ -20,18 +20,17 @@ from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.testing import test_pipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from transforms.read_manifest import (
-    ERRORS,
+from shardsmith.core.manifest import (
     MAX_MANIFEST_LINE_BYTES,
     ManifestFormat,
-    ReadManifest,
-    ReadSourceFn,
     Source,
     _bounded_lines,
     resolve_uri,
     source_kind,
 )
-from transforms.records import ROWS_PER_BATCH, ErrorRow, ManifestRow
+from shardsmith.core.rows import ROWS_PER_BATCH, ErrorRow, ManifestRow
+from transforms import ERRORS
+from transforms.read_manifest import ReadManifest, ReadSourceFn
 
 DEFAULT = ManifestFormat()
 

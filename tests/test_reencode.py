@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from pipeline import load
-from transforms.build_folder import published_dir
-from transforms.load_images import ImageInfo, ImageRejected
-from transforms.reencode import Reencoding, reencode
+from shardsmith import load
+from shardsmith.core.load_images import ImageInfo, ImageRejected
+from shardsmith.core.reencode import Reencoding, reencode
+from shardsmith.format.build_folder import published_dir
 
 
 def _photo(size: tuple[int, int], mode: str = "RGB", seed: int = 0) -> Image.Image:

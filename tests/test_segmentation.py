@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from pipeline import load
-from transforms.build_folder import published_dir
+from shardsmith import load
+from shardsmith.format.build_folder import published_dir
 
 
 def _mask_for(size: tuple[int, int], seed: int) -> Image.Image:

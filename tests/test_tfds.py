@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import tensorflow_datasets as tfds
 
-from transforms.build_folder import published_dir
-from transforms.tfds_info import TFDS_FILE_NAMES, tfds_metadata_files
+from shardsmith.format.build_folder import published_dir
+from shardsmith.format.tfds import TFDS_FILE_NAMES, tfds_metadata_files
 
 
 def test_the_build_wrote_exactly_what_the_generator_gives(built, metadata_of):
@@ -62,7 +62,7 @@ def test_gzip_datasets_get_no_tfds_files(built, metadata_of):
 
 
 def test_the_generator_imports_neither_tensorflow_nor_tfds():
-    code = ("import sys, json; from transforms.tfds_info import tfds_metadata_files; "
+    code = ("import sys, json; from shardsmith.format.tfds import tfds_metadata_files; "
             "assert not {'tensorflow', 'tensorflow_datasets'} & set(sys.modules); print('ok')")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                             cwd=Path(__file__).parent.parent)

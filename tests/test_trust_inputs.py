@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from transforms.faults import FAULT_ENV
-from transforms.records import TEMP_PREFIX
+from shardsmith.core.faults import FAULT_ENV
+from shardsmith.format.naming import TEMP_PREFIX
 
 
 def test_name_with_a_trailing_line_break_is_a_usage_error(tmp_path, shardsmith, label_sorted_set):
@@ -34,7 +34,7 @@ def special_files(tmp_path) -> dict[str, str]:
                                               ("glob", "named pipe")])
 def test_a_manifest_that_is_not_a_regular_file_is_a_usage_error(which, words, special_files):
     from pipeline.options import UsageError
-    from pipeline.preflight import resolve_sources
+    from shardsmith.core.manifest import resolve_sources
 
     with pytest.raises(UsageError, match=words) as raised:
         resolve_sources((special_files[which],))
@@ -72,7 +72,7 @@ def _shard_writers_of(pid: int) -> list[int]:
         except OSError:
             continue
         state = _process_state(int(entry.name))
-        if b"transforms.shard_worker" in command and state is not None and state[0] == pid:
+        if b"shardsmith.core.shard_worker" in command and state is not None and state[0] == pid:
             writers.append(int(entry.name))
     return writers
 

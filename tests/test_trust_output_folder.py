@@ -1,5 +1,5 @@
 """The output folder is shardsmith's alone: files it did not write are never touched, one build at a time holds
-it, and a reader reads one build or fails loudly (transforms/build_folder.py, transforms/build_lock.py)."""
+it, and a reader reads one build or fails loudly (shardsmith/format/build_folder.py, shardsmith/core/build_lock.py)."""
 
 from __future__ import annotations
 
@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import load
-from transforms.build_folder import BUILD_RECORD, BUILDS_DIR, LOCK_FILE, BuildRecord
-from transforms.build_lock import LOCK_STALE_AFTER_S, LockHolder, acquire_lock
+from shardsmith import load
+from shardsmith.core.build_lock import LOCK_STALE_AFTER_S, LockHolder, acquire_lock
+from shardsmith.format.build_folder import BuildRecord
+from shardsmith.format.naming import BUILD_RECORD, BUILDS_DIR, LOCK_FILE
 
 NUM_SHARDS = "train=2,validation=1,test=1"
 

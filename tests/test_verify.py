@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.verify import READ_CHUNK, iter_records, verify
-from transforms.build_folder import published_dir
-from transforms.encode import example_class
-from transforms.shard_file import tfrecord_frame
+from shardsmith.format.build_folder import published_dir
+from shardsmith.format.example import example_class
+from shardsmith.format.tfrecord import READ_CHUNK, frame, iter_records
+from shardsmith.read.verify import verify
 
 SHARD = "pets-train.tfrecord-00000-of-00004"
 
@@ -38,7 +38,7 @@ def _rewrite_record(path: Path, index: int, change) -> None:
     records[index] = example.SerializeToString(deterministic=True)
     out = bytearray()
     for record in records:
-        head, tail = tfrecord_frame(record)
+        head, tail = frame(record)
         out += head + record + tail
     path.write_bytes(bytes(out))
 
@@ -156,7 +156,7 @@ def test_records_are_read_in_bounded_chunks():
             return super().read(n)
 
     record = bytes(range(256)) * (3 * READ_CHUNK // 256)
-    head, tail = tfrecord_frame(record)
+    head, tail = frame(record)
     assert list(iter_records(Recorder(head + record + tail))) == [record]
     assert Recorder.largest == READ_CHUNK, "a 3 MiB record is read 1 MiB at a time"
 

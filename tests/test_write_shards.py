@@ -19,16 +19,18 @@ from apache_beam.testing import test_pipeline
 from apache_beam.testing.util import assert_that
 from PIL import Image
 
-from transforms.encode import EXAMPLE_KEYS
-from transforms.records import TEMP_PREFIX, ErrorRow, ImageDigest, ManifestRow, PlacedRow, ShardResult
-from transforms.shard_file import WriterConfig, shard_file_name, tfrecord_frame
+from shardsmith.core.rows import ErrorRow, ImageDigest, ManifestRow, PlacedRow, ShardResult
+from shardsmith.core.shard_file import WriterConfig
+from shardsmith.format.example import EXAMPLE_KEYS
+from shardsmith.format.naming import TEMP_PREFIX, shard_file_name
+from shardsmith.format.tfrecord import frame
 from transforms.write_shards import WriteShards
 
 
 def _framed(records: list[bytes]) -> bytes:
     out = b""
     for record in records:
-        head, tail = tfrecord_frame(record)
+        head, tail = frame(record)
         out += head + record + tail
     return out
 
@@ -215,7 +217,7 @@ def test_rewriting_a_shard_gives_identical_bytes(tmp_path):
 
 def test_the_shard_writer_processes_import_neither_beam_nor_tensorflow():
     """Each local writer process costs tens of MB because of this; importing either would cost 0.2-0.7 GB."""
-    probe = ("import sys, transforms.shard_worker, transforms.shard_file; "
+    probe = ("import sys, shardsmith.core.shard_worker, shardsmith.core.shard_file; "
              "print(sorted(m for m in ('apache_beam', 'tensorflow') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,
                           cwd=Path(__file__).resolve().parents[1])
@@ -223,7 +225,7 @@ def test_the_shard_writer_processes_import_neither_beam_nor_tensorflow():
 
 
 def test_a_writer_process_that_dies_fails_its_shard_with_a_clear_error(tmp_path):
-    from transforms.shard_worker import ShardWriterDied, ShardWriterPool
+    from shardsmith.core.shard_worker import ShardWriterDied, ShardWriterPool
 
     data = _image_bytes("jpeg", 11)
     rows = [_placed(tmp_path, f"{i}.jpg", data, "cat", i, 0, i) for i in range(3)]

@@ -1,1 +1,20 @@
-"""One stage of the shardsmith build per module, in the order a manifest row travels."""
+"""The build's Beam stages, one PTransform (and its DoFns) per module, in the order a row travels.
+
+The convention every stage keeps: a stage that can reject rows returns `.rows` and `.errors` (a DoOutputsTuple
+from `with_outputs(ERRORS, main="rows")`, or `StageOutputs`); its errors are ErrorRows, whose stage and reason
+end up in errors.jsonl. The work itself (parsing, image checks, encoding, writing files) is Beam-free and lives
+in shardsmith.core and shardsmith.format; a stage module holds the Beam plumbing around it.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+ERRORS = "errors"  # the tag of every stage's rejected rows
+
+
+class StageOutputs(NamedTuple):
+    """A rejecting stage's outputs when they are not one ParDo's: the rows that go on, and the ErrorRows."""
+
+    rows: object
+    errors: object

@@ -22,16 +22,16 @@ from typing import NamedTuple
 
 import apache_beam as beam
 
-from transforms.load_images import read_bytes
+from shardsmith.core.load_images import read_bytes
+from shardsmith.core.rows import ROWS_PER_BATCH, ErrorRow, ImageDigest, ManifestRow, RowBatch
+from transforms import ERRORS
 from transforms.place import range_bits
-from transforms.records import ROWS_PER_BATCH, ErrorRow, ImageDigest, ManifestRow, RowBatch
 from transforms.thread_pool import ThreadPoolDoFn
 
-ON_DUPLICATE_MODES = ("keep", "drop", "error")
 MAX_REPORTED_GROUPS = 20
 MAX_DIGESTS_PER_GROUP = 1 << 18
 MAX_HASHES_IN_FLIGHT = 16
-ERRORS = "errors"
+
 STAGE = "duplicate"
 
 

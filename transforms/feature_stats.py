@@ -20,8 +20,8 @@ from collections.abc import Iterator
 
 import apache_beam as beam
 
+from shardsmith.core.rows import RowBatch
 from transforms.labels import TRANSFORM_VOCAB_NAME, Vocabulary, labels_of
-from transforms.records import RowBatch
 
 SINGLE_LABEL_TASKS = ("classification", "segmentation")
 

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 
 import apache_beam as beam
 
-from transforms.records import ErrorRow, ManifestRow, RowBatch, placing_label_id
+from shardsmith.core.rows import ErrorRow, ManifestRow, RowBatch, placing_label_id
+from transforms import ERRORS
 
-ERRORS = "errors"
 STAGE = "label"
 TRANSFORM_VOCAB_NAME = "labels"
 

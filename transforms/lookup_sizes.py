@@ -14,10 +14,11 @@ from collections.abc import Iterator
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from transforms.records import ErrorRow, ManifestRow, RowBatch, is_remote
+from shardsmith.core.rows import ErrorRow, ManifestRow, RowBatch
+from shardsmith.format.naming import is_remote
+from transforms import ERRORS
 from transforms.thread_pool import ThreadPoolDoFn
 
-ERRORS = "errors"
 STAGE = "lookup"
 MAX_LOOKUPS_IN_FLIGHT = 32
 

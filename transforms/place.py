@@ -23,7 +23,8 @@ from dataclasses import dataclass
 
 import apache_beam as beam
 
-from transforms.records import SPLITS, ManifestRow, PlacedRow, RowBatch
+from shardsmith.core.rows import ManifestRow, PlacedRow, RowBatch
+from shardsmith.format.naming import SPLITS
 
 # Bounds the rows one worker holds while ranking: a (split, label) with more rows is ranked in 2^k hash buckets.
 MAX_ROWS_PER_RANK_GROUP = 1 << 16

@@ -1,156 +1,19 @@
-"""Stage 1: read manifests (CSV, JSON Lines) or class folders into ManifestRows, inside the pipeline.
+"""Stage 1: read manifests (CSV, JSON Lines) or class folders into batches of ManifestRows, inside the pipeline.
 
-Every data row leaves this stage exactly once: as a ManifestRow in one batch of the main output, or as an
-ErrorRow on the `errors` output. Blank lines and a CSV header are not data rows. No line can stop the job: one
-that cannot be parsed, for whatever reason, or that is longer than MAX_MANIFEST_LINE_BYTES is an ErrorRow.
-Reading streams each source file and holds at most one line of it (up to that bound) in memory; the launching
-machine never reads a manifest.
+The parsing is shardsmith.core.manifest's; this stage runs it on workers, one Source per element, so the
+launching machine never reads a manifest. Every data row leaves exactly once: in one RowBatch of `.rows` or as
+an ErrorRow on `.errors`.
 """
 
 from __future__ import annotations
 
-import codecs
-import csv
-import json
-import os
-import posixpath
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
-from typing import BinaryIO
+from collections.abc import Iterator
 
 import apache_beam as beam
-from apache_beam.io.filesystem import CompressionTypes
-from apache_beam.io.filesystems import FileSystems
 
-from transforms.annotations import (
-    AUTOML_BOX_FIELDS,
-    FEATURE_TYPES,
-    RowProblem,
-    boxes_of,
-    features_from,
-    split_labels,
-)
-from transforms.records import (
-    ROWS_PER_BATCH,
-    Annotation,
-    ErrorRow,
-    ManifestRow,
-    RowBatch,
-    canonical_split,
-    is_remote,
-)
-
-__all__ = ["FEATURE_TYPES", "ManifestFormat", "ReadManifest", "Source"]
-
-ERRORS = "errors"
-STAGE = "manifest"
-IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".gif", ".bmp", ".webp")
-JSONL_EXTENSIONS = (".jsonl", ".ndjson", ".json")
-# A longer manifest line is an error row, skipped without being held in memory: no real row comes near it.
-MAX_MANIFEST_LINE_BYTES = 1 << 20
-# Bytes read from a manifest at a time; memory per manifest read is at most this plus MAX_MANIFEST_LINE_BYTES.
-MANIFEST_READ_CHUNK_BYTES = 64 << 10
-
-
-@dataclass(frozen=True)
-class ManifestFormat:
-    """How to read a manifest: column names and optional URI prefix rewrites (OLD, NEW)."""
-
-    split_column: str = "split"
-    uri_column: str = "image_uri"
-    label_column: str = "label"
-    path_map: tuple[tuple[str, str], ...] = ()
-    allowed_prefixes: tuple[str, ...] = ()  # each ends with "/", local ones real paths; empty: anywhere
-    task: str = "classification"
-    list_delimiter: str = ";"
-    mask_column: str = "mask_uri"
-    features: tuple[tuple[str, str], ...] = ()  # (column name, type)
-
-    @property
-    def annotated(self) -> bool:
-        """Whether rows carry more than one label (an Annotation)."""
-        return self.task != "classification" or bool(self.features)
-
-    def allows(self, resolved_uri: str) -> bool:
-        """Whether a resolved URI lies under an allowed prefix. A local path is compared by its real path (every
-        symlink and `..` resolved, as opening it would), so neither a symlink nor `..` leads out of a prefix; a
-        remote URI with a `..` segment is never allowed. Only names are looked at, never a file's content, so
-        the answer is the same whether the target exists or not."""
-        if not self.allowed_prefixes:
-            return True
-        if is_remote(resolved_uri):
-            if ".." in resolved_uri.split("/"):
-                return False
-        else:
-            resolved_uri = os.path.realpath(resolved_uri)
-        return any(resolved_uri.startswith(prefix) for prefix in self.allowed_prefixes)
-
-
-@dataclass(frozen=True)
-class Source:
-    """One input: a manifest file or a class folder, with its position in the sorted input list."""
-
-    path: str
-    index: int
-    kind: str  # "csv" | "jsonl" | "folder"
-
-
-def source_kind(path: str, is_folder: bool) -> str:
-    if is_folder:
-        return "folder"
-    return "jsonl" if path.lower().endswith(JSONL_EXTENSIONS) else "csv"
-
-
-def resolve_uri(uri: str, base_dir: str, fmt: ManifestFormat) -> str:
-    """Applies the first matching --path_map prefix, then resolves a relative path against `base_dir`."""
-    for old, new in fmt.path_map:
-        if uri.startswith(old):
-            uri = new + uri[len(old):]
-            break
-    if uri.startswith("file://"):
-        uri = uri[len("file://"):]
-    if is_remote(uri) or uri.startswith("/"):
-        return uri
-    base = base_dir.rstrip("/")
-    return f"{base}/{uri}" if is_remote(base) else posixpath.normpath(posixpath.join(base, uri))
-
-
-def manifest_lines(path: str) -> Iterator[tuple[int, str | None]]:
-    """(line number, text without its line end) for each line of a manifest, or (line number, None) for a line
-    longer than MAX_MANIFEST_LINE_BYTES, which is skipped to its end unread. A UTF-8 BOM at the start is dropped;
-    undecodable bytes become U+FFFD, so that one bad line is one error row, not a dead job."""
-    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as raw:
-        for number, line in enumerate(_bounded_lines(raw, MAX_MANIFEST_LINE_BYTES), start=1):
-            if line is None:
-                yield number, None
-                continue
-            if number == 1 and line.startswith(codecs.BOM_UTF8):
-                line = line[len(codecs.BOM_UTF8):]
-            yield number, line.decode("utf-8", "replace")
-
-
-def _bounded_lines(raw: BinaryIO, limit: int, chunk_bytes: int = MANIFEST_READ_CHUNK_BYTES) -> Iterator[bytes | None]:
-    """Each line of `raw` without its line end (\\n, \\r\\n or \\r, as text mode splits lines), or None for a line
-    of more than `limit` bytes. Never holds more than `limit` + `chunk_bytes` bytes of one line."""
-    pending = b""  # the start of a line whose end is not read yet
-    skipping = False  # that line is over the limit: its bytes are dropped as they come
-    while chunk := raw.read(chunk_bytes):
-        data = pending + chunk
-        # The last line end read, but not a final \r: it may be the first half of a \r\n.
-        cut = max(data.rfind(b"\n"), data.rfind(b"\r", 0, len(data) - 1)) + 1
-        pending = data[cut:]
-        for line in data[:cut].splitlines():
-            yield None if skipping or len(line) > limit else line
-            skipping = False
-        if skipping or len(pending) - pending.endswith(b"\r") > limit:
-            pending, skipping = pending[-1:] if pending.endswith(b"\r") else b"", True
-    if pending or skipping:
-        line = pending[:-1] if pending.endswith(b"\r") else pending
-        yield None if skipping or len(line) > limit else line
-
-
-def _position(header: list[str], column: str) -> int | None:
-    return header.index(column.lower()) if column.lower() in header else None
+from shardsmith.core.manifest import ManifestFormat, ManifestParser, Source
+from shardsmith.core.rows import ROWS_PER_BATCH, ManifestRow, RowBatch
+from transforms import ERRORS, StageOutputs
 
 
 class ReadSourceFn(beam.DoFn):
@@ -158,13 +21,13 @@ class ReadSourceFn(beam.DoFn):
     order) and ErrorRows (tagged `errors`)."""
 
     def __init__(self, fmt: ManifestFormat):
-        self._fmt = fmt
+        self._parser = ManifestParser(fmt)
 
     def process(self, source: Source) -> Iterator:
         batch: RowBatch = []
-        for item in self._read(source):
+        for item in self._parser.parse(source):
             if not isinstance(item, ManifestRow):
-                yield item
+                yield beam.pvalue.TaggedOutput(ERRORS, item)
                 continue
             batch.append(item)
             if len(batch) == ROWS_PER_BATCH:
@@ -173,238 +36,9 @@ class ReadSourceFn(beam.DoFn):
         if batch:
             yield batch
 
-    def _read(self, source: Source) -> Iterator:
-        if source.kind == "folder":
-            return self._read_folder(source)
-        if source.kind == "jsonl":
-            return self._read_jsonl(source)
-        return self._read_csv(source)
-
-    # Rows -----------------------------------------------------------------------------------------
-    def _make_row(self, source: Source, line: int, split: str, uri: str, label: str,
-                  columns: Mapping[str, object] | None = None, box_fields: list[str] | None = None):
-        """One row, or an ErrorRow saying what is wrong with it. `columns` (lower-cased name -> value) are
-        the row's other columns, read for the task and --feature; `box_fields` the AutoML box coordinates."""
-        fmt = self._fmt
-        split, uri, label = split.strip(), uri.strip(), label.strip()
-
-        def error(reason: str, detail: str = "") -> beam.pvalue.TaggedOutput:
-            return beam.pvalue.TaggedOutput(
-                ERRORS,
-                ErrorRow(source.path, line, _utf8(uri), _utf8(split), _utf8(label), STAGE, reason, detail),
-            )
-
-        text = split + uri + label
-        if "\ufffd" in text or _utf8(text) != text:
-            # U+FFFD: undecodable manifest bytes. Lone surrogates: undecodable file-name bytes (folder input)
-            # or JSON escapes; they cannot be written as UTF-8 and would crash the writer and the report.
-            return error("file name is not valid UTF-8" if source.kind == "folder"
-                         else "line is not valid UTF-8 text")
-        if not uri:
-            return error("empty image URI")
-        base_dir = source.path if source.kind == "folder" else posixpath.dirname(source.path)
-        resolved = resolve_uri(uri, base_dir, fmt)
-        canonical = canonical_split(split) if split else ""
-        try:
-            if canonical is None:
-                raise RowProblem(f"unknown split value {split!r}",
-                                 "expected train, validation, test (any case) or empty")
-            if not label and not (columns and "boxes" in columns):
-                raise RowProblem("empty label")
-            if "\n" in label or "\r" in label:
-                raise RowProblem("label contains a line break")
-            if not fmt.allows(resolved):
-                raise RowProblem("image URI is outside --allowed_prefixes", resolved)
-            annotation = self._annotate(label, columns or {}, box_fields, base_dir) if fmt.annotated else None
-        except RowProblem as problem:
-            if fmt.task != "detection":
-                return error(problem.reason, problem.detail)
-            # Rejected with the other box lines of its image, once they are grouped (annotations.py).
-            invalid = Annotation(invalid=(problem.reason, problem.detail))
-            return ManifestRow(source.path, source.index, line, uri, resolved, canonical or "", label,
-                               annotation=invalid)
-        return ManifestRow(source.path, source.index, line, uri, resolved, canonical, label, annotation=annotation)
-
-    def _annotate(self, label: str, columns: Mapping[str, object], box_fields: list[str] | None,
-                  base_dir: str) -> Annotation:
-        fmt = self._fmt
-        labels: tuple[str, ...] = ()
-        boxes: tuple = ()
-        mask_uri = ""
-        if fmt.task == "multi_label":
-            labels = split_labels(label, fmt.list_delimiter)
-        elif fmt.task == "detection":
-            labels, boxes = boxes_of(label, columns, box_fields)
-        elif fmt.task == "segmentation":
-            written = _text(columns.get(fmt.mask_column.lower())).strip()
-            if not written:
-                raise RowProblem(f"empty mask URI (column {fmt.mask_column!r})")
-            mask_uri = resolve_uri(written, base_dir, fmt)
-            if not fmt.allows(mask_uri):
-                raise RowProblem("mask URI is outside --allowed_prefixes", mask_uri)
-        features = features_from(columns, fmt.features, fmt.list_delimiter) if fmt.features else ()
-        return Annotation(labels=labels, boxes=boxes, mask_uri=mask_uri, features=features)
-
-    # Lines --------------------------------------------------------------------------------------------
-    def _lines(self, source: Source, parse_line: Callable[[int, str], object]) -> Iterator:
-        """`parse_line(line, text)` over each non-blank line, its exceptions and over-long lines made error rows
-        of their line: whatever a line holds, the rest of the manifest is read."""
-        for line, text in manifest_lines(source.path):
-            if text is None:
-                yield self._line_error(source, line, f"line is longer than {MAX_MANIFEST_LINE_BYTES >> 20} MiB",
-                                       f"at most {MAX_MANIFEST_LINE_BYTES} bytes per line")
-                continue
-            if not text.strip():
-                continue
-            try:
-                item = parse_line(line, text)
-            except Exception as e:  # e.g. RecursionError from JSON nested 100,000 deep
-                item = self._line_error(source, line, "line could not be parsed",
-                                        f"{type(e).__name__}: {e}"[:300])
-            if item is not None:
-                yield item
-
-    # CSV --------------------------------------------------------------------------------------------
-    def _read_csv(self, source: Source) -> Iterator:
-        """Parses each physical line on its own: no manifest field may hold a line break, and this way a
-        stray quote costs one error line instead of swallowing the rest of the file into one field."""
-        layout = _CsvLayout()
-        return self._lines(source, lambda line, text: self._csv_line(source, line, text, layout))
-
-    def _csv_line(self, source: Source, line: int, text: str, layout: _CsvLayout):
-        """The row, error or (for a header) None of one non-blank CSV line; the first well-formed line fills
-        `layout`."""
-        fmt = self._fmt
-        try:
-            fields = next(csv.reader([text], strict=True))
-        except csv.Error as e:
-            return self._line_error(source, line, "malformed CSV line", f"{e}; line: {text.strip()[:200]}")
-        if layout.first is None:
-            layout.first = [f.strip().lower() for f in fields]
-            if fmt.uri_column.lower() in layout.first:
-                layout.positions = (
-                    _position(layout.first, fmt.split_column),
-                    layout.first.index(fmt.uri_column.lower()),
-                    _position(layout.first, fmt.label_column),
-                )
-                return None
-        if layout.positions is None:
-            return self._headerless_row(source, line, fields)
-        header = layout.first
-        split_pos, uri_pos, label_pos = layout.positions
-        if label_pos is None:
-            return self._line_error(source, line, f"the header has no label column {fmt.label_column!r}",
-                                    f"header: {','.join(header)}; use --label_column")
-        if len(fields) != len(header):
-            return self._column_count_error(source, line, fields, f"{len(header)} (as in the header)")
-        split = fields[split_pos] if split_pos is not None else ""
-        columns = dict(zip(header, fields, strict=True)) if fmt.annotated else None
-        return self._make_row(source, line, split, fields[uri_pos], fields[label_pos], columns)
-
-    def _headerless_row(self, source: Source, line: int, fields: list[str]):
-        """A row of a CSV without a header, in the AutoML Vision layout of the task."""
-        fmt = self._fmt
-        if fmt.features:
-            return self._line_error(source, line, "--feature needs a header row",
-                                    "features are found by column name; add a header line to the manifest")
-        if fmt.task == "detection":
-            if len(fields) in (AUTOML_BOX_FIELDS + 2, AUTOML_BOX_FIELDS + 3):
-                leading = fields[:-AUTOML_BOX_FIELDS]
-                split, uri, label = [""] + leading if len(leading) == 2 else leading
-                return self._make_row(source, line, split, uri, label, box_fields=fields[-AUTOML_BOX_FIELDS:])
-            return self._column_count_error(source, line, fields, "11 (split,image_uri,label,x1,y1,...,y4) or 10")
-        if fmt.task == "multi_label" and len(fields) >= 2:
-            # AutoML Vision's multi-label layout: [set,]image_path,label[,label...], one label per column.
-            split, rest = (fields[0], fields[1:]) if canonical_split(fields[0]) is not None else ("", fields)
-            return self._make_row(source, line, split, rest[0], fmt.list_delimiter.join(rest[1:]))
-        if fmt.task == "segmentation":
-            if len(fields) == 4:
-                mask = {fmt.mask_column.lower(): fields[3]}
-                return self._make_row(source, line, fields[0], fields[1], fields[2], mask)
-            return self._column_count_error(source, line, fields, "4 (split,image_uri,label,mask_uri)")
-        if len(fields) == 3:
-            return self._make_row(source, line, fields[0], fields[1], fields[2])
-        if len(fields) == 2:
-            return self._make_row(source, line, "", fields[0], fields[1])
-        return self._column_count_error(source, line, fields, "3 (split,image_uri,label) or 2")
-
-    @staticmethod
-    def _line_error(source: Source, line: int, reason: str, detail: str = "") -> beam.pvalue.TaggedOutput:
-        return beam.pvalue.TaggedOutput(ERRORS, ErrorRow(source.path, line, "", "", "", STAGE, reason, detail))
-
-    @classmethod
-    def _column_count_error(cls, source: Source, line: int, fields: list[str], expected: str):
-        return cls._line_error(source, line, "wrong number of columns",
-                               f"got {len(fields)}, expected {expected}; line: {','.join(fields)[:200]}")
-
-    # JSON Lines -------------------------------------------------------------------------------------
-    def _read_jsonl(self, source: Source) -> Iterator:
-        return self._lines(source, lambda line, text: self._jsonl_line(source, line, text))
-
-    def _jsonl_line(self, source: Source, line: int, text: str):
-        fmt = self._fmt
-        try:
-            obj = json.loads(text)
-        except json.JSONDecodeError as e:
-            return self._line_error(source, line, "line is not valid JSON", str(e))
-        if not isinstance(obj, dict):
-            return self._line_error(source, line, "JSON line is not an object", text.strip()[:200])
-        label = obj.get(fmt.label_column)
-        if isinstance(label, list) and fmt.task == "multi_label":
-            label = fmt.list_delimiter.join(_text(item) for item in label)
-        columns = {key.lower(): value for key, value in obj.items()} if fmt.annotated else None
-        return self._make_row(source, line, _text(obj.get(fmt.split_column)), _text(obj.get(fmt.uri_column)),
-                              _text(label), columns)
-
-    # Folder -----------------------------------------------------------------------------------------
-    def _read_folder(self, source: Source) -> Iterator:
-        root = source.path.rstrip("/")
-        matched = FileSystems.match([root + "/**"])[0].metadata_list
-        relative = sorted(m.path[len(root) + 1:] for m in matched)
-        images = [r for r in relative if r.lower().endswith(IMAGE_EXTENSIONS) and not _hidden(r)]
-        top_dirs = {r.split("/")[0] for r in images if "/" in r}
-        split_layout = bool(top_dirs) and all(canonical_split(d) for d in top_dirs)
-        for line, rel in enumerate(images, start=1):
-            parts = rel.split("/")
-            if split_layout and len(parts) == 3:
-                split, label = parts[0], parts[1]
-            elif not split_layout and len(parts) == 2:
-                split, label = "", parts[0]
-            else:
-                layout = "<split>/<label>/<file>" if split_layout else "<label>/<file>"
-                yield beam.pvalue.TaggedOutput(
-                    ERRORS,
-                    ErrorRow(source.path, line, _utf8(rel), "", "", STAGE, "file is not in a class folder",
-                             f"expected {layout} under {root}"),
-                )
-                continue
-            yield self._make_row(source, line, split, rel, label)
-
-
-@dataclass
-class _CsvLayout:
-    """What the first well-formed line of a CSV said: its fields, lower-cased, and where the split, URI and
-    label columns are when it is a header (positions None: the file has no header)."""
-
-    first: list[str] | None = None
-    positions: tuple[int | None, int, int | None] | None = None
-
-
-def _text(value) -> str:
-    return "" if value is None else str(value)
-
-
-def _utf8(text: str) -> str:
-    """`text` with each lone surrogate replaced by U+FFFD, so that it encodes as UTF-8."""
-    return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
-
-
-def _hidden(relative: str) -> bool:
-    return any(part.startswith(".") for part in relative.split("/"))
-
 
 class ReadManifest(beam.PTransform):
-    """Sources -> RowBatches, with ErrorRows on the `errors` output.
+    """Sources -> RowBatches (`.rows`), with ErrorRows on `.errors`.
 
     The input PCollection holds Source descriptors (paths only, never rows). A Reshuffle after reading fans
     the batches out so that later stages are not bound to the one worker that read a large manifest.
@@ -417,4 +51,4 @@ class ReadManifest(beam.PTransform):
     def expand(self, sources):
         read = sources | "ParseSources" >> beam.ParDo(ReadSourceFn(self._fmt)).with_outputs(ERRORS, main="rows")
         rows = read.rows | "FanOutBatches" >> beam.Reshuffle()
-        return rows, read[ERRORS]
+        return StageOutputs(rows, read[ERRORS])

@@ -2,7 +2,7 @@
 accounting equation (records + errors == input rows) and the error budget, and publishes the build.
 
 Guarantees: every file is written under a temporary name and renamed, and the build is published (the top-level
-metadata.json replaced, transforms/build_folder.py) only after every shard, errors.jsonl, labels.txt and
+metadata.json replaced, shardsmith/format/build_folder.py) only after every shard, errors.jsonl, labels.txt and
 transform_fn/ exist, and only while the build still holds the folder's lock; so the top-level metadata.json
 always names one finished build. errors.jsonl is sorted by (source, line), so reruns give the same bytes.
 Memory: the error rows and one small entry per shard; never image bytes or the good rows.
@@ -19,16 +19,17 @@ from dataclasses import dataclass
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from transforms import faults
-from transforms.build_folder import DEFAULT_KEEP_BUILDS, build_dir, join, publish, retire_builds, write_atomically
-from transforms.build_lock import holds_lock, release_lock
+from shardsmith.core import faults
+from shardsmith.core.build_lock import holds_lock, release_lock
+from shardsmith.core.rows import ErrorRow, ShardResult
+from shardsmith.format.build_folder import DEFAULT_KEEP_BUILDS, build_dir, publish, retire_builds, write_atomically
+from shardsmith.format.example import example_keys
+from shardsmith.format.naming import ERRORS_FILE, LABELS_FILE, TEMP_PREFIX, join
+from shardsmith.format.tfds import tfds_metadata_files
 from transforms.duplicates import STAGE as DUPLICATE_STAGE
 from transforms.duplicates import DuplicateSummary
-from transforms.encode import example_keys
 from transforms.labels import Vocabulary
 from transforms.place import ShardPlan
-from transforms.records import ERRORS_FILE, LABELS_FILE, TEMP_PREFIX, ErrorRow, ShardResult
-from transforms.tfds_info import tfds_metadata_files
 
 CHECK_FAILED_MARKER = "shardsmith check failed: "
 _LOG = logging.getLogger("shardsmith")

@@ -1,5 +1,5 @@
 """Stage 7: write each shard in one step: read its images in placement order, validate, encode, stream the
-records to a temporary file and rename it to the final name (transforms/shard_file.py).
+records to a temporary file and rename it to the final name (shardsmith/core/shard_file.py).
 
 Why not `beam.io.WriteToTFRecord`: with a fixed shard count it deals records round-robin and writes them in
 arrival order after a GroupByKey that carries the payload, so a label-sorted input gives label-sorted shards
@@ -9,7 +9,7 @@ runner). Here only manifest rows are grouped; bytes are read once, here, and wri
 
 On a remote runner each worker writes the shards it is given in its own thread; the runner spreads shards
 over workers. On the local runner, whose in_memory mode runs every step in one process, shards go to
-`shard_writer_processes` lightweight processes (transforms/shard_worker.py), so writing uses every core.
+`shard_writer_processes` lightweight processes (shardsmith/core/shard_worker.py), so writing uses every core.
 
 Guarantees: the bytes of a shard depend only on its rows and the seed; a retried or duplicated bundle
 writes a temporary file of its own and renames identical bytes over the same final name, so readers never
@@ -28,9 +28,9 @@ from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
-from transforms.shard_file import ShardOutcome, WriterConfig, write_shard_file
+from shardsmith.core.shard_file import ShardOutcome, WriterConfig, write_shard_file
+from transforms import ERRORS
 
-ERRORS = "errors"
 DIGESTS = "digests"
 # Shards handed to the writer processes beyond one each: keeps them busy without holding every shard's rows.
 EXTRA_SHARDS_QUEUED_PER_PROCESS = 1
@@ -54,7 +54,7 @@ class WriteShardFn(beam.DoFn):
 
     def setup(self):
         if self._processes > 0:
-            from transforms.shard_worker import ShardWriterPool
+            from shardsmith.core.shard_worker import ShardWriterPool
 
             self._pool = ShardWriterPool(self._processes)
             if self._while_writing is not None:

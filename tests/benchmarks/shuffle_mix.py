@@ -20,8 +20,8 @@ import argparse
 import random
 from collections import Counter, deque
 
+from shardsmith.core.rows import ManifestRow
 from transforms.place import DealRowsFn, ShardSpec, group_key, make_plan
-from transforms.records import ManifestRow
 
 BATCH = 32
 

@@ -29,7 +29,7 @@ IMPORT_PROBES = {
     "from apache_beam.runners.portability.fn_api_runner import FnApiRunner",
     "import tensorflow": "import tensorflow",
     "import tensorflow_transform.beam": "import tensorflow_transform.beam",
-    "import the shard writer process's modules": "import transforms.shard_worker, transforms.shard_file",
+    "import the shard writer process's modules": "import shardsmith.core.shard_worker, shardsmith.core.shard_file",
 }
 TFT_STEP = """
 import tempfile, time
@@ -76,10 +76,10 @@ def _images(corpus: Path, count: int) -> list[bytes]:
 
 def per_image_costs(count: int, corpus: Path) -> None:
     sys.path.insert(0, str(REPO))
-    from transforms.encode import encode_image_example
-    from transforms.load_images import ImageInfo, inspect_image, read_bytes
-    from transforms.records import ManifestRow
-    from transforms.shard_file import tfrecord_frame
+    from shardsmith.core.encode import encode_image_example
+    from shardsmith.core.load_images import ImageInfo, inspect_image, read_bytes
+    from shardsmith.core.rows import ManifestRow
+    from shardsmith.format.tfrecord import frame
 
     images = _images(corpus, count)
     with tempfile.TemporaryDirectory() as tmp:
@@ -97,7 +97,7 @@ def per_image_costs(count: int, corpus: Path) -> None:
             "--validate decode (Pillow, all pixels)": (lambda i: inspect_image(images[i], "decode")),
             "SHA-256 of the bytes": (lambda i: hashlib.sha256(images[i]).hexdigest()),
             "build and serialize the Example": (lambda i: encode_image_example(row, images[i], info, "ab" * 32)),
-            "TFRecord framing (2 masked CRC32C)": (lambda i: tfrecord_frame(records[i])),
+            "TFRecord framing (2 masked CRC32C)": (lambda i: frame(records[i])),
         }
         print(f"\nper-image costs, one core, {count} JPEGs of median {statistics.median(sizes) / 1e3:.0f} KB:")
         for name, step in steps.items():

@@ -23,8 +23,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass
 
-from transforms.build_folder import LOCK_FILE, join
-from transforms.records import is_remote
+from shardsmith.format.naming import LOCK_FILE, is_remote, join
 
 LOCK_HEARTBEAT_S = 30
 # A heartbeat older than this means the holder stopped refreshing it (lost machine, killed launcher).

@@ -15,16 +15,15 @@ import contextlib
 import gzip
 import hashlib
 import os
-import struct
 import uuid
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from transforms import faults
-from transforms.encode import encode_image_example
-from transforms.load_images import (
+from shardsmith.core import faults
+from shardsmith.core.encode import encode_image_example
+from shardsmith.core.load_images import (
     DEFAULT_MAX_PIXELS,
     ImageInfo,
     ImageRejected,
@@ -32,32 +31,18 @@ from transforms.load_images import (
     ordered_bounded_map,
     read_bytes,
 )
-from transforms.masks import mask_png
-from transforms.records import TEMP_PREFIX, ErrorRow, ImageDigest, PlacedRow, ShardResult, is_remote
-from transforms.reencode import Reencoding, reencode
+from shardsmith.core.masks import mask_png
+from shardsmith.core.reencode import Reencoding, reencode
+from shardsmith.core.rows import ErrorRow, ImageDigest, PlacedRow, ShardResult
+from shardsmith.format.naming import TEMP_PREFIX, is_remote, shard_file_name
+from shardsmith.format.tfrecord import frame
 
 STAGE = "load"
 # Remote images read ahead of the writer; bounds memory per shard writer while hiding object-store latency.
 # Local files are read one after the other: on a page-cached disk, threads only add GIL contention.
 MAX_IMAGES_IN_FLIGHT = 16
-
-
-def shard_file_name(name: str, split: str, shard: int, num_shards: int, compression: str) -> str:
-    suffix = ".gz" if compression == "gzip" else ""
-    return f"{name}-{split}.tfrecord-{shard:05d}-of-{num_shards:05d}{suffix}"
-
-
-def _masked_crc32c(data: bytes) -> int:
-    import google_crc32c
-
-    crc = google_crc32c.value(data)
-    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
-
-
-def tfrecord_frame(record: bytes) -> tuple[bytes, bytes]:
-    """TFRecord framing: (length + masked CRC of the length, masked CRC of the data) around the record."""
-    length = struct.pack("<Q", len(record))
-    return length + struct.pack("<I", _masked_crc32c(length)), struct.pack("<I", _masked_crc32c(record))
+# --on_duplicate: what to do with identical images (their hashes come from this writer).
+ON_DUPLICATE_MODES = ("keep", "drop", "error")
 
 
 @dataclass(frozen=True)
@@ -145,7 +130,7 @@ def write_shard_file(config: WriterConfig, split: str, shard: int, dealt: Iterab
                 record = encode_image_example(row, loaded.data, loaded.info, loaded.sha256, config.image_mode,
                                               loaded.mask)
                 outcome.digests.append(ImageDigest(loaded.sha256, split, row.uri, row.source_index, row.line))
-                head, tail = tfrecord_frame(record)
+                head, tail = frame(record)
                 out.write(head)
                 out.write(record)
                 out.write(tail)
@@ -186,8 +171,8 @@ class _Output:
 
     def publish(self) -> int:
         """Renames the temporary file to the final name; returns the final file's size in bytes. A writer
-        process whose build is gone dies here instead of renaming (transforms/lifeline.py)."""
-        from transforms.lifeline import exit_if_orphaned
+        process whose build is gone dies here instead of renaming (shardsmith/core/lifeline.py)."""
+        from shardsmith.core.lifeline import exit_if_orphaned
 
         exit_if_orphaned()
         if not self._remote:

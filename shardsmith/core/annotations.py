@@ -1,10 +1,10 @@
-"""Stage 1b: what a row says beyond one label: several labels, boxes, a class mask, extra typed columns.
+"""What a row says beyond one label: several labels, boxes, a class mask, extra typed columns.
 
-Parsing happens while the manifest is read (read_manifest.py calls `annotate`); a value that cannot be used
-makes the row an error row there, with the column and the value in the reason. Detection manifests hold one
-line per box: `GroupBoxRows` merges the lines of one image into one row, before any placement, and rejects
-every line of an image when one of its boxes is bad, so no image is written with an object left out.
-Nothing here reads image bytes, and grouping moves rows only.
+Parsing happens while the manifest is read (shardsmith.core.manifest); a value that cannot be used makes the
+row an error row there, with the column and the value in the reason. Detection manifests hold one line per
+box: `merge_box_rows` (run by the GroupBoxRows stage) merges the lines of one image into one row, before any
+placement, and rejects every line of an image when one of its boxes is bad, so no image is written with an
+object left out. Nothing here reads image bytes.
 """
 
 from __future__ import annotations
@@ -13,11 +13,8 @@ import dataclasses
 import math
 from collections.abc import Iterable, Iterator, Mapping
 
-import apache_beam as beam
+from shardsmith.core.rows import Box, ErrorRow, ManifestRow
 
-from transforms.records import ROWS_PER_BATCH, Box, ErrorRow, ManifestRow
-
-ERRORS = "errors"
 STAGE = "manifest"
 FEATURE_TYPES = ("int", "float", "string", "int_list", "float_list", "string_list")
 BOX_COLUMNS = ("xmin", "ymin", "xmax", "ymax")
@@ -186,7 +183,7 @@ def _encodable(text: str) -> bool:
 
 
 # Grouping the box lines of one image -------------------------------------------------------------------
-def merge_box_rows(rows: Iterable[ManifestRow], delimiter: str) -> Iterator:
+def merge_box_rows(rows: Iterable[ManifestRow], delimiter: str) -> Iterator[ManifestRow | ErrorRow]:
     """The lines of one image (one box each, same manifest and URI) -> one row holding every box, in line
     order; or, when any line is invalid or the lines disagree on the split, one ErrorRow per line."""
     rows = sorted(rows, key=lambda r: r.line)
@@ -202,7 +199,7 @@ def merge_box_rows(rows: Iterable[ManifestRow], delimiter: str) -> Iterator:
     if problem:
         for row in rows:
             reason, detail = row.annotation.invalid or (problem, problem_detail)
-            yield beam.pvalue.TaggedOutput(ERRORS, ErrorRow.for_row(row, STAGE, reason, detail))
+            yield ErrorRow.for_row(row, STAGE, reason, detail)
         return
     labels = tuple(label for r in rows for label in r.annotation.labels)
     annotation = dataclasses.replace(
@@ -212,23 +209,3 @@ def merge_box_rows(rows: Iterable[ManifestRow], delimiter: str) -> Iterator:
         lines=tuple(line for r in rows for line in r.lines),
     )
     yield dataclasses.replace(rows[0], label=delimiter.join(sorted(set(labels))), annotation=annotation)
-
-
-class GroupBoxRows(beam.PTransform):
-    """RowBatches of box lines -> RowBatches of images (rows merged per manifest and image URI), with
-    ErrorRows on the `errors` output. Memory: the lines of one image at a time, never image bytes."""
-
-    def __init__(self, delimiter: str):
-        super().__init__()
-        self._delimiter = delimiter
-
-    def expand(self, batches):
-        merged = (
-            batches
-            | "KeyByImage" >> beam.FlatMap(lambda batch: (((r.source_index, r.resolved_uri), r) for r in batch))
-            | "LinesOfImage" >> beam.GroupByKey()
-            | "MergeLines" >> beam.FlatMap(lambda item: merge_box_rows(item[1], self._delimiter))
-            .with_outputs(ERRORS, main="rows")
-        )
-        rows = merged.rows | "BatchImages" >> beam.BatchElements(min_batch_size=1, max_batch_size=ROWS_PER_BATCH)
-        return rows, merged[ERRORS]

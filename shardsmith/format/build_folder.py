@@ -2,7 +2,7 @@
 
     OUTPUT_DIR/
       metadata.json              the published build: its metadata plus "build_dir"; written last, atomically
-      .shardsmith-lock           held by the one build running here (transforms/build_lock.py)
+      .shardsmith-lock           held by the one build running here (shardsmith/core/build_lock.py)
       builds/<build id>/         one folder per build, immutable once published
         build.json               the build record, written before anything else of the build
         <name>-<split>.tfrecord-SSSSS-of-NNNNN, labels.txt, errors.jsonl, metadata.json, TFDS files,
@@ -27,22 +27,29 @@ import contextlib
 import fnmatch
 import json
 import os
-import re
 import secrets
 import time
 from dataclasses import asdict, dataclass
 
-from transforms.records import ERRORS_FILE, LABELS_FILE, METADATA_FILE, TEMP_PREFIX, is_remote
-from transforms.tfds_info import TFDS_FILE_NAMES
+from shardsmith.format.metadata import MetadataMissing, metadata_bytes, read_metadata
+from shardsmith.format.naming import (
+    BUILD_ID,
+    BUILD_RECORD,
+    BUILDS_DIR,
+    ERRORS_FILE,
+    LABELS_FILE,
+    LOCK_FILE,
+    METADATA_FILE,
+    TEMP_PREFIX,
+    TRANSFORM_DIRS,
+    is_remote,
+    join,
+)
+from shardsmith.format.tfds import TFDS_FILE_NAMES
 
-BUILDS_DIR = "builds"
-BUILD_RECORD = "build.json"
-LOCK_FILE = ".shardsmith-lock"
-BUILD_ID = re.compile(r"\d{8}T\d{6}Z-[0-9a-f]{8}")
 # Published builds kept by default: the new one and the one before it, so a reader that opened the previous
 # build finishes its epoch. Older ones are removed when a build is published.
 DEFAULT_KEEP_BUILDS = 2
-TRANSFORM_DIRS = ("transform_fn", "transformed_metadata")
 
 
 class NotOurFolder(Exception):
@@ -53,10 +60,6 @@ def new_build_id(now: float | None = None) -> str:
     """A fresh id that sorts by start time (UTC, to the second) and differs between builds started together."""
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(time.time() if now is None else now))
     return f"{stamp}-{secrets.token_hex(4)}"
-
-
-def join(folder: str, *names: str) -> str:
-    return "/".join([folder.rstrip("/"), *names])
 
 
 def build_dir(output_dir: str, build_id: str) -> str:
@@ -113,10 +116,11 @@ def published_dir(output_dir: str | os.PathLike) -> str:
     """The folder of the build that `output_dir`'s metadata.json publishes now (for TFDS's
     `builder_from_directory`, or to read labels.txt and errors.jsonl). Raises FileNotFoundError without one."""
     output_dir = os.fspath(output_dir).rstrip("/")
-    data = read_bytes(join(output_dir, METADATA_FILE))
-    if data is None:
-        raise FileNotFoundError(f"{output_dir} holds no finished shardsmith dataset (no {METADATA_FILE})")
-    return dataset_dir(output_dir, json.loads(data.decode("utf-8")))
+    try:
+        metadata = read_metadata(output_dir, read_bytes)
+    except MetadataMissing as e:
+        raise FileNotFoundError(str(e)) from None
+    return dataset_dir(output_dir, metadata)
 
 
 def confined_file_name(name: str) -> str:
@@ -219,13 +223,12 @@ def _is_build_folder(files: list[str]) -> bool:
 
 def _published_metadata(output_dir: str) -> dict | None:
     """The top-level metadata.json if shardsmith wrote it in this layout, else None."""
-    data = read_bytes(join(output_dir, METADATA_FILE))
     try:
-        metadata = json.loads((data or b"").decode("utf-8"))
+        metadata = read_metadata(output_dir, read_bytes)
         dataset_dir(output_dir, metadata)
-    except (ValueError, UnicodeDecodeError):
+    except ValueError:  # MetadataError among them
         return None
-    if not isinstance(metadata, dict) or metadata.get("format") != "tfrecord" or "build_dir" not in metadata:
+    if metadata.get("format") != "tfrecord" or "build_dir" not in metadata:
         return None
     return metadata
 
@@ -271,8 +274,8 @@ def publish(output_dir: str, build_id: str, metadata: dict) -> None:
     the top-level one (build_dir builds/<id>), replaced in one step. Locally the top-level file is staged inside
     the build's folder, so nothing but metadata.json itself ever appears at the top level."""
     folder = build_dir(output_dir, build_id)
-    write_atomically(join(folder, METADATA_FILE), _json_bytes(own_copy(metadata)))
-    top = _json_bytes({**metadata, "build_id": build_id, "build_dir": f"{BUILDS_DIR}/{build_id}"})
+    write_atomically(join(folder, METADATA_FILE), metadata_bytes(own_copy(metadata)))
+    top = metadata_bytes({**metadata, "build_id": build_id, "build_dir": f"{BUILDS_DIR}/{build_id}"})
     if is_remote(output_dir):
         write_atomically(join(output_dir, METADATA_FILE), top)
         return
@@ -291,10 +294,6 @@ def own_copy(published: dict) -> dict:
 def is_published(metadata: dict) -> bool:
     """Whether `metadata` is a top-level metadata.json that names a build folder (not a build's own copy)."""
     return metadata.get("build_dir", ".") != "."
-
-
-def _json_bytes(metadata: dict) -> bytes:
-    return (json.dumps(metadata, indent=2, sort_keys=False, ensure_ascii=False) + "\n").encode("utf-8")
 
 
 def remove_build(output_dir: str, build_id: str, files: list[str]) -> list[str]:

@@ -22,7 +22,6 @@ import gzip
 import hashlib
 import json
 import os
-import struct
 import time
 import zlib
 from collections import Counter
@@ -30,73 +29,17 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from pipeline.options import UsageError
-from transforms.build_folder import dataset_dir, is_published, own_copy
-from transforms.encode import BOX_KEYS, MASK_KEY
-from transforms.records import METADATA_FILE, placing_label_id
+from shardsmith.core.rows import placing_label_id
+from shardsmith.errors import UsageError
+from shardsmith.format.build_folder import dataset_dir, is_published, own_copy
+from shardsmith.format.example import BOX_KEYS, MASK
+from shardsmith.format.metadata import MetadataError, MetadataMissing, parse_labels, read_metadata
+from shardsmith.format.naming import ERRORS_FILE, LABELS_FILE, METADATA_FILE, join, shard_file_name
+from shardsmith.format.tfrecord import FramingError, iter_records
 
-READ_CHUNK = 1 << 20
 MAX_PROBLEMS_PER_SHARD = 50  # listed; the rest are counted
 _SIGNATURES = {"jpeg": (b"\xff\xd8\xff",), "png": (b"\x89PNG\r\n\x1a\n",), "gif": (b"GIF87a", b"GIF89a"),
                "bmp": (b"BM",), "webp": (b"RIFF",)}
-
-
-class FramingError(Exception):
-    """The record stream cannot be read past this point (truncated or corrupt framing)."""
-
-    def __init__(self, reason: str, offset: int, detail: str = ""):
-        super().__init__(reason)
-        self.reason = reason
-        self.offset = offset
-        self.detail = detail
-
-
-def masked_crc32c(data: bytes) -> int:
-    import google_crc32c
-
-    crc = google_crc32c.value(data)
-    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
-
-
-def _read_exact(stream, n: int) -> bytes:
-    """Up to n bytes (fewer only at the end of the stream), read in chunks so that a bogus length never
-    allocates more than the file holds."""
-    if n <= READ_CHUNK:
-        return stream.read(n)
-    parts, got = [], 0
-    while got < n:
-        part = stream.read(min(READ_CHUNK, n - got))
-        if not part:
-            break
-        parts.append(part)
-        got += len(part)
-    return b"".join(parts)
-
-
-def iter_records(stream) -> Iterator[bytes]:
-    """The records of a TFRecord stream, checking both CRCs of each; raises FramingError where the framing
-    breaks. `stream` is any binary file object (already decompressing, for .gz shards)."""
-    offset = 0
-    while True:
-        header = _read_exact(stream, 12)
-        if not header:
-            return
-        if len(header) < 12:
-            raise FramingError("truncated record header", offset, f"{len(header)} of 12 bytes")
-        length_bytes = header[:8]
-        if masked_crc32c(length_bytes) != struct.unpack("<I", header[8:])[0]:
-            raise FramingError("record length checksum mismatch", offset)
-        length = struct.unpack("<Q", length_bytes)[0]
-        data = _read_exact(stream, length)
-        if len(data) < length:
-            raise FramingError("truncated record data", offset, f"{len(data)} of {length} bytes")
-        footer = _read_exact(stream, 4)
-        if len(footer) < 4:
-            raise FramingError("truncated record data checksum", offset)
-        if masked_crc32c(data) != struct.unpack("<I", footer)[0]:
-            raise FramingError("record data checksum mismatch", offset)
-        yield data
-        offset += 16 + length
 
 
 def open_shard(path: str, compression: str):
@@ -112,11 +55,6 @@ def shard_records(path: str, compression: str) -> Iterator[bytes]:
     """Every record of one shard file, streamed, checksums checked."""
     with open_shard(path, compression) as stream:
         yield from iter_records(stream)
-
-
-def expected_shard_name(name: str, split: str, index: int, num_shards: int, compression: str) -> str:
-    suffix = ".gz" if compression == "gzip" else ""
-    return f"{name}-{split}.tfrecord-{index:05d}-of-{num_shards:05d}{suffix}"
 
 
 @dataclass(frozen=True)
@@ -267,9 +205,9 @@ def _check_example(check: ShardCheck, index: int, data: bytes, metadata: dict, d
             if got != shape:
                 check.add("decoded shape differs from height/width/channels", f"decoded {got}, recorded {shape}",
                           index)
-        if MASK_KEY in values:
+        if MASK in values:
             try:
-                mask_shape = tuple(int(d) for d in tf.io.decode_png(values[MASK_KEY], channels=0).shape)
+                mask_shape = tuple(int(d) for d in tf.io.decode_png(values[MASK], channels=0).shape)
             except Exception as e:
                 check.add("segmentation mask does not decode", f"{type(e).__name__}", index)
             else:
@@ -308,7 +246,7 @@ _LIST_FIELDS = {"bytes": "bytes_list", "int64": "int64_list", "float": "float_li
 
 def _image_at(values: dict, check: ShardCheck, index: int) -> bytes | None:
     """--image_mode path: the bytes at the record's image/uri, which must still be the ones it was built from."""
-    from transforms.load_images import read_bytes
+    from shardsmith.core.load_images import read_bytes
 
     uri = values["image/uri"].decode("utf-8", "replace")
     try:
@@ -382,21 +320,17 @@ def load_metadata(output_dir: str) -> dict:
     from apache_beam.io.filesystems import FileSystems
 
     output_dir = output_dir.rstrip("/")
-    path = f"{output_dir}/metadata.json"
-    if not FileSystems.exists(path):
-        what = "does not exist" if not FileSystems.exists(output_dir) else "holds no metadata.json"
-        raise UsageError(f"{output_dir} {what}: not a finished shardsmith dataset")
-    text = _read_text(path)
     try:
-        metadata = json.loads(text or "")
-    except json.JSONDecodeError as e:
-        raise UsageError(f"{path} is not valid JSON: {e}") from None
-    if not isinstance(metadata, dict) or not {"name", "splits", "labels", "features"} <= set(metadata):
-        raise UsageError(f"{path} is not a shardsmith metadata.json (no name, splits, labels, features)")
+        metadata = read_metadata(output_dir)
+    except MetadataMissing:
+        what = "does not exist" if not FileSystems.exists(output_dir) else "holds no metadata.json"
+        raise UsageError(f"{output_dir} {what}: not a finished shardsmith dataset") from None
+    except MetadataError as e:
+        raise UsageError(str(e)) from None
     try:
         dataset_dir(output_dir, metadata)
     except ValueError as e:
-        raise UsageError(f"{path}: {e}") from None
+        raise UsageError(f"{join(output_dir, METADATA_FILE)}: {e}") from None
     return metadata
 
 
@@ -404,7 +338,7 @@ def _check_dataset(output_dir: str, metadata: dict, shards: list[ShardCheck]) ->
     """Checks that need every shard's result, or only the folder: totals, names, listed files, side files."""
     from apache_beam.io.filesystems import FileSystems
 
-    from transforms.tfds_info import tfds_metadata_files
+    from shardsmith.format.tfds import tfds_metadata_files
 
     problems: list[Problem] = []
     meta = "metadata.json"
@@ -421,7 +355,7 @@ def _check_dataset(output_dir: str, metadata: dict, shards: list[ShardCheck]) ->
                                     f"{info.get('num_shards')} vs {len(entries)}"))
         for index, entry in enumerate(entries):
             listed.add(entry["file"])
-            want = expected_shard_name(metadata["name"], split, index, len(entries), compression)
+            want = shard_file_name(metadata["name"], split, index, len(entries), compression)
             if entry["file"] != want:
                 problems.append(Problem(meta, f"{split}: shard {index} is not named by the template",
                                         f"{entry['file']!r}, expected {want!r}"))
@@ -456,18 +390,18 @@ def _check_dataset(output_dir: str, metadata: dict, shards: list[ShardCheck]) ->
         base = m.path.rsplit("/", 1)[-1]
         if base not in listed:
             problems.append(Problem(base, "shard file in the folder is not listed in metadata.json"))
-    labels_txt = _read_text(f"{output_dir}/labels.txt")
+    labels_txt = _read_text(join(output_dir, LABELS_FILE))
     if labels_txt is None:
-        problems.append(Problem("labels.txt", "missing"))
-    elif _lines(labels_txt) != metadata["labels"]:
-        problems.append(Problem("labels.txt", "differs from metadata.json's labels"))
-    errors_text = _read_text(f"{output_dir}/errors.jsonl")
+        problems.append(Problem(LABELS_FILE, "missing"))
+    elif parse_labels(labels_txt.encode("utf-8")) != metadata["labels"]:
+        problems.append(Problem(LABELS_FILE, "differs from metadata.json's labels"))
+    errors_text = _read_text(join(output_dir, ERRORS_FILE))
     if errors_text is None:
-        problems.append(Problem("errors.jsonl", "missing"))
+        problems.append(Problem(ERRORS_FILE, "missing"))
     else:
-        lines = [line for line in _lines(errors_text) if line.strip()]
+        lines = [line for line in errors_text.split("\n") if line.strip()]
         if len(lines) != metadata.get("num_errors", len(lines)):
-            problems.append(Problem("errors.jsonl", "line count differs from num_errors",
+            problems.append(Problem(ERRORS_FILE, "line count differs from num_errors",
                                     f"{len(lines)} lines, metadata {metadata.get('num_errors')}"))
     for name, content in tfds_metadata_files(metadata).items():
         present = _read_text(f"{output_dir}/{name}")
@@ -478,11 +412,6 @@ def _check_dataset(output_dir: str, metadata: dict, shards: list[ShardCheck]) ->
         if not same:
             problems.append(Problem(name, "disagrees with metadata.json (TFDS would read other shards or counts)"))
     return problems
-
-
-def _lines(text: str) -> list[str]:
-    """Lines of a file shardsmith wrote: separated by "\\n" only (a label may hold U+2028 or a form feed)."""
-    return text.removesuffix("\n").split("\n") if text else []
 
 
 def _cores() -> int:

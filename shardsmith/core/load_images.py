@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TypeVar
 
-from transforms.records import is_remote
+from shardsmith.format.naming import is_remote
 
 VALIDATE_MODES = ("header", "decode")
 # Pillow's own default limit; larger images are error rows (decompression bombs), never an out-of-memory.

@@ -12,7 +12,7 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass
 
-from transforms.load_images import DEFAULT_MAX_PIXELS, ImageInfo, ImageRejected
+from shardsmith.core.load_images import DEFAULT_MAX_PIXELS, ImageInfo, ImageRejected
 
 REENCODE_FORMATS = ("none", "jpeg", "png")
 # Pillow's names of the formats tf.io.decode_image reads; others (TIFF, ...) are always re-encoded.

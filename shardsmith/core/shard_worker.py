@@ -1,5 +1,5 @@
-"""Shard writer processes for local runs: N plain Python processes (`python -m transforms.shard_worker`), each
-writing whole shards with transforms/shard_file.py, so that writing uses every core of the machine.
+"""Shard writer processes for local runs: N plain Python processes (`python -m shardsmith.core.shard_worker`), each
+writing whole shards with shardsmith/core/shard_file.py, so that writing uses every core of the machine.
 
 Why not Beam's multi_processing mode: its workers import Beam and every module of the graph (0.2 GB each, 0.7
 GB more where tensorflow-transform's steps land) and, measured here, start in seconds; these import Pillow,
@@ -9,7 +9,7 @@ __main__ module (here, the CLI and Beam) in every child.
 Jobs and replies are pickles framed by an 8-byte length on the worker's stdin and stdout. A worker that dies
 (killed, out of memory) fails the job that was on it, which fails the bundle: the runner's retry rewrites the
 shard from scratch, as for any other lost attempt. A build that dies takes its workers with it
-(transforms/lifeline.py): none renames a shard into place after the build is gone.
+(shardsmith/core/lifeline.py): none renames a shard into place after the build is gone.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import BinaryIO
 
-from transforms import faults, lifeline
+from shardsmith.core import faults, lifeline
 
 _LENGTH = struct.Struct("<Q")
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[1])
@@ -54,7 +54,7 @@ def _receive(stream: BinaryIO):
 def main() -> None:
     """The worker: (config, split, shard, rows) jobs in, ("ok", ShardOutcome) or ("error", text) replies out."""
     lifeline.die_with_parent()
-    from transforms.shard_file import write_shard_file
+    from shardsmith.core.shard_file import write_shard_file
 
     jobs = sys.stdin.buffer
     replies = os.fdopen(os.dup(1), "wb")

@@ -11,26 +11,8 @@ import operator
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-SPLITS = ("train", "validation", "test")
+from shardsmith.format.naming import SPLITS
 
-SPLIT_ALIASES = {
-    "train": "train",
-    "training": "train",
-    "validation": "validation",
-    "val": "validation",
-    "valid": "validation",
-    "eval": "validation",
-    "evaluation": "validation",
-    "test": "test",
-    "testing": "test",
-    "unassigned": "",  # AutoML Vision's word for "let the tool choose"
-}
-
-ERRORS_FILE = "errors.jsonl"
-METADATA_FILE = "metadata.json"
-LABELS_FILE = "labels.txt"
-# Every file is written under this prefix and renamed into place; such files are never part of a dataset.
-TEMP_PREFIX = ".shardsmith-tmp-"
 # Rows travel between stages in lists of up to this many: Beam's per-element cost (tens of microseconds on
 # the local runner, more than all the per-row work before the writer) is then paid once per batch.
 ROWS_PER_BATCH = 1024
@@ -44,22 +26,11 @@ def pickled_as_field_values(cls):
     return cls
 
 
-def is_remote(uri: str) -> bool:
-    """Whether a URI names an object store (gs://...), read through Beam's FileSystems; else a local path."""
-    return "://" in uri
-
-
 def placing_label_id(label_ids: Iterable[int], image_counts: Sequence[int]) -> int:
     """The label a row with several labels is placed by: the one carried by the fewest images of the rows the
     vocabulary was taken from (`image_counts`, by id), lower id on ties. Rare labels are then spread over the
     shards as evenly as common ones. The build, verify and inspect all use this one rule."""
     return min(label_ids, key=lambda i: (image_counts[i] if image_counts else 0, i))
-
-
-def canonical_split(value: str) -> str | None:
-    """Maps a split value as written (any case) to train/validation/test ("" for UNASSIGNED: to be chosen);
-    None when unknown."""
-    return SPLIT_ALIASES.get(value.strip().lower())
 
 
 Box = tuple[float, float, float, float]  # (xmin, ymin, xmax, ymax), normalized to [0, 1] of width and height

@@ -18,6 +18,7 @@ Plots use matplotlib's Agg backend (no display needed).
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import math
@@ -26,10 +27,10 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from pipeline.options import UsageError
-from transforms.build_folder import confined_file_name, dataset_dir
-from transforms.encode import BOX_KEYS, MASK_KEY
-from transforms.records import placing_label_id
+from shardsmith.core.rows import placing_label_id
+from shardsmith.errors import UsageError
+from shardsmith.format.build_folder import confined_file_name, dataset_dir
+from shardsmith.format.example import BOX_KEYS, MASK
 
 MAX_SHEET_LABELS = 40
 MAX_PLOT_POINTS = 50_000
@@ -176,8 +177,8 @@ def placed_label(feature, metadata: dict) -> int:
 
 def split_records(output_dir: str, metadata: dict, split: str, with_images: bool = False) -> Iterator[Record]:
     """Every record of a split in shard order, parsed with shardsmith's own Example class."""
-    from pipeline.verify import shard_records
-    from transforms.encode import example_class
+    from shardsmith.format.example import example_class
+    from shardsmith.read.verify import shard_records
 
     example_type = example_class()
     compression = metadata.get("compression", "none")
@@ -190,7 +191,7 @@ def split_records(output_dir: str, metadata: dict, split: str, with_images: bool
                 yield Record(index, placed_label(feature, metadata), filename)
                 continue
             yield Record(index, placed_label(feature, metadata), filename, _image_bytes(feature), _boxes(feature),
-                         feature[MASK_KEY].bytes_list.value[0] if MASK_KEY in feature else b"")
+                         feature[MASK].bytes_list.value[0] if MASK in feature else b"")
 
 
 def _boxes(feature) -> tuple:
@@ -205,7 +206,7 @@ def _image_bytes(feature) -> bytes:
     """The record's image: its bytes, or (--image_mode path) the file at image/uri; b"" if that is gone."""
     if "image/encoded" in feature:
         return feature["image/encoded"].bytes_list.value[0]
-    from transforms.load_images import read_bytes
+    from shardsmith.core.load_images import read_bytes
 
     try:
         return read_bytes(feature["image/uri"].bytes_list.value[0].decode(), 1 << 62)
@@ -327,22 +328,21 @@ def heatmap(metadata: dict, path: str) -> str:
 def manifest_order(metadata: dict) -> dict[str, list[tuple[int, int]]] | None:
     """URI as written -> [(source index, line)] from re-reading the manifests named in metadata.json, or None
     when they cannot be read."""
-    from pipeline.preflight import resolve_sources
-    from transforms.read_manifest import ManifestFormat, ReadSourceFn
+    from shardsmith.core.manifest import ManifestFormat, ManifestParser, resolve_sources
+    from shardsmith.core.rows import ManifestRow
 
-    options = metadata.get("options") or {}
     try:
-        sources = resolve_sources(tuple(options["manifests"]))
-        fmt = ManifestFormat(options.get("split_column", "split"), options.get("uri_column", "image_uri"),
-                             options.get("label_column", "label"),
-                             tuple(tuple(p) for p in options.get("path_map", [])))
-        reader = ReadSourceFn(fmt)
+        recorded = metadata.get("options") or {}
+        sources = resolve_sources(tuple(recorded["manifests"]))
+        # Only the order of the lines matters here: each line read as a plain row, whatever the task.
+        plain = dataclasses.replace(ManifestFormat.from_recorded(recorded), task="classification", features=(),
+                                    allowed_prefixes=())
+        parser = ManifestParser(plain)
         positions: dict[str, list[tuple[int, int]]] = {}
         for source in sources:
-            for batch in reader.process(source):
-                if isinstance(batch, list):  # rows; errors come as tagged outputs
-                    for row in batch:
-                        positions.setdefault(row.uri, []).append((row.source_index, row.line))
+            for row in parser.parse(source):
+                if isinstance(row, ManifestRow):
+                    positions.setdefault(row.uri, []).append((row.source_index, row.line))
     except Exception:
         return None
     return positions or None
@@ -377,7 +377,7 @@ def read_order(shards: list[list[int]], buffer: int, cycle_length: int, seed: in
     seed, file shuffling off)."""
     import tensorflow as tf
 
-    from pipeline.reader import interleave_and_shuffle
+    from shardsmith.read.load import interleave_and_shuffle
 
     shards = [s for s in shards if s]
     if not shards:
@@ -465,7 +465,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> str:
-    from pipeline.verify import load_metadata
+    from shardsmith.read.verify import load_metadata
 
     output_dir = args.output_dir.rstrip("/")
     metadata = load_metadata(output_dir)

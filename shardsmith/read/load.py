@@ -15,7 +15,6 @@ TensorFlow is imported inside the functions: `import pipeline` stays cheap.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 
 DEFAULT_CYCLE_LENGTH = 16  # shard files read at once; more hides object-store latency, each costs a buffer
@@ -27,20 +26,30 @@ BOX_LABEL_KEY = "image/object/class/label"
 
 
 def read_metadata(output_dir: str) -> dict:
-    """metadata.json of a finished dataset, read with tf.io.gfile (local or gs://)."""
+    """metadata.json of a finished dataset, read with tf.io.gfile (local or gs://); FileNotFoundError without
+    one."""
+    from shardsmith.format.metadata import MetadataMissing
+    from shardsmith.format.metadata import read_metadata as read
+
+    try:
+        return read(output_dir, read_bytes=_gfile_bytes)
+    except MetadataMissing as e:
+        raise FileNotFoundError(str(e)) from None
+
+
+def _gfile_bytes(path: str) -> bytes | None:
     import tensorflow as tf
 
-    path = f"{output_dir.rstrip('/')}/metadata.json"
     if not tf.io.gfile.exists(path):
-        raise FileNotFoundError(f"{output_dir} holds no finished shardsmith dataset: {path} does not exist")
+        return None
     with tf.io.gfile.GFile(path, "rb") as f:
-        return json.loads(f.read().decode("utf-8"))
+        return f.read()
 
 
 def split_shards(output_dir: str, metadata: dict, split: str) -> list[dict]:
     """The split's shard entries from metadata.json, in shard order, each with "path" added: the file in the
     build's folder. Raises ValueError for an unknown split or a file name that would leave the folder."""
-    from transforms.build_folder import confined_file_name, dataset_dir
+    from shardsmith.format.build_folder import confined_file_name, dataset_dir
 
     splits = metadata["splits"]
     if split not in splits:
@@ -190,7 +199,7 @@ def load(
     """
     import tensorflow as tf
 
-    from transforms.encode import BOX_KEYS, MASK_KEY
+    from shardsmith.format.example import BOX_KEYS, MASK
 
     if dtype not in ("uint8", "float32"):
         raise ValueError(f"dtype must be 'uint8' or 'float32', not {dtype!r}")
@@ -223,7 +232,7 @@ def load(
         example = parse_record(record, spec)
         encoded = example[IMAGE_KEY] if IMAGE_KEY in example else tf.io.read_file(example[URI_KEY])
         image = tf.io.decode_image(encoded, channels=channels, expand_animations=False)
-        mask = tf.io.decode_png(example[MASK_KEY], channels=1) if MASK_KEY in example else None
+        mask = tf.io.decode_png(example[MASK], channels=1) if MASK in example else None
         if size is not None:
             image = tf.image.resize(image, size, antialias=True)
             image = (tf.cast(tf.clip_by_value(tf.round(image), 0.0, 255.0), tf.uint8) if dtype == "uint8"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import io
 
-from transforms.load_images import ImageRejected
+from shardsmith.core.load_images import ImageRejected
 
 MASK_FORMAT = "png"
 

@@ -1,0 +1,74 @@
+"""The dataset's side files, read and written here only: metadata.json, labels.txt and errors.jsonl.
+
+`read_metadata` is the one reader of metadata.json (the build's summary, `load()`, `verify`, `inspect`, the
+output folder's scan); each caller turns MetadataError into its own kind of failure. Text files are UTF-8 and
+split on "\\n" only, so a label holding another Unicode line separator (U+2028, U+0085) reads back as written.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+
+from shardsmith.format.naming import METADATA_FILE, join
+
+# The keys every shardsmith metadata.json has; a JSON file without them is not one.
+REQUIRED_KEYS = frozenset({"name", "splits", "labels", "features"})
+
+
+class MetadataError(ValueError):
+    """metadata.json is missing, unreadable or not shardsmith's; the message says which, in one line."""
+
+
+class MetadataMissing(MetadataError):
+    """The folder holds no metadata.json: no finished dataset."""
+
+
+def read_metadata(folder: str, read_bytes: Callable[[str], bytes | None] | None = None) -> dict:
+    """The metadata.json of `folder` (a dataset, or one build's folder), parsed and checked to be shardsmith's.
+    `read_bytes(path)` returns a file's bytes or None when it does not exist (default: local files and gs://
+    through Beam's FileSystems, shardsmith.format.build_folder.read_bytes)."""
+    if read_bytes is None:
+        from shardsmith.format.build_folder import read_bytes
+    path = join(folder, METADATA_FILE)
+    data = read_bytes(path)
+    if data is None:
+        raise MetadataMissing(f"{folder.rstrip('/')} holds no finished shardsmith dataset: {path} does not exist")
+    return parse_metadata(data, path)
+
+
+def parse_metadata(data: bytes, path: str = METADATA_FILE) -> dict:
+    """metadata.json's bytes as a dict; MetadataError when they are not JSON or not shardsmith's."""
+    try:
+        metadata = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise MetadataError(f"{path} is not valid JSON: {e}") from None
+    if not isinstance(metadata, dict) or not set(metadata) >= REQUIRED_KEYS:
+        raise MetadataError(f"{path} is not a shardsmith metadata.json (no name, splits, labels, features)")
+    return metadata
+
+
+def metadata_bytes(metadata: dict) -> bytes:
+    """metadata.json as written: indented, keys in insertion order, UTF-8, a final newline."""
+    return (json.dumps(metadata, indent=2, sort_keys=False, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def labels_bytes(labels: Iterable[str]) -> bytes:
+    """labels.txt: one label per line, in id order."""
+    return "".join(label + "\n" for label in labels).encode("utf-8")
+
+
+def parse_labels(data: bytes) -> list[str]:
+    """labels.txt's labels, in id order."""
+    text = data.decode("utf-8")
+    return text.removesuffix("\n").split("\n") if text else []
+
+
+def errors_bytes(errors: Iterable[dict]) -> bytes:
+    """errors.jsonl: one JSON object per line (keys sorted, UTF-8 as is), in the order given."""
+    return "".join(json.dumps(e, ensure_ascii=False, sort_keys=True) + "\n" for e in errors).encode("utf-8")
+
+
+def parse_errors(data: bytes) -> list[dict]:
+    """errors.jsonl's objects, in file order. Raises ValueError (json.JSONDecodeError) on a line that is not JSON."""
+    return [json.loads(line) for line in data.decode("utf-8").split("\n") if line.strip()]

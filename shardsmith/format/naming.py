@@ -1,0 +1,55 @@
+"""Every name a dataset uses: its files, its build folders, its splits, and how a path says where it lives.
+
+The writer, the report, `load()`, `verify` and `inspect` import these; nothing else spells a file name.
+"""
+
+from __future__ import annotations
+
+import re
+
+METADATA_FILE = "metadata.json"
+LABELS_FILE = "labels.txt"
+ERRORS_FILE = "errors.jsonl"
+# Every file is written under this prefix and renamed into place; such files are never part of a dataset.
+TEMP_PREFIX = ".shardsmith-tmp-"
+BUILDS_DIR = "builds"
+BUILD_RECORD = "build.json"
+LOCK_FILE = ".shardsmith-lock"
+BUILD_ID = re.compile(r"\d{8}T\d{6}Z-[0-9a-f]{8}")
+TRANSFORM_DIRS = ("transform_fn", "transformed_metadata")  # tf.transform's outputs, in a build's folder
+
+SPLITS = ("train", "validation", "test")
+SPLIT_ALIASES = {
+    "train": "train",
+    "training": "train",
+    "validation": "validation",
+    "val": "validation",
+    "valid": "validation",
+    "eval": "validation",
+    "evaluation": "validation",
+    "test": "test",
+    "testing": "test",
+    "unassigned": "",  # AutoML Vision's word for "let the tool choose"
+}
+
+
+def canonical_split(value: str) -> str | None:
+    """Maps a split value as written (any case) to train/validation/test ("" for UNASSIGNED: to be chosen);
+    None when unknown."""
+    return SPLIT_ALIASES.get(value.strip().lower())
+
+
+def shard_file_name(name: str, split: str, shard: int, num_shards: int, compression: str) -> str:
+    """`<name>-<split>.tfrecord-SSSSS-of-NNNNN`, with `.gz` for gzip: TFDS's file template, so TFDS reads it."""
+    suffix = ".gz" if compression == "gzip" else ""
+    return f"{name}-{split}.tfrecord-{shard:05d}-of-{num_shards:05d}{suffix}"
+
+
+def is_remote(uri: str) -> bool:
+    """Whether a URI names an object store (gs://...), read through Beam's FileSystems; else a local path."""
+    return "://" in uri
+
+
+def join(folder: str, *names: str) -> str:
+    """`folder/name/...` with one slash between parts, for local paths and gs:// URIs alike."""
+    return "/".join([folder.rstrip("/"), *names])

@@ -1,0 +1,41 @@
+"""Stage 1b (detection): the box lines of one image become one row, before any placement.
+
+A detection manifest holds one line per box; this stage groups the lines by (manifest, image URI) and merges
+them (shardsmith.core.annotations.merge_box_rows), or rejects every line of an image when one of its boxes is
+bad. Memory: the lines of one image at a time; rows only, never image bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+import apache_beam as beam
+
+from shardsmith.core.annotations import merge_box_rows
+from shardsmith.core.rows import ROWS_PER_BATCH, ErrorRow, ManifestRow
+from transforms import ERRORS, StageOutputs
+
+
+def _merged(lines: Iterable[ManifestRow], delimiter: str) -> Iterator:
+    for item in merge_box_rows(lines, delimiter):
+        yield beam.pvalue.TaggedOutput(ERRORS, item) if isinstance(item, ErrorRow) else item
+
+
+class GroupBoxRows(beam.PTransform):
+    """RowBatches of box lines -> RowBatches of images (rows merged per manifest and image URI), with
+    ErrorRows on the `errors` output. Memory: the lines of one image at a time, never image bytes."""
+
+    def __init__(self, delimiter: str):
+        super().__init__()
+        self._delimiter = delimiter
+
+    def expand(self, batches):
+        merged = (
+            batches
+            | "KeyByImage" >> beam.FlatMap(lambda batch: (((r.source_index, r.resolved_uri), r) for r in batch))
+            | "LinesOfImage" >> beam.GroupByKey()
+            | "MergeLines" >> beam.FlatMap(lambda item: _merged(item[1], self._delimiter))
+            .with_outputs(ERRORS, main="rows")
+        )
+        rows = merged.rows | "BatchImages" >> beam.BatchElements(min_batch_size=1, max_batch_size=ROWS_PER_BATCH)
+        return StageOutputs(rows, merged[ERRORS])
