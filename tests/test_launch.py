@@ -330,8 +330,16 @@ def test_flex_template_metadata_validates_every_parameter_with_regexes():
     assert {p["name"] for p in parameters if not p["isOptional"]} == {"manifest", "output_dir", "name"}
 
 
-def test_template_parameters_are_the_build_flags_and_launch_sh_knows_them():
-    from pipeline import cli
+def test_flex_template_files_are_generated_from_the_build_flags():
+    from pipeline import flex_template
+
+    for path, text in flex_template.generated().items():
+        assert path.read_text() == text, f"{path.name} is out of date with the build flags: run " \
+                                         f"`{flex_template.COMMAND}`"
+
+
+def test_template_parameters_are_the_build_flags(monkeypatch):
+    from pipeline import cli, flex_template
 
     names = {p["name"] for p in json.loads(METADATA.read_text())["parameters"]}
     subcommands = next(a for a in cli._parser()._actions if isinstance(a, argparse._SubParsersAction))
@@ -339,11 +347,10 @@ def test_template_parameters_are_the_build_flags_and_launch_sh_knows_them():
     local_only = {"writer_processes"}  # remote runners spread shards over their own workers
     flags_of_build = {action.dest for action in build._actions
                       if action.option_strings and action.dest not in {"help", *local_only}}
-    assert names == flags_of_build, "a build flag is missing from the Flex Template (or the reverse): update " \
-                                    "pipeline/flex_template_metadata.json and TEMPLATE_PARAMETERS in launch.sh"
-    text = LAUNCH.read_text()
-    listed = re.search(r'TEMPLATE_PARAMETERS=" ([^"]*) "', text).group(1).split()
-    assert set(listed) == names
+    assert names == flags_of_build
+    monkeypatch.delitem(flex_template.TABLE, "seed")
+    with pytest.raises(ValueError, match=r"flags without a row: \['seed'\]"):
+        flex_template.metadata()
 
 
 def test_entrypoint_turns_one_value_parameters_into_build_flags():
