@@ -140,6 +140,11 @@ def test_template_parameters_from_build_flags():
                      "break_lock=false"]
 
 
+def test_every_parameter_of_the_template_passes():
+    items = template_parameters([f"--{name}=x" for name in TEMPLATE.names], TEMPLATE)
+    assert [item.split("=")[0] for item in items] == list(TEMPLATE.names)
+
+
 @pytest.mark.parametrize("args, message", [
     (["--manifest", "gs://b/m.csv", "--name", "n"], r"missing --output_dir \(a required template parameter\)"),
     (["pets"], "unexpected argument: pets"),

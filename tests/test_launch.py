@@ -1,6 +1,7 @@
-"""launch.sh's Dataflow commands (image, dataflow, template, run-template), proved by their --dry-run output:
-the exact commands, one a line, with nothing run and no .venv made. Also the Flex Template metadata (every
-parameter validated by a regex), the entry point that the template and Airflow call, and the Dockerfile's pins.
+"""The Dataflow commands (image, dataflow, template, run-template) as `bash launch.sh COMMAND` runs them (it hands
+over to pipeline/cloud/, unit-tested in tests/test_cloud.py), proved by their --dry-run output: the exact commands,
+one a line, with nothing run and no .venv made. Also the Flex Template metadata (generated from the build flags,
+every parameter validated by a regex), the entry point that the template and Airflow call, and the Dockerfile's pins.
 """
 
 from __future__ import annotations

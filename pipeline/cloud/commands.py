@@ -1,7 +1,7 @@
 """The four cloud commands, each as the steps (argv lists) it runs: gcloud, docker, or shardsmith's own build.
 
-Guarantees: the steps are a function of the settings and the passed arguments only; nothing here runs them
-(steps.py does). `image` builds from this checkout (its Dockerfile); `template` uses this checkout's
+Guarantees: the steps follow from the settings, the passed arguments and this checkout; nothing here runs
+them (steps.py does). `image` builds from this checkout (its Dockerfile); `template` uses this checkout's
 pipeline/flex_template_metadata.json; `dataflow` and `run-template` accept only gs:// manifests and output
 folders, since Dataflow's workers cannot read the launching machine's files.
 """

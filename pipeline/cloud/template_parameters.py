@@ -33,8 +33,11 @@ class Template:
     @classmethod
     def load(cls) -> Template:
         """The parameters of the template built from this checkout's metadata file."""
-        parameters = json.loads(METADATA_FILE.read_text())["parameters"]
-        kinds = json.loads(FLAGS_FILE.read_text())
+        try:
+            parameters = json.loads(METADATA_FILE.read_text())["parameters"]
+            kinds = json.loads(FLAGS_FILE.read_text())
+        except FileNotFoundError as e:
+            raise UsageError(f"{e.filename} is missing: the cloud commands run from a shardsmith checkout") from None
         return cls(tuple(p["name"] for p in parameters), tuple(p["name"] for p in parameters if not p["isOptional"]),
                    frozenset(kinds["list"]), frozenset(kinds["boolean"]))
 
