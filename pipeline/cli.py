@@ -1,5 +1,7 @@
 """The `shardsmith` command: `build` runs the pipeline, `sample` writes the demo dataset, `verify` reads a
-dataset back and checks every record, `inspect` reports on one (and draws PNGs).
+dataset back and checks every record, `inspect` reports on one (and draws PNGs); `image`, `dataflow`,
+`template` and `run-template` build and run it on Google Cloud (pipeline/cloud/, which needs neither Beam nor
+TensorFlow: they are imported only by the commands that use them).
 
 `run(argv)` follows Beam's examples: shardsmith's own flags are parsed here and every flag argparse does not
 know (`--runner`, `--direct_running_mode`, `--project`, ...) passes through to `PipelineOptions`.
@@ -19,7 +21,7 @@ import tempfile
 import time
 import traceback
 
-from pipeline.options import UsageError, add_build_arguments, build_options_from
+from pipeline.cloud import COMMANDS as CLOUD_COMMANDS
 
 DEBUG_ENV = "SHARDSMITH_DEBUG"
 _LOG = logging.getLogger("shardsmith")
@@ -29,8 +31,12 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="shardsmith",
         description="Balanced, shuffled, sharded TFRecords from an image manifest, with Apache Beam.",
+        epilog="the Google Cloud commands' settings: shardsmith COMMAND --help",
     )
-    commands = parser.add_subparsers(dest="command", required=True, metavar="{build,sample,verify,inspect,schema}")
+    from pipeline.options import add_build_arguments
+
+    commands = parser.add_subparsers(dest="command", required=True,
+                                     metavar="{build,sample,verify,inspect,schema," + ",".join(CLOUD_COMMANDS) + "}")
     build = commands.add_parser(
         "build", help="build TFRecord shards from a manifest or a folder",
         description="Build TFRecord shards. Flags not listed here (--runner, --direct_running_mode, "
@@ -56,6 +62,8 @@ def _parser() -> argparse.ArgumentParser:
         "schema", help="print --feature flags for a manifest's extra columns (types inferred from its first rows)",
         description="Infers the type of each column shardsmith does not read itself and prints the --feature "
                     "flags to copy into `shardsmith build`."))
+    for name, line in CLOUD_COMMANDS.items():  # listed here; `main` hands them to pipeline.cloud
+        commands.add_parser(name, help=line, add_help=False)
     return parser
 
 
@@ -84,6 +92,8 @@ def _temp_dir_for(given: str | None, beam_options) -> tuple[str, bool]:
 
 def build(argv: list[str]) -> dict:
     """Parses `build` arguments, runs the pipeline to completion and returns metadata.json as a dict."""
+    from pipeline.options import build_options_from
+
     parser = _parser()
     args, beam_args = parser.parse_known_args(["build", *argv])
     options = build_options_from(args)
@@ -171,9 +181,14 @@ def sample(argv: list[str]) -> str:
     return manifest
 
 
-def run(argv: list[str] | None = None) -> dict | str:
-    """Runs a subcommand and returns its result; raises on failure (see `main` for the exit codes)."""
+def run(argv: list[str] | None = None) -> dict | str | int:
+    """Runs a subcommand and returns its result (a cloud command's: its exit status); raises on failure (see
+    `main` for the exit codes)."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in CLOUD_COMMANDS:
+        from pipeline.cloud.cli import main as cloud_main
+
+        return cloud_main(argv)
     if not argv or argv[0] not in ("build", "sample", "verify", "inspect", "schema"):
         _parser().parse_args(argv)  # prints usage and exits
     command, rest = argv[0], argv[1:]
@@ -204,6 +219,13 @@ def _one_line(error: BaseException) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in CLOUD_COMMANDS:  # before Beam is imported; these report their own mistakes
+        from pipeline.cloud.cli import main as cloud_main
+
+        return cloud_main(argv)
+    from pipeline.options import UsageError
+
     try:
         result = run(argv)
         return 0 if getattr(result, "ok", True) else 1  # verify: the verdict line is already printed

@@ -12,28 +12,32 @@ spells shardsmith's repeatable and boolean flags differently, and this module tu
   --feature=age:int,tags:string_list     ->  --feature=age:int --feature=tags:string_list
   --overwrite=true / --overwrite=false   ->  --overwrite / (nothing); --break_lock the same
 
+Which flags are lists and which are switches is read from the parser that defines them (pipeline/flags.py:
+action="append" and action="store_true"), so a new repeatable or boolean build flag needs no change here.
 Every other argument passes unchanged to `shardsmith build` (pipeline.cli), whose unknown flags go to Beam.
-The template's parameters and their validation regexes are in pipeline/flex_template_metadata.json.
+The template's parameters and their validation regexes are in pipeline/flex_template_metadata.json, generated
+from the same parser (pipeline/flex_template.py).
 """
 
 from __future__ import annotations
 
 import sys
 
-LIST_PARAMETERS = ("manifest", "path_map", "feature")
-BOOLEAN_PARAMETERS = ("overwrite", "break_lock")
+from pipeline.flags import BOOLEAN, LIST, names_of
+
 TRUE_VALUES = ("true", "1", "yes")
 FALSE_VALUES = ("false", "0", "no", "")
 
 
 def to_build_args(argv: list[str]) -> list[str]:
     """The launcher's `--name=value` arguments as `shardsmith build` arguments."""
+    lists, booleans = names_of(LIST), names_of(BOOLEAN)
     args: list[str] = []
     for arg in argv:
         key, has_value, value = arg[2:].partition("=") if arg.startswith("--") else ("", "", "")
-        if has_value and key in LIST_PARAMETERS:
+        if has_value and key in lists:
             args += [f"--{key}={item.strip()}" for item in value.split(",") if item.strip()]
-        elif has_value and key in BOOLEAN_PARAMETERS:
+        elif has_value and key in booleans:
             if value.strip().lower() in TRUE_VALUES:
                 args.append(f"--{key}")
             elif value.strip().lower() not in FALSE_VALUES:

@@ -1,6 +1,7 @@
-"""launch.sh's Dataflow commands (image, dataflow, template, run-template), proved by their --dry-run output:
-the exact commands, one a line, with nothing run and no .venv made. Also the Flex Template metadata (every
-parameter validated by a regex), the entry point that the template and Airflow call, and the Dockerfile's pins.
+"""The Dataflow commands (image, dataflow, template, run-template) as `bash launch.sh COMMAND` runs them (it hands
+over to pipeline/cloud/, unit-tested in tests/test_cloud.py), proved by their --dry-run output: the exact commands,
+one a line, with nothing run and no .venv made. Also the Flex Template metadata (generated from the build flags,
+every parameter validated by a regex), the entry point that the template and Airflow call, and the Dockerfile's pins.
 """
 
 from __future__ import annotations
@@ -266,13 +267,21 @@ def test_help_documents_every_command_and_setting():
     result = launch("--help")
     assert result.returncode == 0
     for word in ("image", "dataflow", "template", "run-template", "airflow-env", "demo", "local", "test", "install",
-                 "--dry-run", "--config", "--no_public_ips", "--no_wait_until_finish"):
+                 "bash launch.sh COMMAND --help"):
         assert word in result.stdout, word
+    cloud = launch("dataflow", "--help")  # the cloud commands' own help (pipeline/cloud/help.py)
+    assert cloud.returncode == 0 and cloud.stderr == ""
+    for word in ("image", "dataflow", "template", "run-template", "--dry-run", "--config", "--no_public_ips",
+                 "--no_wait_until_finish", "--max_num_workers", "--service_account_email", "--worker_machine_type",
+                 "--sdk_container_image", "--no_use_public_ips", "--manifest, --feature or --path_map",
+                 "--overwrite or --break_lock"):
+        assert word in cloud.stdout, word
     for key in ("PROJECT", "REGION", "BUCKET", "TEMP_LOCATION", "STAGING_LOCATION", "TEMPLATE_FILE", "IMAGE",
                 "REPOSITORY", "IMAGE_TAG", "BUILDER", "SERVICE_ACCOUNT", "MACHINE_TYPE", "MAX_WORKERS",
                 "NUM_WORKERS", "NETWORK", "SUBNETWORK", "NO_PUBLIC_IPS", "JOB_NAME", "LABELS", "CONFIG", "DRY_RUN"):
-        assert f"SHARDSMITH_{key}" in result.stdout, key
-    assert launch("dataflow", "--help").stdout == result.stdout
+        assert f"SHARDSMITH_{key}" in cloud.stdout, key
+    for command in ("image", "template", "run-template"):
+        assert launch(command, "--dry-run", "--help").stdout == cloud.stdout
     assert launch().returncode == 2 and launch("nonsense").returncode == 2
 
 
@@ -330,8 +339,16 @@ def test_flex_template_metadata_validates_every_parameter_with_regexes():
     assert {p["name"] for p in parameters if not p["isOptional"]} == {"manifest", "output_dir", "name"}
 
 
-def test_template_parameters_are_the_build_flags_and_launch_sh_knows_them():
-    from pipeline import cli
+def test_flex_template_files_are_generated_from_the_build_flags():
+    from pipeline import flex_template
+
+    for path, text in flex_template.generated().items():
+        assert path.read_text() == text, f"{path.name} is out of date with the build flags: run " \
+                                         f"`{flex_template.COMMAND}`"
+
+
+def test_template_parameters_are_the_build_flags(monkeypatch):
+    from pipeline import cli, flex_template
 
     names = {p["name"] for p in json.loads(METADATA.read_text())["parameters"]}
     subcommands = next(a for a in cli._parser()._actions if isinstance(a, argparse._SubParsersAction))
@@ -339,11 +356,10 @@ def test_template_parameters_are_the_build_flags_and_launch_sh_knows_them():
     local_only = {"writer_processes"}  # remote runners spread shards over their own workers
     flags_of_build = {action.dest for action in build._actions
                       if action.option_strings and action.dest not in {"help", *local_only}}
-    assert names == flags_of_build, "a build flag is missing from the Flex Template (or the reverse): update " \
-                                    "pipeline/flex_template_metadata.json and TEMPLATE_PARAMETERS in launch.sh"
-    text = LAUNCH.read_text()
-    listed = re.search(r'TEMPLATE_PARAMETERS=" ([^"]*) "', text).group(1).split()
-    assert set(listed) == names
+    assert names == flags_of_build
+    monkeypatch.delitem(flex_template.TABLE, "seed")
+    with pytest.raises(ValueError, match=r"flags without a row: \['seed'\]"):
+        flex_template.metadata()
 
 
 def test_entrypoint_turns_one_value_parameters_into_build_flags():

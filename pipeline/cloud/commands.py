@@ -1,0 +1,117 @@
+"""The four cloud commands, each as the steps (argv lists) it runs: gcloud, docker, or shardsmith's own build.
+
+Guarantees: the steps follow from the settings, the passed arguments and this checkout; nothing here runs
+them (steps.py does). `image` builds from this checkout (its Dockerfile); `template` uses this checkout's
+pipeline/flex_template_metadata.json; `dataflow` and `run-template` accept only gs:// manifests and output
+folders, since Dataflow's workers cannot read the launching machine's files.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+from pipeline.cloud import UsageError
+from pipeline.cloud.settings import Settings
+from pipeline.cloud.template_parameters import METADATA_FILE, Template, parameters_flag, template_parameters
+
+ROOT = Path(__file__).resolve().parents[2]  # the checkout: the Docker build context
+
+
+def default_tag() -> str:
+    """The image tag when none is set: the checkout's git commit (12 hex digits), else the package version."""
+    try:
+        commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short=12", "HEAD"], capture_output=True,
+                                text=True).stdout.strip()
+    except OSError:  # no git
+        commit = ""
+    if commit:
+        return commit
+    version = re.search(r'^version *= *"(.*)"', (ROOT / "pyproject.toml").read_text(), re.M)
+    return version.group(1) if version else ""
+
+
+def _no_arguments(passed: list[str], hint: str = "") -> None:
+    if passed:
+        raise UsageError(f"unexpected argument: {passed[0]}{hint}")
+
+
+def _require_remote_paths(passed: list[str]) -> None:
+    """Every --manifest and --output_dir among the passed arguments is a gs:// path."""
+    for flag in ("manifest", "output_dir"):
+        for i, arg in enumerate(passed):
+            if arg.startswith(f"--{flag}="):
+                value = arg.split("=", 1)[1]
+            elif arg == f"--{flag}" and i + 1 < len(passed):
+                value = passed[i + 1]
+            else:
+                continue
+            if value and not value.startswith("gs://"):
+                raise UsageError(f"--{flag} {value}: Dataflow workers read and write Cloud Storage only; use a gs:// "
+                                 "path")
+
+
+def image(s: Settings, passed: list[str], python: str) -> list[list[str]]:
+    _no_arguments(passed)
+    if s.builder == "cloudbuild":
+        # Cloud Build builds the Dockerfile in the cloud and pushes the image; TensorFlow makes a big layer.
+        return [["gcloud", "builds", "submit", str(ROOT), f"--project={s.project}", f"--region={s.region}",
+                 f"--tag={s.image}", "--timeout=3600s", "--machine-type=e2-highcpu-8", "--ignore-file=.dockerignore"]]
+    host = s.image.split("/", 1)[0]
+    login = [["gcloud", "auth", "configure-docker", host, "--quiet"]] if host.endswith((".pkg.dev", "gcr.io")) else []
+    # Dataflow workers are x86-64: build for that platform whatever the local machine is.
+    return [*login, ["docker", "build", "--platform=linux/amd64", f"--tag={s.image}", str(ROOT)],
+            ["docker", "push", s.image]]
+
+
+def dataflow(s: Settings, passed: list[str], python: str) -> list[list[str]]:
+    _require_remote_paths(passed)
+    build = [python, "-m", "pipeline", "build", *passed, "--runner=DataflowRunner", f"--project={s.project}",
+             f"--region={s.region}", f"--temp_location={s.temp_location}",
+             f"--staging_location={s.staging_location}", f"--sdk_container_image={s.image}",
+             f"--job_name={s.job_name}"]
+    build += _given((("--service_account_email=", s.service_account), ("--machine_type=", s.machine_type),
+                     ("--num_workers=", s.num_workers), ("--max_num_workers=", s.max_workers),
+                     ("--network=", s.network), ("--subnetwork=", s.subnetwork)))
+    build += ["--no_use_public_ips"] if s.no_public_ips else []
+    build += [f"--labels={label}" for label in s.label_list]
+    return [build]
+
+
+def _given(flags: tuple[tuple[str, str], ...]) -> list[str]:
+    return [flag + value for flag, value in flags if value]
+
+
+def environment_flags(s: Settings) -> list[str]:
+    """Worker settings of `flex-template build` (the template's defaults) and `flex-template run`."""
+    flags = _given((("--staging-location=", s.staging_location), ("--temp-location=", s.temp_location),
+                    ("--service-account-email=", s.service_account), ("--worker-machine-type=", s.machine_type),
+                    ("--num-workers=", s.num_workers), ("--max-workers=", s.max_workers),
+                    ("--network=", s.network), ("--subnetwork=", s.subnetwork)))
+    if s.no_public_ips:
+        flags.append("--disable-public-ips")
+    return flags + _given((("--additional-user-labels=", s.labels),))
+
+
+def template(s: Settings, passed: list[str], python: str) -> list[list[str]]:
+    _no_arguments(passed, " (parameters are given to run-template)")
+    return [["gcloud", "dataflow", "flex-template", "build", s.template_file, f"--project={s.project}",
+             f"--image={s.image}", "--sdk-language=PYTHON", f"--metadata-file={METADATA_FILE}",
+             *environment_flags(s)]]
+
+
+def run_template(s: Settings, passed: list[str], python: str) -> list[list[str]]:
+    _require_remote_paths(passed)
+    items = template_parameters(passed, Template.load())
+    # The worker image is a Beam pipeline option that the launcher passes on, not a template parameter.
+    items.append(f"sdk_container_image={s.image}")
+    return [["gcloud", "dataflow", "flex-template", "run", s.job_name, f"--project={s.project}",
+             f"--region={s.region}", f"--template-file-gcs-location={s.template_file}", *environment_flags(s),
+             parameters_flag(items)]]
+
+
+STEPS: dict[str, Callable[[Settings, list[str], str], list[list[str]]]] = {
+    "image": image, "dataflow": dataflow, "template": template, "run-template": run_template,
+}
