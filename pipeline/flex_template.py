@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.flags import BOOLEAN, LIST, BuildFlag, build_flags
-from transforms.annotations import FEATURE_TYPES
-from transforms.build_lock import LOCK_STALE_AFTER_S
-from transforms.records import SPLIT_ALIASES
+from shardsmith.core.annotations import FEATURE_TYPES
+from shardsmith.core.build_lock import LOCK_STALE_AFTER_S
+from shardsmith.format.naming import SPLIT_ALIASES
 
 HERE = Path(__file__).resolve().parent
 METADATA_FILE = HERE / "flex_template_metadata.json"
