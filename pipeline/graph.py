@@ -35,33 +35,33 @@ def build_graph(pipeline: beam.Pipeline, options: BuildOptions, sources: list[So
     read_rows, manifest_errors = (
         pipeline
         | "ListSources" >> beam.Create(sources)
-        | "ReadManifest" >> ReadManifest(options.manifest_format)
+        | "ReadManifest" >> ReadManifest(options.manifest)
     )
     images, stage_errors = read_rows, [manifest_errors]
-    if options.task == "detection":
-        images, box_errors = read_rows | "GroupBoxRows" >> GroupBoxRows(options.list_delimiter)
+    if options.manifest.task == "detection":
+        images, box_errors = read_rows | "GroupBoxRows" >> GroupBoxRows(options.manifest.list_delimiter)
         stage_errors.append(box_errors)
-    rows = images | "AssignSplits" >> beam.Map(assign_splits, options.split_ratios, options.seed)
-    sized = rows | "LookupSizes" >> LookupSizes(options.max_image_bytes)
+    placement, records = options.placement, options.records
+    rows = images | "AssignSplits" >> beam.Map(assign_splits, placement.split_ratios, placement.seed)
+    sized = rows | "LookupSizes" >> LookupSizes(records.max_image_bytes)
     candidates = sized.rows
     stage_errors.append(sized.errors)
-    if options.on_duplicate == "drop":
-        distinct = candidates | "DropDuplicates" >> DropDuplicates(options.max_image_bytes)
+    if options.checks.on_duplicate == "drop":
+        distinct = candidates | "DropDuplicates" >> DropDuplicates(records.max_image_bytes)
         candidates = distinct.rows
         stage_errors.append(distinct.errors)
     vocabulary = candidates | "ComputeVocabulary" >> ComputeVocabulary()
     labelled = candidates | "AttachLabelIds" >> AttachLabelIds(vocabulary)
-    spec = ShardSpec(options.num_shards, int(options.target_shard_mb * MIB))
-    shard_groups, plan = labelled.rows | "PlaceRows" >> PlaceRows(options.seed, spec)
+    spec = ShardSpec(placement.num_shards, int(placement.target_shard_mb * MIB))
+    shard_groups, plan = labelled.rows | "PlaceRows" >> PlaceRows(placement.seed, spec)
     written = shard_groups | "WriteShards" >> WriteShards(
-        WriterConfig(files_dir, options.name, options.validate, options.compression,
-                     options.max_image_bytes, options.max_pixels, options.image_mode, options.reencoding),
+        WriterConfig(output_dir=files_dir, name=options.name, records=records),
         writer_processes,
         while_writing=start_importing_tensorflow if writer_processes else None,
     )
-    if options.features:
+    if options.manifest.features:
         transform_written = labelled.rows | "AnalyzeRows" >> AnalyzeRows(
-            vocabulary, files_dir, temp_dir, options.task, options.features)
+            vocabulary, files_dir, temp_dir, options.manifest.task, options.manifest.features)
     else:
         transform_written = vocabulary | "AnalyzeLabels" >> AnalyzeLabels(
             files_dir, temp_dir, after=written.shards if writer_processes else None
@@ -73,8 +73,11 @@ def build_graph(pipeline: beam.Pipeline, options: BuildOptions, sources: list[So
         read_rows | "RowsPerBatch" >> beam.Map(len),
         manifest_errors | "OnePerManifestError" >> beam.Map(lambda _: 1),
     ) | "AllInputRows" >> beam.Flatten()
-    report = ReportConfig(options.output_dir, options.name, options.seed, options.max_error_fraction,
-                          options.recorded(), options.on_duplicate, build_id, options.keep_builds)
+    report = ReportConfig(
+        output_dir=options.output_dir, build_id=build_id, name=options.name, seed=placement.seed,
+        checks=options.checks, records=records, task=options.manifest.task, features=options.manifest.features,
+        recorded_options=options.recorded(), keep_builds=options.keep_builds,
+    )
     return {
         "shards": written.shards,
         "plan": plan,

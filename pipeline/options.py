@@ -5,82 +5,67 @@ from __future__ import annotations
 import argparse
 import os
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from shardsmith.core.annotations import FEATURE_TYPES
 from shardsmith.core.build_lock import LOCK_STALE_AFTER_S
 from shardsmith.core.load_images import DEFAULT_MAX_PIXELS, VALIDATE_MODES
 from shardsmith.core.manifest import ManifestFormat
 from shardsmith.core.reencode import DEFAULT_JPEG_QUALITY, REENCODE_FORMATS, Reencoding
-from shardsmith.core.shard_file import ON_DUPLICATE_MODES
+from shardsmith.core.settings import (
+    DEFAULT_MAX_ERROR_FRACTION,
+    DEFAULT_MAX_IMAGE_BYTES,
+    DEFAULT_SEED,
+    DEFAULT_TARGET_SHARD_MB,
+    ON_DUPLICATE_MODES,
+    CheckSettings,
+    PlacementSettings,
+    RecordSettings,
+)
 from shardsmith.errors import UsageError
 from shardsmith.format.build_folder import DEFAULT_KEEP_BUILDS
 from shardsmith.format.example import IMAGE_MODES, TASKS
 from shardsmith.format.naming import SPLITS, canonical_split, is_remote
 
-DEFAULT_SEED = 42
-DEFAULT_TARGET_SHARD_MB = 128
-DEFAULT_MAX_ERROR_FRACTION = 0.05
-DEFAULT_MAX_IMAGE_BYTES = 64 << 20
 DATASET_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")  # the whole name: use fullmatch
 
 
 @dataclass(frozen=True)
 class BuildOptions:
+    """`shardsmith build`'s options, composed of the settings each stage takes whole (shardsmith/core/settings.py
+    and ManifestFormat), plus what only the launcher uses (the output folder's lock and scratch space)."""
+
     manifests: tuple[str, ...]
     output_dir: str
     name: str
-    split_column: str
-    uri_column: str
-    label_column: str
-    path_map: tuple[tuple[str, str], ...]
-    split_ratios: tuple[float, float, float]
-    seed: int
-    num_shards: tuple[tuple[str, int], ...]
-    target_shard_mb: float
-    validate: str
-    compression: str
-    max_error_fraction: float
-    max_image_bytes: int
-    max_pixels: int
-    overwrite: bool
-    temp_dir: str | None
-    on_duplicate: str = "keep"
-    allowed_prefixes: tuple[str, ...] = ()
+    manifest: ManifestFormat
+    placement: PlacementSettings
+    records: RecordSettings
+    checks: CheckSettings
+    overwrite: bool = False
+    temp_dir: str | None = None
     writer_processes: int = -1  # local runs only; -1: one per core (see pipeline/runner.py)
-    image_mode: str = "bytes"
-    max_side: int = 0
-    reencode: str = "none"
-    jpeg_quality: int = DEFAULT_JPEG_QUALITY
-    task: str = "classification"
-    list_delimiter: str = ";"
-    mask_column: str = "mask_uri"
-    features: tuple[tuple[str, str], ...] = ()  # (column name, --feature type)
     break_lock: bool = False
     keep_builds: int = DEFAULT_KEEP_BUILDS
 
-    @property
-    def reencoding(self) -> Reencoding:
-        return Reencoding(self.max_side, self.reencode, self.jpeg_quality)
-
-    @property
-    def manifest_format(self) -> ManifestFormat:
-        return ManifestFormat(self.split_column, self.uri_column, self.label_column, self.path_map,
-                              self.allowed_prefixes, self.task, self.list_delimiter, self.mask_column,
-                              self.features)
-
     def recorded(self) -> dict:
-        """The options as recorded in metadata.json: what shapes the output, not where it ran."""
-        recorded = asdict(self)
-        for key in ("overwrite", "temp_dir", "output_dir", "writer_processes", "break_lock", "keep_builds"):
-            recorded.pop(key)
-        recorded["path_map"] = [list(p) for p in self.path_map]
-        recorded["num_shards"] = dict(self.num_shards)
-        recorded["split_ratios"] = list(self.split_ratios)
-        recorded["manifests"] = list(self.manifests)
-        recorded["allowed_prefixes"] = list(self.allowed_prefixes)
-        recorded["features"] = [list(f) for f in self.features]
-        return recorded
+        """The options as recorded in metadata.json: what shapes the output, not where it ran. Written, never
+        read back by the build."""
+        fmt, placement, records, checks = self.manifest, self.placement, self.records, self.checks
+        reencoding = records.reencoding
+        return {
+            "manifests": list(self.manifests), "name": self.name,
+            "split_column": fmt.split_column, "uri_column": fmt.uri_column, "label_column": fmt.label_column,
+            "path_map": [list(p) for p in fmt.path_map], "split_ratios": list(placement.split_ratios),
+            "seed": placement.seed, "num_shards": dict(placement.num_shards),
+            "target_shard_mb": placement.target_shard_mb, "validate": records.validate,
+            "compression": records.compression, "max_error_fraction": checks.max_error_fraction,
+            "max_image_bytes": records.max_image_bytes, "max_pixels": records.max_pixels,
+            "on_duplicate": checks.on_duplicate, "allowed_prefixes": list(fmt.allowed_prefixes),
+            "image_mode": records.image_mode, "max_side": reencoding.max_side, "reencode": reencoding.format,
+            "jpeg_quality": reencoding.jpeg_quality, "task": fmt.task, "list_delimiter": fmt.list_delimiter,
+            "mask_column": fmt.mask_column, "features": [list(f) for f in fmt.features],
+        }
 
 
 def add_build_arguments(parser: argparse.ArgumentParser) -> None:
@@ -230,32 +215,24 @@ def build_options_from(args: argparse.Namespace) -> BuildOptions:
         manifests=tuple(_absolute_manifest(m) for m in args.manifest),
         output_dir=args.output_dir.rstrip("/") or "/",
         name=args.name,
-        split_column=args.split_column,
-        uri_column=args.uri_column,
-        label_column=args.label_column,
-        path_map=_parse_path_map(args.path_map),
-        split_ratios=_parse_ratios(args.split_ratios),
-        seed=args.seed,
-        num_shards=_parse_num_shards(args.num_shards),
-        target_shard_mb=args.target_shard_mb,
-        validate=args.validate,
-        compression=args.compression,
-        max_error_fraction=args.max_error_fraction,
-        max_image_bytes=args.max_image_bytes,
-        max_pixels=args.max_pixels,
+        manifest=ManifestFormat(
+            split_column=args.split_column, uri_column=args.uri_column, label_column=args.label_column,
+            path_map=_parse_path_map(args.path_map), allowed_prefixes=_parse_prefixes(args.allowed_prefixes),
+            task=args.task, list_delimiter=args.list_delimiter, mask_column=args.mask_column, features=features,
+        ),
+        placement=PlacementSettings(
+            seed=args.seed, split_ratios=_parse_ratios(args.split_ratios),
+            num_shards=_parse_num_shards(args.num_shards), target_shard_mb=args.target_shard_mb,
+        ),
+        records=RecordSettings(
+            validate=args.validate, compression=args.compression, max_image_bytes=args.max_image_bytes,
+            max_pixels=args.max_pixels, image_mode=args.image_mode,
+            reencoding=Reencoding(max_side=args.max_side, format=args.reencode, jpeg_quality=args.jpeg_quality),
+        ),
+        checks=CheckSettings(max_error_fraction=args.max_error_fraction, on_duplicate=args.on_duplicate),
         overwrite=args.overwrite,
         temp_dir=args.temp_dir,
-        on_duplicate=args.on_duplicate,
-        allowed_prefixes=_parse_prefixes(args.allowed_prefixes),
         writer_processes=args.writer_processes,
-        image_mode=args.image_mode,
-        max_side=args.max_side,
-        reencode=args.reencode,
-        jpeg_quality=args.jpeg_quality,
-        task=args.task,
-        list_delimiter=args.list_delimiter,
-        mask_column=args.mask_column,
-        features=features,
         break_lock=args.break_lock,
         keep_builds=args.keep_builds,
     )

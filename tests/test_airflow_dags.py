@@ -174,7 +174,7 @@ def test_beam_dag_command_is_accepted_by_shardsmith_and_beam(loaded):
     options = build_options_from(args)
     assert options.manifests == (SETTINGS["SHARDSMITH_MANIFEST"],)
     assert options.output_dir == "gs://test-bucket/datasets/pets/20260315"
-    assert options.name == "pets" and options.max_error_fraction == 0.05
+    assert options.name == "pets" and options.checks.max_error_fraction == 0.05
     beam = PipelineOptions(beam_args)
     assert beam.view_as(StandardOptions).runner == "DataflowRunner"
     cloud = beam.view_as(GoogleCloudOptions)

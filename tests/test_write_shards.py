@@ -20,6 +20,7 @@ from apache_beam.testing.util import assert_that
 from PIL import Image
 
 from shardsmith.core.rows import ErrorRow, ImageDigest, ManifestRow, PlacedRow, ShardResult
+from shardsmith.core.settings import RecordSettings
 from shardsmith.core.shard_file import WriterConfig
 from shardsmith.format.example import EXAMPLE_KEYS
 from shardsmith.format.naming import TEMP_PREFIX, shard_file_name
@@ -136,7 +137,7 @@ def test_write_shards_pipeline(tmp_path, tf, compression):
         _placed(tmp_path, "d.jpg", files["d.jpg"], "cat", 7, 0, 5),
     ]
     shard1 = [_placed(tmp_path, "e.jpg", files["e.jpg"], "dog", 8, 1, 1)]
-    config = WriterConfig(str(out_dir), "pets", validate="decode", compression=compression)
+    config = WriterConfig(str(out_dir), "pets", RecordSettings(validate="decode", compression=compression))
     with test_pipeline.TestPipeline(runner=FnApiRunner()) as p:
         written = (
             p

@@ -14,7 +14,7 @@ import json
 import logging
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
@@ -22,6 +22,7 @@ from apache_beam.io.filesystems import FileSystems
 from shardsmith.core import faults
 from shardsmith.core.build_lock import holds_lock, release_lock
 from shardsmith.core.rows import ErrorRow, ShardResult
+from shardsmith.core.settings import CheckSettings, RecordSettings
 from shardsmith.format.build_folder import DEFAULT_KEEP_BUILDS, build_dir, publish, retire_builds, write_atomically
 from shardsmith.format.example import example_keys
 from shardsmith.format.naming import ERRORS_FILE, LABELS_FILE, TEMP_PREFIX, join
@@ -61,13 +62,17 @@ def write_errors(errors: Iterable[ErrorRow], output_dir: str) -> ErrorSummary:
 
 @dataclass(frozen=True)
 class ReportConfig:
+    """What the report checks, writes into metadata.json and publishes, as typed fields."""
+
     output_dir: str  # the top-level folder; this build's files are in files_dir
+    build_id: str
     name: str
     seed: int
-    max_error_fraction: float
-    options: dict  # shardsmith's own options, recorded in metadata.json (never runner options)
-    on_duplicate: str = "keep"
-    build_id: str = ""
+    checks: CheckSettings
+    records: RecordSettings
+    task: str = "classification"
+    features: tuple[tuple[str, str], ...] = ()  # (column, --feature type)
+    recorded_options: dict = field(default_factory=dict)  # shardsmith's own options, written as they are
     keep_builds: int = DEFAULT_KEEP_BUILDS
 
     @property
@@ -106,17 +111,15 @@ def build_metadata(
     return {
         "name": config.name,
         "format": "tfrecord",
-        "compression": config.options.get("compression", "none"),
-        "image_mode": config.options.get("image_mode", "bytes"),
+        "compression": config.records.compression,
+        "image_mode": config.records.image_mode,
         "seed": config.seed,
-        "options": config.options,
+        "options": config.recorded_options,
         "labels": list(vocabulary.labels),
         "labels_taken_from": vocabulary.taken_from,
         "label_image_counts": list(vocabulary.image_counts),  # picks the label that places a multi-label row
-        "task": config.options.get("task", "classification"),
-        "features": example_keys(config.options.get("image_mode", "bytes"),
-                                 config.options.get("task", "classification"),
-                                 tuple(tuple(f) for f in config.options.get("features", ()))),
+        "task": config.task,
+        "features": example_keys(config.records.image_mode, config.task, config.features),
         "num_input_rows": num_input_rows,
         "num_examples": sum(s.num_examples for s in shards),
         "num_example_rows": sum(s.num_examples if s.num_rows < 0 else s.num_rows for s in shards),
@@ -144,12 +147,12 @@ def check_and_write_metadata(
         raise DatasetCheckFailed("the inputs hold no data rows")
     num_failed = errors.num_errors - errors.num_dropped_duplicates
     fraction = num_failed / num_input_rows
-    if fraction > config.max_error_fraction:
+    if fraction > config.checks.max_error_fraction:
         raise DatasetCheckFailed(
             f"{num_failed} of {num_input_rows} rows ({fraction:.1%}) failed, more than "
-            f"--max_error_fraction={config.max_error_fraction}; see {join(config.files_dir, ERRORS_FILE)}"
+            f"--max_error_fraction={config.checks.max_error_fraction}; see {join(config.files_dir, ERRORS_FILE)}"
         )
-    if config.on_duplicate == "error" and duplicates.num_groups:
+    if config.checks.on_duplicate == "error" and duplicates.num_groups:
         raise DatasetCheckFailed(
             f"{duplicates.num_groups} images occur more than once ({duplicates.num_groups_across_splits} across "
             f"splits), e.g. {duplicates.groups[0][1][0][1]} and {duplicates.groups[0][1][1][1]}; "

@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from shardsmith.core import faults
 from shardsmith.core.encode import encode_image_example
 from shardsmith.core.load_images import (
-    DEFAULT_MAX_PIXELS,
     ImageInfo,
     ImageRejected,
     inspect_image,
@@ -32,8 +31,9 @@ from shardsmith.core.load_images import (
     read_bytes,
 )
 from shardsmith.core.masks import mask_png
-from shardsmith.core.reencode import Reencoding, reencode
+from shardsmith.core.reencode import reencode
 from shardsmith.core.rows import ErrorRow, ImageDigest, PlacedRow, ShardResult
+from shardsmith.core.settings import RecordSettings
 from shardsmith.format.naming import TEMP_PREFIX, is_remote, shard_file_name
 from shardsmith.format.tfrecord import frame
 
@@ -41,20 +41,16 @@ STAGE = "load"
 # Remote images read ahead of the writer; bounds memory per shard writer while hiding object-store latency.
 # Local files are read one after the other: on a page-cached disk, threads only add GIL contention.
 MAX_IMAGES_IN_FLIGHT = 16
-# --on_duplicate: what to do with identical images (their hashes come from this writer).
-ON_DUPLICATE_MODES = ("keep", "drop", "error")
 
 
 @dataclass(frozen=True)
 class WriterConfig:
+    """Where a shard writer writes (the build's folder), the dataset name its files carry, and how it makes
+    each record."""
+
     output_dir: str
     name: str
-    validate: str = "decode"
-    compression: str = "none"  # none | gzip
-    max_image_bytes: int = 64 << 20
-    max_pixels: int = DEFAULT_MAX_PIXELS
-    image_mode: str = "bytes"  # bytes | path (records hold the image's URI, not its bytes)
-    reencoding: Reencoding = Reencoding()
+    records: RecordSettings = RecordSettings()
 
 
 @dataclass
@@ -78,12 +74,13 @@ class _Loaded:
 
 def _load(placed: PlacedRow, config: WriterConfig) -> _Loaded:
     try:
-        data = read_bytes(placed.row.resolved_uri, config.max_image_bytes, placed.row.size)
+        settings = config.records
+        data = read_bytes(placed.row.resolved_uri, settings.max_image_bytes, placed.row.size)
         sha256 = hashlib.sha256(data).hexdigest()
-        changed = reencode(data, config.reencoding, config.max_pixels) if config.reencoding.active else None
+        changed = reencode(data, settings.reencoding, settings.max_pixels) if settings.reencoding.active else None
         if changed is not None:
             return _Loaded(placed, *changed, sha256)
-        info = inspect_image(data, config.validate, config.max_pixels)
+        info = inspect_image(data, config.records.validate, config.records.max_pixels)
     except ImageRejected as e:
         return _Loaded(placed, error=e)
     except OSError as e:
@@ -92,7 +89,7 @@ def _load(placed: PlacedRow, config: WriterConfig) -> _Loaded:
     if annotation is None or not annotation.mask_uri:
         return _Loaded(placed, data, info, sha256)
     try:
-        mask = mask_png(read_bytes(annotation.mask_uri, config.max_image_bytes), info.height, info.width)
+        mask = mask_png(read_bytes(annotation.mask_uri, config.records.max_image_bytes), info.height, info.width)
     except ImageRejected as e:
         return _Loaded(placed, error=e)
     except OSError as e:
@@ -115,8 +112,8 @@ def write_shard_file(config: WriterConfig, split: str, shard: int, dealt: Iterab
     """Writes shard `shard` of `split` from its rows (in any order, in any number of lists)."""
     ordered = sorted((p for rows in dealt for p in rows), key=lambda p: p.order_key)
     num_shards = ordered[0].num_shards
-    final_name = shard_file_name(config.name, split, shard, num_shards, config.compression)
-    output = _Output(config.output_dir, final_name, config.compression)
+    final_name = shard_file_name(config.name, split, shard, num_shards, config.records.compression)
+    output = _Output(config.output_dir, final_name, config.records.compression)
     label_counts: Counter[str] = Counter()
     num_rows = 0
     outcome = ShardOutcome(ShardResult(split, shard, num_shards, final_name, 0, 0))
@@ -127,7 +124,7 @@ def write_shard_file(config: WriterConfig, split: str, shard: int, dealt: Iterab
                 if loaded.error is not None:
                     outcome.errors.append(ErrorRow.for_row(row, STAGE, loaded.error.reason, loaded.error.detail))
                     continue
-                record = encode_image_example(row, loaded.data, loaded.info, loaded.sha256, config.image_mode,
+                record = encode_image_example(row, loaded.data, loaded.info, loaded.sha256, config.records.image_mode,
                                               loaded.mask)
                 outcome.digests.append(ImageDigest(loaded.sha256, split, row.uri, row.source_index, row.line))
                 head, tail = frame(record)
