@@ -1,5 +1,5 @@
 """What the README and docs/ show, run: every command, snippet and sample output, and every table of keys or
-flags, against a real build or the code.
+flags, against a real build or the code; and the README's shape (size, table of contents, links).
 
 Each fenced block in README.md and docs/*.md sits under a marker naming the test that runs it:
 `<!-- test: NAME ARGS -->` (the blocks up to the next marker or heading belong to it), or
@@ -36,6 +36,7 @@ README = ROOT / "README.md"
 DOCS = ROOT / "docs"
 # Linked from here, written by someone else: a missing one does not fail the link check until it exists.
 WRITTEN_ELSEWHERE = {DOCS / "design.md"}
+README_MAX_BYTES = 20 * 1024
 DOCUMENTS = [README] + sorted(p for p in DOCS.glob("*.md") if p not in WRITTEN_ELSEWHERE)
 
 FENCE = re.compile(r"^(\s*)```(\S*)\s*$")
@@ -150,6 +151,29 @@ def ticked(text: str) -> list[str]:
 def commands_of(block: Block) -> list[str]:
     """The block's commands: continuation lines joined, comments kept (after `#`)."""
     return [c.strip() for c in block.text.replace("\\\n", " ").splitlines() if c.strip()]
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor for a heading."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower().replace("`", ""))
+    return text.replace(" ", "-")
+
+
+def anchors(doc: Path) -> set[str]:
+    seen: dict[str, int] = {}
+    found = set()
+    in_fence = False
+    for line in doc.read_text().splitlines():
+        if FENCE.match(line):
+            in_fence = not in_fence
+            continue
+        heading = HEADING.match(line)
+        if heading and not in_fence:
+            base = slug(heading.group(2))
+            n = seen.get(base, 0)
+            seen[base] = n + 1
+            found.add(base if n == 0 else f"{base}-{n}")
+    return found
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -746,3 +770,34 @@ def test_every_launch_command_named_exists():
         "settings")[0]))
     named = {c for doc in DOCUMENTS for c in re.findall(r"bash launch\.sh ([a-z][a-z-]+)", doc.read_text())}
     assert named and named <= commands, named - commands
+
+
+def test_readme_is_short():
+    assert len(README.read_bytes()) <= README_MAX_BYTES
+
+
+def test_readme_table_of_contents_reaches_every_section():
+    text = README.read_text()
+    contents = text[text.index("## Contents"):].split("\n## ")[0]
+    linked = re.findall(r"\]\(#([^)]+)\)", contents)
+    sections = [slug(h) for h in re.findall(r"(?m)^## (.*)$", text) if h != "Contents"]
+    assert linked == sections
+
+
+@pytest.mark.parametrize("doc", [README, *sorted(DOCS.glob("*.md"))], ids=lambda d: str(d.relative_to(ROOT)))
+def test_links_reach_a_file_and_heading(doc):
+    for target in re.findall(r"\]\(([^)\s]+)\)", doc.read_text()):
+        if re.match(r"[a-z]+:", target):
+            continue
+        path, _, anchor = target.partition("#")
+        file = (doc.parent / path).resolve() if path else doc
+        if file in WRITTEN_ELSEWHERE and not file.exists():
+            continue
+        assert file.exists(), f"{doc.name}: {target}"
+        if anchor:
+            assert anchor in anchors(file), f"{doc.name}: {target}"
+
+
+def test_readme_links_every_document():
+    linked = {(ROOT / t).resolve() for t in re.findall(r"\]\((docs/[^)#]+)", README.read_text())}
+    assert set(DOCUMENTS[1:]) | WRITTEN_ELSEWHERE <= linked
