@@ -518,8 +518,8 @@ def options_table(group: Group, request) -> None:
 
 @handles("settings-table")
 def settings_table(group: Group, request) -> None:
-    """Every setting is one `bash launch.sh --help` documents, under the same flag and variable."""
-    done = launch("--help")
+    """Every setting is one `bash launch.sh dataflow --help` documents, under the same flag and variable."""
+    done = launch("dataflow", "--help")
     assert done.returncode == 0
     for row in table_rows(group.text):
         for flag in re.findall(r"`(--[\w-]+)", row[0]):
@@ -767,7 +767,7 @@ def test_every_benchmark_command_shown_still_parses():
 def test_every_launch_command_named_exists():
     done = launch("--help")
     commands = set(re.findall(r"(?m)^  ([a-z][a-z-]+)(?: |$)", done.stdout.partition("commands:")[2].partition(
-        "settings")[0]))
+        "environment:")[0]))
     named = {c for doc in DOCUMENTS for c in re.findall(r"bash launch\.sh ([a-z][a-z-]+)", doc.read_text())}
     assert named and named <= commands, named - commands
 
