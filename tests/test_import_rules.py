@@ -1,0 +1,104 @@
+"""The layout's import rules (docs/design.md), checked on the source and in a fresh interpreter.
+
+- shardsmith.format (what a dataset is) imports nothing else of shardsmith's; shardsmith.core (the Beam-free
+  work) imports only the format. Neither imports Beam or TensorFlow at import time: a shard writer process
+  loads them and stays tens of megabytes. Beam's file systems may be imported inside a function, for gs://.
+- transforms/ (the stages) never imports the build (pipeline/) or the read side (shardsmith.read), and each
+  of its modules holds a PTransform.
+- shardsmith.read (load, verify, inspect) never imports a stage or the build.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BEAM_FOR_REMOTE_FILES = ("apache_beam.io.filesystems", "apache_beam.io.filesystem", "apache_beam.io.gcp.gcsio")
+
+
+def _modules(package: str) -> list[Path]:
+    return sorted((ROOT / package.replace(".", "/")).rglob("*.py"))
+
+
+def _imports(path: Path) -> list[tuple[str, bool]]:
+    """(module imported, at module level) for every import statement of a file."""
+    tree = ast.parse(path.read_text(), str(path))
+    top = {id(node) for node in tree.body}
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(alias.name, id(node) in top) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [f"{node.module}.{alias.name}" for alias in node.names]
+            found += [(node.module if not any(n in _packages() for n in names) else n, id(node) in top)
+                      for n in names]
+    return found
+
+
+def _packages() -> set[str]:
+    return {"shardsmith.core", "shardsmith.format", "shardsmith.read", "transforms"}
+
+
+def _under(name: str, *prefixes: str) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in prefixes)
+
+
+def _broken(package: str, forbidden: tuple[str, ...], top_level_only: tuple[str, ...] = (),
+            allowed_lazy: tuple[str, ...] = ()) -> list[str]:
+    broken = []
+    for path in _modules(package):
+        for name, at_top in _imports(path):
+            if _under(name, *forbidden) or (at_top and _under(name, *top_level_only)) or (
+                    not at_top and _under(name, *top_level_only) and not _under(name, *allowed_lazy)):
+                broken.append(f"{path.relative_to(ROOT)} imports {name}" + ("" if at_top else " (in a function)"))
+    return broken
+
+
+def test_the_format_imports_nothing_else_of_shardsmith_and_neither_beam_nor_tensorflow():
+    assert _broken("shardsmith.format", ("shardsmith.core", "shardsmith.read", "transforms", "pipeline",
+                                         "tensorflow"),
+                   top_level_only=("apache_beam",), allowed_lazy=BEAM_FOR_REMOTE_FILES) == []
+
+
+def test_the_core_imports_only_the_format_and_neither_beam_nor_tensorflow():
+    assert _broken("shardsmith.core", ("shardsmith.read", "transforms", "pipeline", "tensorflow"),
+                   top_level_only=("apache_beam",), allowed_lazy=BEAM_FOR_REMOTE_FILES) == []
+
+
+def test_stages_never_import_the_build_or_the_read_side():
+    assert _broken("transforms", ("pipeline", "shardsmith.read")) == []
+
+
+def test_the_read_side_never_imports_a_stage_or_the_build():
+    assert _broken("shardsmith.read", ("transforms", "pipeline")) == []
+
+
+@pytest.mark.parametrize("path", [p for p in _modules("transforms") if p.name not in ("__init__.py",
+                                                                                         "thread_pool.py")],
+                         ids=lambda p: p.name)
+def test_each_stage_module_holds_a_ptransform(path):
+    tree = ast.parse(path.read_text())
+    bases = [ast.unparse(base) for node in tree.body if isinstance(node, ast.ClassDef) for base in node.bases]
+    assert "beam.PTransform" in bases, f"{path.name} holds no PTransform: is it a stage?"
+
+
+def test_format_and_core_load_without_beam_or_tensorflow_in_a_fresh_interpreter():
+    names = sorted(
+        ".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+        for package in ("shardsmith.format", "shardsmith.core") for p in _modules(package)
+    )
+    names = [n for n in names if not n.endswith("__main__")]
+    code = ("import importlib, sys\n"
+            f"for name in {names!r}:\n"
+            "    importlib.import_module(name)\n"
+            "import shardsmith\n"
+            "print(sorted(m for m in ('apache_beam', 'tensorflow') if m in sys.modules))\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]", f"imported by {names}: {done.stdout}"
+    assert len(names) >= 15
