@@ -9,12 +9,10 @@ rows only: the build checks every value and rejects a row whose value does not f
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 from collections.abc import Iterator
 
 from shardsmith.core.annotations import BOX_COLUMNS
+from shardsmith.core.manifest import manifest_columns
 from shardsmith.errors import UsageError
 
 DEFAULT_ROWS = 1000
@@ -33,30 +31,10 @@ def _columns(path: str, limit: int) -> Iterator[dict[str, object]]:
 
     if not FileSystems.exists(path):
         raise UsageError(f"manifest {path} does not exist")
-    with io.TextIOWrapper(FileSystems.open(path), encoding="utf-8-sig", errors="replace", newline="") as text:
-        if path.lower().endswith((".jsonl", ".ndjson", ".json")):
-            count = 0
-            for line in text:
-                if count >= limit:
-                    return
-                if line.strip():
-                    try:
-                        obj = json.loads(line)
-                    except json.JSONDecodeError:
-                        continue  # the build reports such lines; the types come from the others
-                    if isinstance(obj, dict):
-                        count += 1
-                        yield {str(key): value for key, value in obj.items()}
-            return
-        reader = csv.reader(text)
-        header = next(reader, None)
-        if not header:
-            raise UsageError(f"{path} is empty")
-        for count, fields in enumerate(reader):
-            if count >= limit:
-                return
-            if len(fields) == len(header):
-                yield dict(zip((h.strip() for h in header), fields, strict=True))
+    try:
+        yield from manifest_columns(path, limit)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
 
 
 def infer_type(values: list[object], delimiter: str) -> str:

@@ -10,7 +10,6 @@ Memory: the error rows and one small entry per shard; never image bytes or the g
 
 from __future__ import annotations
 
-import json
 import logging
 from collections import Counter
 from collections.abc import Iterable
@@ -25,6 +24,7 @@ from shardsmith.core.rows import ErrorRow, ShardResult
 from shardsmith.core.settings import CheckSettings, RecordSettings
 from shardsmith.format.build_folder import DEFAULT_KEEP_BUILDS, build_dir, publish, retire_builds, write_atomically
 from shardsmith.format.example import example_keys
+from shardsmith.format.metadata import errors_bytes, labels_bytes
 from shardsmith.format.naming import ERRORS_FILE, LABELS_FILE, TEMP_PREFIX, join
 from shardsmith.format.tfds import tfds_metadata_files
 from transforms.duplicates import STAGE as DUPLICATE_STAGE
@@ -53,8 +53,7 @@ class ErrorSummary:
 
 def write_errors(errors: Iterable[ErrorRow], output_dir: str) -> ErrorSummary:
     ordered = sorted((line for error in errors for line in error.per_line()), key=ErrorRow.sort_key)
-    lines = "".join(json.dumps(e.to_dict(), ensure_ascii=False, sort_keys=True) + "\n" for e in ordered)
-    write_atomically(join(output_dir, ERRORS_FILE), lines.encode("utf-8"))
+    write_atomically(join(output_dir, ERRORS_FILE), errors_bytes(e.to_dict() for e in ordered))
     by_reason = Counter(f"{e.stage}: {e.reason}" for e in ordered)
     dropped = sum(e.stage == DUPLICATE_STAGE for e in ordered)
     return ErrorSummary(len(ordered), dict(sorted(by_reason.items())), dropped)
@@ -159,8 +158,7 @@ def check_and_write_metadata(
             "--on_duplicate error (use drop to keep one copy, keep to allow them)"
         )
     files_dir = config.files_dir
-    labels = "".join(label + "\n" for label in vocabulary.labels)
-    write_atomically(join(files_dir, LABELS_FILE), labels.encode("utf-8"))
+    write_atomically(join(files_dir, LABELS_FILE), labels_bytes(vocabulary.labels))
     for file_name, content in tfds_metadata_files(metadata).items():  # TFDS: builder_from_directory(files_dir)
         write_atomically(join(files_dir, file_name), content)
     _remove_temporary_files(files_dir)

@@ -141,6 +141,40 @@ def manifest_lines(path: str) -> Iterator[tuple[int, str | None]]:
             yield number, line.decode("utf-8", "replace")
 
 
+def manifest_columns(path: str, limit: int) -> Iterator[dict[str, object]]:
+    """The first `limit` data rows of a manifest as {column name as written: value}, read with the build's line
+    reader: a CSV's first line is its header (rows of another length are skipped), a JSON Lines row is an
+    object (other lines are skipped: the build reports them). Raises ValueError for a CSV with no header."""
+    is_jsonl = source_kind(path, False) == "jsonl"
+    header: list[str] | None = None
+    count = 0
+    for _, text in manifest_lines(path):
+        if count >= limit:
+            return
+        if text is None or not text.strip():
+            continue
+        if is_jsonl:
+            try:
+                obj = json.loads(text)
+            except ValueError:
+                continue
+            if isinstance(obj, dict):
+                count += 1
+                yield {str(key): value for key, value in obj.items()}
+            continue
+        try:
+            fields = next(csv.reader([text], strict=True))
+        except csv.Error:
+            continue
+        if header is None:
+            header = [name.strip() for name in fields]
+        elif len(fields) == len(header):
+            count += 1
+            yield dict(zip(header, fields, strict=True))
+    if not is_jsonl and header is None:
+        raise ValueError(f"{path} is empty")
+
+
 def _bounded_lines(raw: BinaryIO, limit: int, chunk_bytes: int = MANIFEST_READ_CHUNK_BYTES) -> Iterator[bytes | None]:
     """Each line of `raw` without its line end (\\n, \\r\\n or \\r, as text mode splits lines), or None for a line
     of more than `limit` bytes. Never holds more than `limit` + `chunk_bytes` bytes of one line."""

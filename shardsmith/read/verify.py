@@ -382,8 +382,11 @@ def _check_dataset(output_dir: str, metadata: dict, shards: list[ShardCheck]) ->
         problems.append(Problem(meta, "num_input_rows is not rows in records + errors",
                                 f"{metadata['num_input_rows']} vs {in_records} + {metadata.get('num_errors')}"))
     if is_published(metadata):
-        own = _read_text(f"{output_dir}/{METADATA_FILE}")
-        if own is None or json.loads(own) != own_copy(metadata):
+        try:
+            own = read_metadata(output_dir)
+        except MetadataError:
+            own = None
+        if own != own_copy(metadata):
             problems.append(Problem(METADATA_FILE, "the build's own copy differs from the published one"))
     on_disk = FileSystems.match([f"{output_dir}/*.tfrecord-*"])[0].metadata_list
     for m in sorted(on_disk, key=lambda m: m.path):
