@@ -18,14 +18,12 @@ Files are read through Beam's FileSystems, so local folders and gs:// both work.
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import json
 import os
 import time
 import zlib
 from collections import Counter
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -35,26 +33,12 @@ from shardsmith.format.build_folder import dataset_dir, is_published, own_copy
 from shardsmith.format.example import BOX_KEYS, MASK
 from shardsmith.format.metadata import MetadataError, MetadataMissing, parse_labels, read_metadata
 from shardsmith.format.naming import ERRORS_FILE, LABELS_FILE, METADATA_FILE, join, shard_file_name
-from shardsmith.format.tfrecord import FramingError, iter_records
+from shardsmith.format.tfrecord import FramingError
+from shardsmith.read.records import shard_records
 
 MAX_PROBLEMS_PER_SHARD = 50  # listed; the rest are counted
 _SIGNATURES = {"jpeg": (b"\xff\xd8\xff",), "png": (b"\x89PNG\r\n\x1a\n",), "gif": (b"GIF87a", b"GIF89a"),
                "bmp": (b"BM",), "webp": (b"RIFF",)}
-
-
-def open_shard(path: str, compression: str):
-    """A binary stream of the shard's TFRecord bytes: the raw file, or its gzip decompression (streamed)."""
-    from apache_beam.io.filesystem import CompressionTypes
-    from apache_beam.io.filesystems import FileSystems
-
-    raw = FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
-    return gzip.GzipFile(fileobj=raw, mode="rb") if compression == "gzip" else raw
-
-
-def shard_records(path: str, compression: str) -> Iterator[bytes]:
-    """Every record of one shard file, streamed, checksums checked."""
-    with open_shard(path, compression) as stream:
-        yield from iter_records(stream)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,91 @@
+"""Reading a build's records back without TensorFlow: each shard streamed (decompressed for .gz) with its
+checksums checked, each record parsed by the format's own Example class. Used by verify and inspect.
+
+Memory: one record at a time (plus a 1 MiB read buffer); never a shard.
+"""
+
+from __future__ import annotations
+
+import gzip
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from shardsmith.core.rows import placing_label_id
+from shardsmith.format.build_folder import confined_file_name, dataset_dir
+from shardsmith.format.example import (
+    BOX_KEYS,
+    BOX_LABEL,
+    BOX_LABEL_TEXT,
+    FILENAME,
+    IMAGE,
+    LABEL,
+    MASK,
+    URI,
+    parse_example,
+)
+from shardsmith.format.tfrecord import iter_records
+
+
+def open_shard(path: str, compression: str):
+    """A binary stream of the shard's TFRecord bytes: the raw file, or its gzip decompression (streamed)."""
+    from apache_beam.io.filesystem import CompressionTypes
+    from apache_beam.io.filesystems import FileSystems
+
+    raw = FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+    return gzip.GzipFile(fileobj=raw, mode="rb") if compression == "gzip" else raw
+
+
+def shard_records(path: str, compression: str) -> Iterator[bytes]:
+    """Every record of one shard file, streamed, checksums checked."""
+    with open_shard(path, compression) as stream:
+        yield from iter_records(stream)
+
+
+@dataclass(frozen=True)
+class Record:
+    shard: int
+    label: int  # the label the record was placed by (with several labels, the rarest; see transforms/labels.py)
+    filename: str
+    encoded: bytes = b""
+    boxes: tuple[tuple[float, float, float, float, str], ...] = ()  # detection: (xmin, ymin, xmax, ymax, label)
+    mask: bytes = b""  # segmentation: the class-id PNG
+
+
+def placed_label(values: dict[str, list], metadata: dict) -> int:
+    """The label id a record was placed by: its only label, or the rarest of several (lowest id on ties)."""
+    return placing_label_id(values[BOX_LABEL if BOX_LABEL in values else LABEL], metadata.get("label_image_counts"))
+
+
+def split_records(output_dir: str, metadata: dict, split: str, with_images: bool = False) -> Iterator[Record]:
+    """Every record of a split in shard order, parsed with shardsmith's own Example class."""
+    compression = metadata.get("compression", "none")
+    for index, shard in enumerate(metadata["splits"][split]["shards"]):
+        for data in shard_records(f"{dataset_dir(output_dir, metadata)}/{confined_file_name(shard['file'])}",
+                                  compression):
+            values = parse_example(data)
+            filename = values[FILENAME][0].decode("utf-8", "replace")
+            if not with_images:
+                yield Record(index, placed_label(values, metadata), filename)
+                continue
+            yield Record(index, placed_label(values, metadata), filename, _image_bytes(values), _boxes(values),
+                         values[MASK][0] if MASK in values else b"")
+
+
+def _boxes(values: dict[str, list]) -> tuple:
+    if BOX_LABEL_TEXT not in values:
+        return ()
+    texts = [t.decode("utf-8", "replace") for t in values[BOX_LABEL_TEXT]]
+    corners = [values[key] for key in BOX_KEYS]
+    return tuple(zip(*corners, texts, strict=True))
+
+
+def _image_bytes(values: dict[str, list]) -> bytes:
+    """The record's image: its bytes, or (--image_mode path) the file at image/uri; b"" if that is gone."""
+    if IMAGE in values:
+        return values[IMAGE][0]
+    from shardsmith.core.load_images import read_bytes
+
+    try:
+        return read_bytes(values[URI][0].decode(), 1 << 62)
+    except OSError:
+        return b""
