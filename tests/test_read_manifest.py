@@ -575,3 +575,17 @@ def test_read_manifest_pipeline_every_row_exactly_once_at_scale(tmp_path):
         rows, errors = p | beam.Create([Source(str(path), 0, "csv")]) | ReadManifest(DEFAULT)
         assert_that(rows, check_rows, label="Rows")
         assert_that(errors, check_errors, label="Errors")
+
+
+def test_the_recorded_options_give_back_the_manifest_format_the_build_used():
+    """inspect re-reads a build's manifests with ManifestFormat.from_recorded(metadata["options"]): every field
+    BuildOptions records must come back as it was."""
+    from pipeline.cli import _parser
+    from pipeline.options import build_options_from
+
+    args = _parser().parse_args([
+        "build", "--manifest", "/m.csv", "--output_dir", "/out", "--name", "x", "--split_column", "Subset",
+        "--uri_column", "path", "--label_column", "class", "--path_map", "a=b", "--allowed_prefixes", "gs://b/",
+        "--task", "segmentation", "--list_delimiter", "|", "--mask_column", "masks", "--feature", "age:int"])
+    options = build_options_from(args)
+    assert ManifestFormat.from_recorded(options.recorded()) == options.manifest

@@ -58,7 +58,7 @@ class ManifestFormat:
     @classmethod
     def from_recorded(cls, recorded: dict) -> ManifestFormat:
         """The format a build read its manifests with, from the options recorded in its metadata.json (see
-        `recorded`); fields a build did not record keep their defaults."""
+        pipeline/options.py BuildOptions.recorded); fields a build did not record keep their defaults."""
         known = {f.name for f in fields(cls)}
         values = {key: value for key, value in recorded.items() if key in known}
         for key in ("path_map", "features"):
@@ -67,13 +67,6 @@ class ManifestFormat:
         if "allowed_prefixes" in values:
             values["allowed_prefixes"] = tuple(values["allowed_prefixes"])
         return cls(**values)
-
-    def recorded(self) -> dict:
-        """The fields as metadata.json records them among the build's options (JSON lists for tuples)."""
-        return {"split_column": self.split_column, "uri_column": self.uri_column, "label_column": self.label_column,
-                "path_map": [list(p) for p in self.path_map], "allowed_prefixes": list(self.allowed_prefixes),
-                "task": self.task, "list_delimiter": self.list_delimiter, "mask_column": self.mask_column,
-                "features": [list(f) for f in self.features]}
 
     @property
     def annotated(self) -> bool:
