@@ -92,7 +92,7 @@ def test_dataflow_dry_run_output_is_what_shardsmith_and_beam_accept():
 
     words = only_command(launch("dataflow", "--dry-run", *SETTINGS, "--no_public_ips", *BUILD))
     args, beam_args = cli._parser().parse_known_args(words[3:])
-    assert build_options_from(args).num_shards == (("train", 16), ("validation", 2), ("test", 2))
+    assert build_options_from(args).placement.num_shards == (("train", 16), ("validation", 2), ("test", 2))
     beam = PipelineOptions(beam_args)
     assert beam.view_as(GoogleCloudOptions).temp_location == "gs://my-bucket/shardsmith/temp"
     assert beam.view_as(WorkerOptions).sdk_container_image == IMAGE
