@@ -120,6 +120,7 @@ def build(argv: list[str]) -> dict:
     try:
         with make_pipeline(beam_options) as pipeline:
             build_graph(pipeline, options, sources, temp_dir, lock.build_id, processes)
+        result = pipeline.result  # set by the with-block's run(); holds the run's metrics, not the graph
         del pipeline  # its graph becomes garbage now, for main()'s collection
     except BaseException:
         waits = True  # the job failed or was never submitted: nothing else will release the lock
@@ -134,6 +135,9 @@ def build(argv: list[str]) -> dict:
     elapsed = time.monotonic() - started
     if not local:
         return {}
+    from transforms.metrics import query
+
+    _LOG.info("metrics: %s", query(result).describe())  # what a Dataflow job page shows (docs/metrics.md)
     metadata = read_metadata(build_dir(options.output_dir, lock.build_id))
     print(summary(metadata, options.output_dir, lock.build_id, elapsed))
     return metadata

@@ -25,6 +25,7 @@ import apache_beam as beam
 from shardsmith.core.load_images import read_bytes
 from shardsmith.core.rows import ROWS_PER_BATCH, ErrorRow, ImageDigest, ManifestRow, RowBatch
 from transforms import ERRORS
+from transforms.metrics import rejected
 from transforms.place import range_bits
 from transforms.thread_pool import ThreadPoolDoFn
 
@@ -165,8 +166,7 @@ def _keep_first(keyed: tuple[str, Iterable[ManifestRow]]) -> Iterator:
     kept, *dropped = sorted(rows, key=order)
     yield kept
     for row in dropped:
-        yield beam.pvalue.TaggedOutput(
-            ERRORS,
+        yield rejected(
             ErrorRow.for_row(row, STAGE, "duplicate image dropped (--on_duplicate drop)",
                              f"identical bytes to {kept.uri} ({kept.split}, line {kept.line})"),
         )

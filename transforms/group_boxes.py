@@ -14,11 +14,12 @@ import apache_beam as beam
 from shardsmith.core.annotations import merge_box_rows
 from shardsmith.core.rows import ROWS_PER_BATCH, ErrorRow, ManifestRow
 from transforms import ERRORS, StageOutputs
+from transforms.metrics import rejected
 
 
 def _merged(lines: Iterable[ManifestRow], delimiter: str) -> Iterator:
     for item in merge_box_rows(lines, delimiter):
-        yield beam.pvalue.TaggedOutput(ERRORS, item) if isinstance(item, ErrorRow) else item
+        yield rejected(item) if isinstance(item, ErrorRow) else item
 
 
 class GroupBoxRows(beam.PTransform):

@@ -19,6 +19,7 @@ import apache_beam as beam
 
 from shardsmith.core.rows import ErrorRow, ManifestRow, RowBatch, placing_label_id
 from transforms import ERRORS
+from transforms.metrics import rejected
 
 STAGE = "label"
 TRANSFORM_VOCAB_NAME = "labels"
@@ -98,8 +99,7 @@ class AttachLabelIdFn(beam.DoFn):
                     labelled.append(self._with_ids(row, label_ids, vocabulary))
                     continue
                 unknown = row.annotation.labels[label_ids.index(-1)]
-            yield beam.pvalue.TaggedOutput(
-                ERRORS,
+            yield rejected(
                 ErrorRow.for_row(row, STAGE, f"label {unknown!r} does not appear in the training split",
                                  "label ids come from the training split; add training examples of it"),
             )

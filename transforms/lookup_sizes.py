@@ -17,6 +17,7 @@ from apache_beam.io.filesystems import FileSystems
 from shardsmith.core.rows import ErrorRow, ManifestRow, RowBatch
 from shardsmith.format.naming import is_remote
 from transforms import ERRORS
+from transforms.metrics import rejected
 from transforms.thread_pool import ThreadPoolDoFn
 
 STAGE = "lookup"
@@ -76,7 +77,7 @@ class LookupSizesFn(ThreadPoolDoFn):
 
     @staticmethod
     def _error(row: ManifestRow, reason: str, detail: str = "") -> beam.pvalue.TaggedOutput:
-        return beam.pvalue.TaggedOutput(ERRORS, ErrorRow.for_row(row, STAGE, reason, detail))
+        return rejected(ErrorRow.for_row(row, STAGE, reason, detail))
 
 
 class LookupSizes(beam.PTransform):

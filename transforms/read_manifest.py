@@ -14,11 +14,12 @@ import apache_beam as beam
 from shardsmith.core.manifest import ManifestFormat, ManifestParser, Source
 from shardsmith.core.rows import ROWS_PER_BATCH, ManifestRow, RowBatch
 from transforms import ERRORS, StageOutputs
+from transforms.metrics import ROWS_READ, count, rejected
 
 
 class ReadSourceFn(beam.DoFn):
     """Streams one Source into batches of ManifestRows (main output, up to ROWS_PER_BATCH rows each, in file
-    order) and ErrorRows (tagged `errors`)."""
+    order) and ErrorRows (tagged `errors`); counts rows_read and errors_manifest (transforms/metrics.py)."""
 
     def __init__(self, fmt: ManifestFormat):
         self._parser = ManifestParser(fmt)
@@ -27,13 +28,16 @@ class ReadSourceFn(beam.DoFn):
         batch: RowBatch = []
         for item in self._parser.parse(source):
             if not isinstance(item, ManifestRow):
-                yield beam.pvalue.TaggedOutput(ERRORS, item)
+                count(ROWS_READ)  # a rejected line is a row read, as the accounting counts it
+                yield rejected(item)
                 continue
             batch.append(item)
             if len(batch) == ROWS_PER_BATCH:
+                count(ROWS_READ, len(batch))
                 yield batch
                 batch = []
         if batch:
+            count(ROWS_READ, len(batch))
             yield batch
 
 

@@ -30,6 +30,7 @@ from apache_beam.utils.windowed_value import WindowedValue
 
 from shardsmith.core.shard_file import ShardOutcome, WriterConfig, write_shard_file
 from transforms import ERRORS
+from transforms.metrics import count_written, rejected
 
 DIGESTS = "digests"
 # Shards handed to the writer processes beyond one each: keeps them busy without holding every shard's rows.
@@ -39,7 +40,8 @@ _LOG = logging.getLogger("shardsmith")
 
 class WriteShardFn(beam.DoFn):
     """((split, shard), lists of PlacedRows) -> ShardResult, with ErrorRows (tagged `errors`) for rejected
-    images and the shard's list of ImageDigests (tagged `digests`).
+    images and the shard's list of ImageDigests (tagged `digests`). Counts records_written_<split>,
+    bytes_written_<split>, errors_load and image_bytes (transforms/metrics.py) as each shard's outputs leave.
 
     With `processes` > 0, shards are written by that many writer processes and their results come out as they
     finish (the rest in finish_bundle); otherwise each shard is written in process(). `while_writing`, if
@@ -93,8 +95,9 @@ def _outputs(outcome: ShardOutcome):
     result = outcome.result
     _LOG.info("wrote %s shard %d of %d: %d records, %.1f MB, %d rejected", result.split, result.shard + 1,
               result.num_shards, result.num_examples, result.num_bytes / 1e6, len(outcome.errors))
+    count_written(result, outcome.image_sizes)
     for error in outcome.errors:
-        yield beam.pvalue.TaggedOutput(ERRORS, error)
+        yield rejected(error)
     if outcome.digests:
         yield beam.pvalue.TaggedOutput(DIGESTS, outcome.digests)
     yield result

@@ -60,6 +60,7 @@ class ShardOutcome:
     result: ShardResult
     errors: list[ErrorRow] = field(default_factory=list)
     digests: list[ImageDigest] = field(default_factory=list)
+    image_sizes: list[int] = field(default_factory=list)  # source bytes of each written image (Beam metrics)
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,7 @@ class _Loaded:
     sha256: str = ""  # of the source file, always
     error: ImageRejected | None = None
     mask: bytes | None = None  # segmentation: the class mask as stored
+    source_size: int = 0  # bytes of the source file
 
 
 def _load(placed: PlacedRow, config: WriterConfig) -> _Loaded:
@@ -79,22 +81,22 @@ def _load(placed: PlacedRow, config: WriterConfig) -> _Loaded:
         sha256 = hashlib.sha256(data).hexdigest()
         changed = reencode(data, settings.reencoding, settings.max_pixels) if settings.reencoding.active else None
         if changed is not None:
-            return _Loaded(placed, *changed, sha256)
-        info = inspect_image(data, config.records.validate, config.records.max_pixels)
+            return _Loaded(placed, *changed, sha256, source_size=len(data))
+        info = inspect_image(data, settings.validate, settings.max_pixels)
     except ImageRejected as e:
         return _Loaded(placed, error=e)
     except OSError as e:
         return _Loaded(placed, error=ImageRejected("file cannot be read", f"{type(e).__name__}: {e}"[:300]))
     annotation = placed.row.annotation
     if annotation is None or not annotation.mask_uri:
-        return _Loaded(placed, data, info, sha256)
+        return _Loaded(placed, data, info, sha256, source_size=len(data))
     try:
         mask = mask_png(read_bytes(annotation.mask_uri, config.records.max_image_bytes), info.height, info.width)
     except ImageRejected as e:
         return _Loaded(placed, error=e)
     except OSError as e:
         return _Loaded(placed, error=ImageRejected("mask file cannot be read", f"{type(e).__name__}: {e}"[:300]))
-    return _Loaded(placed, data, info, sha256, mask=mask)
+    return _Loaded(placed, data, info, sha256, mask=mask, source_size=len(data))
 
 
 def _loaded_in_order(rows: list[PlacedRow], config: WriterConfig) -> Iterator[_Loaded]:
@@ -127,6 +129,7 @@ def write_shard_file(config: WriterConfig, split: str, shard: int, dealt: Iterab
                 record = encode_image_example(row, loaded.data, loaded.info, loaded.sha256, config.records.image_mode,
                                               loaded.mask)
                 outcome.digests.append(ImageDigest(loaded.sha256, split, row.uri, row.source_index, row.line))
+                outcome.image_sizes.append(loaded.source_size)
                 head, tail = frame(record)
                 out.write(head)
                 out.write(record)
