@@ -1,4 +1,4 @@
-"""`pipeline.load`: a real build read back through tf.data, compared with the source image files."""
+"""`shardsmith.load`: a real build read back through tf.data, compared with the source image files."""
 
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ gives (image, label). The gaps, each forced by keeping the record keys and bytes
 - The Image feature is declared with 3 channels, so TFDS decodes grayscale and RGBA files to RGB (as
   `tf.io.decode_image(..., channels=3)` does); `image/channels` still holds the stored file's channel count.
 - TFDS reads TFRecord files without decompression, so a dataset built with `--compression gzip` gets no TFDS
-  files at all (`tfds_metadata_files` returns an empty dict); `pipeline.load` reads it.
+  files at all (`tfds_metadata_files` returns an empty dict); `shardsmith.load` reads it.
 - Shard files are named `<name>-<split>.tfrecord-XXXXX-of-YYYYY`, TFDS's default template, so no file is
   renamed or copied.
 """

@@ -9,7 +9,7 @@ The plots read records (streamed, a shard at a time, parsed without TensorFlow):
 - `--contact_sheet PATH`: the first N images of each label in shard order, titled with the label.
 - `--heatmap PATH`: records per (shard, label), every split.
 - `--shuffle_plot PATH`: label id against read position for a reader with `--buffer` records of shuffle buffer
-  (the interleave and shuffle of `pipeline.load`, run by tf.data), for this dataset's shards, beside the same
+  (the interleave and shuffle of `shardsmith.load`, run by tf.data), for this dataset's shards, beside the same
   reader over the same records in manifest order cut into as many files: what a converter that writes records
   in manifest order produces. The manifest order comes from re-reading the manifests named in metadata.json;
   when they cannot be read, label-sorted order stands in and the panel's title says so.

@@ -175,7 +175,7 @@ def _naive_shards(records: list[Record], num_shards: int, metadata: dict) -> tup
 
 def read_order(shards: list[list[int]], buffer: int, cycle_length: int, seed: int = 0) -> list[int]:
     """Labels in the order a typical reader sees them: files in name order, `cycle_length` read at once and
-    interleaved a record at a time, then a shuffle buffer (`pipeline.load`'s own code, run by tf.data, fixed
+    interleaved a record at a time, then a shuffle buffer (`shardsmith.load`'s own code, run by tf.data, fixed
     seed, file shuffling off)."""
     import tensorflow as tf
 
