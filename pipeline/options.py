@@ -24,7 +24,7 @@ from shardsmith.core.settings import (
 )
 from shardsmith.errors import UsageError
 from shardsmith.format.build_folder import DEFAULT_KEEP_BUILDS
-from shardsmith.format.example import IMAGE_MODES, TASKS
+from shardsmith.format.example import IMAGE_MODES, KEY_PREFIX, TASKS
 from shardsmith.format.naming import SPLITS, canonical_split, is_remote
 
 DATASET_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")  # the whole name: use fullmatch
@@ -245,7 +245,7 @@ def _parse_features(items: list[str], args: argparse.Namespace) -> tuple[tuple[s
         name, _, kind = item.rpartition(":")
         if not name or kind not in FEATURE_TYPES:
             raise UsageError(f"--feature {item!r}: expected NAME:TYPE with TYPE one of {', '.join(FEATURE_TYPES)}")
-        if name.lower() in taken or name.startswith("image/"):
+        if name.lower() in taken or name.startswith(KEY_PREFIX):
             raise UsageError(f"--feature {item!r}: {name!r} is already a column shardsmith reads, or an image/ key")
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_./-]*", name):
             raise UsageError(f"--feature {item!r}: a name is letters, digits, '_', '.', '/' or '-'")

@@ -44,6 +44,7 @@ from shardsmith.format.naming import (
     TRANSFORM_DIRS,
     is_remote,
     join,
+    shard_file_pattern,
 )
 from shardsmith.format.tfds import TFDS_FILE_NAMES
 
@@ -80,7 +81,7 @@ class BuildRecord:
     def for_build(cls, build_id: str, name: str) -> BuildRecord:
         files = (
             METADATA_FILE, ERRORS_FILE, LABELS_FILE, *TFDS_FILE_NAMES,
-            f"{name}-*.tfrecord-*", f"{TEMP_PREFIX}*",
+            shard_file_pattern(name), f"{TEMP_PREFIX}*",
             *(f"{d}/*" for d in TRANSFORM_DIRS),
         )
         return cls(build_id, name, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), files)

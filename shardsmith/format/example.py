@@ -20,6 +20,7 @@ from dataclasses import dataclass
 IMAGE_MODES = ("bytes", "path")
 TASKS = ("classification", "multi_label", "detection", "segmentation")
 
+KEY_PREFIX = "image/"  # every key shardsmith writes starts with it; --feature names may not
 IMAGE = "image/encoded"
 FORMAT = "image/format"
 HEIGHT = "image/height"

@@ -45,6 +45,11 @@ def shard_file_name(name: str, split: str, shard: int, num_shards: int, compress
     return f"{name}-{split}.tfrecord-{shard:05d}-of-{num_shards:05d}{suffix}"
 
 
+def shard_file_pattern(name: str | None = None) -> str:
+    """The glob (and fnmatch) pattern of the shard files of dataset `name`, or of any dataset."""
+    return f"{name}-*.tfrecord-*" if name else "*.tfrecord-*"
+
+
 def is_remote(uri: str) -> bool:
     """Whether a URI names an object store (gs://...), read through Beam's FileSystems; else a local path."""
     return "://" in uri

@@ -25,12 +25,12 @@ from __future__ import annotations
 
 import json
 
+from shardsmith.format.example import IMAGE, LABEL
+
 DATASET_INFO_FILE = "dataset_info.json"
 FEATURES_FILE = "features.json"
-IMAGE_KEY = "image/encoded"
-LABEL_KEY = "image/class/label"
 # TFDS stores ClassLabel names beside features.json, named after the feature with "/" turned into ".".
-LABEL_NAMES_FILE = LABEL_KEY.replace("/", ".") + ".labels.txt"
+LABEL_NAMES_FILE = LABEL.replace("/", ".") + ".labels.txt"
 # Every file this module may write (the build's --overwrite and retry logic can match on these).
 TFDS_FILE_NAMES = (DATASET_INFO_FILE, FEATURES_FILE, LABEL_NAMES_FILE)
 TFDS_VERSION = "1.0.0"
@@ -45,9 +45,9 @@ _INT64 = {"pythonClassName": _CLASS + "scalar.Scalar",
 
 
 def _feature(key: str, kind: str, num_labels: int) -> dict:
-    if key == IMAGE_KEY:
+    if key == IMAGE:
         return _IMAGE
-    if key == LABEL_KEY:
+    if key == LABEL:
         return {"pythonClassName": _CLASS + "class_label_feature.ClassLabel",
                 "classLabel": {"numClasses": str(num_labels)}}
     if kind == "bytes":
@@ -81,8 +81,8 @@ def dataset_info_json(metadata: dict) -> dict:
     shown = ", ".join(labels[:10]) + (", ..." if len(labels) > 10 else "")
     description = (
         f"{metadata['num_examples']} images in {len(labels)} classes ({shown}), built by shardsmith with seed "
-        f"{metadata['seed']}. Each record keeps shardsmith's keys: '{IMAGE_KEY}' is the decoded image (RGB) and "
-        f"'{LABEL_KEY}' the class id (names in labels.txt); see metadata.json."
+        f"{metadata['seed']}. Each record keeps shardsmith's keys: '{IMAGE}' is the decoded image (RGB) and "
+        f"'{LABEL}' the class id (names in labels.txt); see metadata.json."
     )
     return {
         "name": metadata["name"],
@@ -90,7 +90,7 @@ def dataset_info_json(metadata: dict) -> dict:
         "description": description,
         "fileFormat": "tfrecord",
         "splits": splits,
-        "supervisedKeys": {"tuple": {"items": [{"featureKey": IMAGE_KEY}, {"featureKey": LABEL_KEY}]}},
+        "supervisedKeys": {"tuple": {"items": [{"featureKey": IMAGE}, {"featureKey": LABEL}]}},
     }
 
 
@@ -99,7 +99,7 @@ def tfds_metadata_files(metadata: dict) -> dict[str, bytes]:
     dict). Empty for gzip-compressed datasets, which TFDS cannot read. Pure: no I/O, no TensorFlow."""
     if metadata.get("compression", "none") != "none":
         return {}
-    if IMAGE_KEY not in metadata["features"] or LABEL_KEY not in metadata["features"]:
+    if IMAGE not in metadata["features"] or LABEL not in metadata["features"]:
         return {}
     if any(kind not in ("bytes", "int64") for kind in metadata["features"].values()):
         return {}  # list and float features (multi_label, extra columns) have no description here yet

@@ -17,12 +17,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from shardsmith.format.example import BOX_LABEL, IMAGE, LABEL, URI
+
 DEFAULT_CYCLE_LENGTH = 16  # shard files read at once; more hides object-store latency, each costs a buffer
 _DTYPES = {"bytes": "string", "int64": "int64", "float": "float32"}
-IMAGE_KEY = "image/encoded"
-URI_KEY = "image/uri"  # instead of IMAGE_KEY in datasets built with --image_mode path
-LABEL_KEY = "image/class/label"
-BOX_LABEL_KEY = "image/object/class/label"
 
 
 def read_metadata(output_dir: str) -> dict:
@@ -230,7 +228,7 @@ def load(
 
     def parse(record):
         example = parse_record(record, spec)
-        encoded = example[IMAGE_KEY] if IMAGE_KEY in example else tf.io.read_file(example[URI_KEY])
+        encoded = example[IMAGE] if IMAGE in example else tf.io.read_file(example[URI])
         image = tf.io.decode_image(encoded, channels=channels, expand_animations=False)
         mask = tf.io.decode_png(example[MASK], channels=1) if MASK in example else None
         if size is not None:
@@ -247,14 +245,14 @@ def load(
 
     def _target(example, mask):
         if task == "multi_label":
-            return tf.reduce_max(tf.one_hot(example[LABEL_KEY], num_labels, dtype=tf.float32), axis=0)
+            return tf.reduce_max(tf.one_hot(example[LABEL], num_labels, dtype=tf.float32), axis=0)
         if task == "detection":
             xmin, ymin, xmax, ymax = (example[key] for key in BOX_KEYS)
             return {"boxes": tf.stack([ymin, xmin, ymax, xmax], axis=-1),  # TensorFlow's order
-                    "classes": example[BOX_LABEL_KEY]}
+                    "classes": example[BOX_LABEL]}
         if task == "segmentation":
             return mask
-        return example[LABEL_KEY]
+        return example[LABEL]
 
     dataset = records.map(parse, num_parallel_calls=parallel, deterministic=deterministic)
     fixed_shapes = size is not None and not (task == "detection" or (features and any(

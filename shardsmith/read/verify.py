@@ -30,9 +30,24 @@ from dataclasses import dataclass, field
 from shardsmith.core.rows import placing_label_id
 from shardsmith.errors import UsageError
 from shardsmith.format.build_folder import dataset_dir, is_published, own_copy
-from shardsmith.format.example import BOX_KEYS, MASK
+from shardsmith.format.example import (
+    BOX_KEYS,
+    BOX_LABEL,
+    BOX_LABEL_TEXT,
+    CHANNELS,
+    FORMAT,
+    HEIGHT,
+    IMAGE,
+    LABEL,
+    LABEL_TEXT,
+    MASK,
+    NUM_BYTES,
+    SHA256,
+    URI,
+    WIDTH,
+)
 from shardsmith.format.metadata import MetadataError, MetadataMissing, parse_labels, read_metadata
-from shardsmith.format.naming import ERRORS_FILE, LABELS_FILE, METADATA_FILE, join, shard_file_name
+from shardsmith.format.naming import ERRORS_FILE, LABELS_FILE, METADATA_FILE, join, shard_file_name, shard_file_pattern
 from shardsmith.format.tfrecord import FramingError
 from shardsmith.read.records import shard_records
 
@@ -167,17 +182,17 @@ def _check_example(check: ShardCheck, index: int, data: bytes, metadata: dict, d
             return None
         values[key] = listed if scalar != kind else listed[0]
     text = _check_labels(check, index, values, metadata)
-    encoded = values["image/encoded"] if "image/encoded" in values else _image_at(values, check, index)
+    encoded = values[IMAGE] if IMAGE in values else _image_at(values, check, index)
     if encoded is None:
         return text
-    if hashlib.sha256(encoded).hexdigest().encode() != values["image/key/sha256"]:
-        check.add("image/key/sha256 does not match the image bytes", "", index)
-    fmt = values["image/format"].decode("utf-8", "replace")
+    if hashlib.sha256(encoded).hexdigest().encode() != values[SHA256]:
+        check.add(f"{SHA256} does not match the image bytes", "", index)
+    fmt = values[FORMAT].decode("utf-8", "replace")
     signatures = _SIGNATURES.get(fmt)
     if signatures is None or not encoded.startswith(signatures) or (fmt == "webp" and encoded[8:12] != b"WEBP"):
-        check.add("image/format does not match the image bytes", f"format {fmt!r}, bytes start {encoded[:4]!r}",
+        check.add(f"{FORMAT} does not match the image bytes", f"format {fmt!r}, bytes start {encoded[:4]!r}",
                   index)
-    shape = (values["image/height"], values["image/width"], values["image/channels"])
+    shape = (values[HEIGHT], values[WIDTH], values[CHANNELS])
     if decode:
         try:
             decoded = tf.io.decode_image(encoded, expand_animations=False)
@@ -205,8 +220,8 @@ def _check_labels(check: ShardCheck, index: int, values: dict, metadata: dict) -
     """Checks that label ids name the label texts they travel with (and that boxes are normalized); returns
     the label the record was placed by: its only label, or the rarest of several (as the build chose)."""
     labels = metadata["labels"]
-    prefix = "image/object/class" if "image/object/class/label" in values else "image/class"
-    ids, texts = values[f"{prefix}/label"], values[f"{prefix}/text"]
+    boxes = BOX_LABEL in values
+    ids, texts = (values[BOX_LABEL], values[BOX_LABEL_TEXT]) if boxes else (values[LABEL], values[LABEL_TEXT])
     ids, texts = (ids, texts) if isinstance(ids, list) else ([ids], [texts])
     texts = [t.decode("utf-8", "replace") for t in texts]
     if len(ids) != len(texts) or not ids:
@@ -216,7 +231,7 @@ def _check_labels(check: ShardCheck, index: int, values: dict, metadata: dict) -
         if not 0 <= label < len(labels) or labels[label] != text:
             check.add("label id and label text disagree", f"id {label}, text {text!r}", index)
             return None
-    if prefix == "image/object/class":
+    if boxes:
         corners = [values[key] for key in BOX_KEYS]  # xmin, ymin, xmax, ymax lists
         if any(len(coordinates) != len(ids) for coordinates in corners):
             check.add("box coordinates and box labels differ in number", f"{len(ids)} labels", index)
@@ -232,15 +247,15 @@ def _image_at(values: dict, check: ShardCheck, index: int) -> bytes | None:
     """--image_mode path: the bytes at the record's image/uri, which must still be the ones it was built from."""
     from shardsmith.core.load_images import read_bytes
 
-    uri = values["image/uri"].decode("utf-8", "replace")
+    uri = values[URI].decode("utf-8", "replace")
     try:
         data = read_bytes(uri, 1 << 62)
     except Exception as e:
-        check.add("image/uri cannot be read", f"{uri}: {type(e).__name__}", index)
+        check.add(f"{URI} cannot be read", f"{uri}: {type(e).__name__}", index)
         return None
-    if len(data) != values["image/num_bytes"]:
-        check.add("the file at image/uri changed since the build", f"{uri}: {len(data)} bytes, recorded "
-                  f"{values['image/num_bytes']}", index)
+    if len(data) != values[NUM_BYTES]:
+        check.add(f"the file at {URI} changed since the build", f"{uri}: {len(data)} bytes, recorded "
+                  f"{values[NUM_BYTES]}", index)
     return data
 
 
@@ -325,7 +340,7 @@ def _check_dataset(output_dir: str, metadata: dict, shards: list[ShardCheck]) ->
     from shardsmith.format.tfds import tfds_metadata_files
 
     problems: list[Problem] = []
-    meta = "metadata.json"
+    meta = METADATA_FILE
     compression = metadata.get("compression", "none")
     by_split: dict[str, list[ShardCheck]] = {}
     for s in shards:
@@ -372,7 +387,7 @@ def _check_dataset(output_dir: str, metadata: dict, shards: list[ShardCheck]) ->
             own = None
         if own != own_copy(metadata):
             problems.append(Problem(METADATA_FILE, "the build's own copy differs from the published one"))
-    on_disk = FileSystems.match([f"{output_dir}/*.tfrecord-*"])[0].metadata_list
+    on_disk = FileSystems.match([join(output_dir, shard_file_pattern())])[0].metadata_list
     for m in sorted(on_disk, key=lambda m: m.path):
         base = m.path.rsplit("/", 1)[-1]
         if base not in listed:
