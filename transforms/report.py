@@ -20,6 +20,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from shardsmith.core import faults
 from shardsmith.core.build_lock import holds_lock, release_lock
+from shardsmith.core.failures import explain
 from shardsmith.core.rows import ErrorRow, ShardResult
 from shardsmith.core.settings import CheckSettings, RecordSettings
 from shardsmith.format.build_folder import DEFAULT_KEEP_BUILDS, build_dir, publish, retire_builds, write_atomically
@@ -49,6 +50,7 @@ class ErrorSummary:
     num_errors: int
     by_reason: dict[str, int]
     num_dropped_duplicates: int = 0  # rows dropped on purpose (--on_duplicate drop): not failures
+    explanation: str = ""  # the top reasons with counts and an example each (shardsmith/core/failures.py)
 
 
 def write_errors(errors: Iterable[ErrorRow], output_dir: str) -> ErrorSummary:
@@ -56,7 +58,8 @@ def write_errors(errors: Iterable[ErrorRow], output_dir: str) -> ErrorSummary:
     write_atomically(join(output_dir, ERRORS_FILE), errors_bytes(e.to_dict() for e in ordered))
     by_reason = Counter(f"{e.stage}: {e.reason}" for e in ordered)
     dropped = sum(e.stage == DUPLICATE_STAGE for e in ordered)
-    return ErrorSummary(len(ordered), dict(sorted(by_reason.items())), dropped)
+    return ErrorSummary(len(ordered), dict(sorted(by_reason.items())), dropped,
+                        explain(ordered, ignore_stage=DUPLICATE_STAGE))
 
 
 @dataclass(frozen=True)
@@ -149,7 +152,8 @@ def check_and_write_metadata(
     if fraction > config.checks.max_error_fraction:
         raise DatasetCheckFailed(
             f"{num_failed} of {num_input_rows} rows ({fraction:.1%}) failed, more than "
-            f"--max_error_fraction={config.checks.max_error_fraction}; see {join(config.files_dir, ERRORS_FILE)}"
+            f"--max_error_fraction={config.checks.max_error_fraction}: {errors.explanation}; "
+            f"see {join(config.files_dir, ERRORS_FILE)}"
         )
     if config.checks.on_duplicate == "error" and duplicates.num_groups:
         raise DatasetCheckFailed(

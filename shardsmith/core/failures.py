@@ -1,0 +1,60 @@
+"""Why rows failed, in one line a person can act on: the most common reasons with their counts and one example
+each, and, when one reason accounts for nearly every failure and has a known cause, the fix.
+
+The reason is an ErrorRow's stable grouping key (stage and reason); the example names the row (its URI, or its
+manifest and line) and the reason's detail, which carries the row's own values.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections import Counter
+from collections.abc import Sequence
+
+from shardsmith.core.rows import ErrorRow
+
+MAX_REASONS_SHOWN = 3
+MAX_DETAIL_CHARS = 160
+# A reason behind at least this share of the failed rows is taken to have one cause, worth a hint.
+DOMINANT_SHARE = 0.9
+
+
+def _example(error: ErrorRow) -> str:
+    where = f"{posixpath.basename(error.source)} line {error.line}"
+    return f"{error.uri} ({where})" if error.uri else where
+
+
+def _hint(reason: str, example: ErrorRow) -> str:
+    if reason == "lookup: file not found":
+        return (f"relative image paths are resolved against the manifest's folder "
+                f"({posixpath.dirname(example.source)}); if they are "
+                "relative to another folder, move the manifest there or use --path_map OLD=NEW")
+    if reason.startswith("manifest: unknown split value"):
+        return ("the split is read from the first column (or the header's --split_column); if the header names "
+                "the columns differently, use --split_column, --uri_column and --label_column")
+    if reason == "manifest: wrong number of columns":
+        return ("a CSV without a header is read as split,image_uri,label (or image_uri,label); add a header "
+                "line naming the columns, or map yours with --uri_column, --label_column and --split_column")
+    return ""
+
+
+def explain(errors: Sequence[ErrorRow], ignore_stage: str = "") -> str:
+    """The most common reasons among `errors` (one per manifest line; rows of `ignore_stage`, dropped on purpose,
+    left out) as `N × stage: reason (detail), e.g. EXAMPLE`, joined by "; ", then a hint when one reason
+    dominates. Empty when nothing failed."""
+    failed = [e for e in errors if e.stage != ignore_stage]
+    if not failed:
+        return ""
+    counts = Counter(f"{e.stage}: {e.reason}" for e in failed)
+    first: dict[str, ErrorRow] = {}
+    for error in failed:
+        first.setdefault(f"{error.stage}: {error.reason}", error)
+    parts = []
+    for reason, count in sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:MAX_REASONS_SHOWN]:
+        example = first[reason]
+        detail = f" ({example.detail[:MAX_DETAIL_CHARS]})" if example.detail else ""
+        parts.append(f"{count} × {reason}{detail}, e.g. {_example(example)}")
+    text = "; ".join(parts)
+    top, top_count = counts.most_common(1)[0]
+    hint = _hint(top, first[top]) if top_count >= DOMINANT_SHARE * len(failed) else ""
+    return text + (f". Hint: {hint}" if hint else "")

@@ -1,0 +1,59 @@
+"""A build that fails its error budget says why in its one line: the top reasons with counts and an example
+each, and the fix when one reason explains nearly every failure (shardsmith/core/failures.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from shardsmith.core.failures import explain
+from shardsmith.core.rows import ErrorRow
+
+
+def _manifest(root: Path, image_set, text: str) -> Path:
+    path = root / "lists" / "m.csv"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+@pytest.fixture(scope="module")
+def images(tmp_path_factory, image_set_factory):
+    return image_set_factory(tmp_path_factory.mktemp("explained"), {"cat": {"train": 6}, "dog": {"train": 6}})
+
+
+def test_a_wrong_label_column_is_named_with_its_fix(images, tmp_path, shardsmith):
+    lines = ["split,image_uri,class"] + [f"{s},{images.root / u},{label}" for s, u, label in images.rows]
+    manifest = _manifest(tmp_path, images, "\n".join(lines) + "\n")
+    result = shardsmith("build", "--manifest", manifest, "--output_dir", tmp_path / "out", "--name", "x")
+    assert result.code == 1
+    assert f"{len(images.rows)} × manifest: the header has no label column 'label'" in result.err
+    assert "use --label_column" in result.err and "e.g. m.csv line 2" in result.err
+
+
+def test_paths_relative_to_another_folder_get_the_path_map_hint(images, tmp_path, shardsmith):
+    lines = ["split,image_uri,label"] + [f"{s},{u},{label}" for s, u, label in images.rows]  # relative to root
+    manifest = _manifest(tmp_path, images, "\n".join(lines) + "\n")  # ... but the manifest is in lists/
+    result = shardsmith("build", "--manifest", manifest, "--output_dir", tmp_path / "out", "--name", "x")
+    assert result.code == 1
+    first = images.rows[0][1]
+    assert f"{len(images.rows)} × lookup: file not found" in result.err
+    assert f"e.g. {first} (m.csv line 2)" in result.err
+    assert f"Hint: relative image paths are resolved against the manifest's folder ({manifest.parent})" in result.err
+    assert "--path_map OLD=NEW" in result.err
+    assert len(result.err.strip().splitlines()[-1]) > 0 and result.err.count("shardsmith check failed") == 1
+
+
+def test_top_reasons_are_ordered_by_count_and_limited():
+    def row(line, stage, reason, uri=""):
+        return ErrorRow("/d/m.csv", line, uri, "", "", stage, reason)
+
+    errors = ([row(i, "load", "not an image file", f"a{i}.jpg") for i in range(5)]
+              + [row(10 + i, "lookup", "file not found", f"b{i}.jpg") for i in range(3)]
+              + [row(20, "manifest", "empty label"), row(21, "label", "x"), row(22, "duplicate", "dropped")])
+    text = explain(errors, ignore_stage="duplicate")
+    assert text == ("5 × load: not an image file, e.g. a0.jpg (m.csv line 0); "
+                    "3 × lookup: file not found, e.g. b0.jpg (m.csv line 10); "
+                    "1 × label: x, e.g. m.csv line 21")
+    assert explain([row(1, "duplicate", "dropped")], ignore_stage="duplicate") == ""
