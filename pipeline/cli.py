@@ -3,8 +3,9 @@ dataset back and checks every record, `inspect` reports on one (and draws PNGs);
 `template` and `run-template` build and run it on Google Cloud (pipeline/cloud/, which needs neither Beam nor
 TensorFlow: they are imported only by the commands that use them).
 
-`run(argv)` follows Beam's examples: shardsmith's own flags are parsed here and every flag argparse does not
-know (`--runner`, `--direct_running_mode`, `--project`, ...) passes through to `PipelineOptions`.
+`run(argv)` follows Beam's examples: shardsmith's own flags are parsed here (dashed spellings too: `--num-shards`)
+and every flag argparse does not know passes through to `PipelineOptions` if it is one of Beam's (`--runner`,
+`--direct_running_mode`, `--project`, ...; pipeline/beam_flags.py); any other flag is a usage error.
 Errors a user can fix print one line and exit 2; a dataset that fails its final checks exits 1 with the
 check's message; anything else prints one line and how to see the traceback (SHARDSMITH_DEBUG=1).
 """
@@ -39,8 +40,9 @@ def _parser() -> argparse.ArgumentParser:
                                      metavar="{build,sample,verify,inspect,schema," + ",".join(CLOUD_COMMANDS) + "}")
     build = commands.add_parser(
         "build", help="build TFRecord shards from a manifest or a folder",
-        description="Build TFRecord shards. Flags not listed here (--runner, --direct_running_mode, "
-                    "--direct_num_workers, --project, ...) pass through to Apache Beam.",
+        description="Build TFRecord shards. Each flag may also be spelled with dashes (--num-shards). Apache "
+                    "Beam's flags (--runner, --direct_running_mode, --direct_num_workers, --project, ...) pass "
+                    "through to Beam; any other flag is an error.",
     )
     add_build_arguments(build)
     sample = commands.add_parser("sample", help="write a small demo dataset (no download)")
@@ -92,8 +94,14 @@ def _temp_dir_for(given: str | None, beam_options) -> tuple[str, bool]:
 
 def build(argv: list[str]) -> dict:
     """Parses `build` arguments, runs the pipeline to completion and returns metadata.json as a dict."""
-    from pipeline.options import build_options_from
+    from pipeline import beam_flags
+    from pipeline.options import build_options_from, normalize_flags, own_flag_names, reject_unknown_flags
 
+    # Every check of the arguments comes before Beam and TensorFlow are imported (seconds): a mistake is
+    # reported at once, before any folder is made.
+    own = own_flag_names()
+    argv = normalize_flags(argv, own)
+    reject_unknown_flags(argv, own, beam_flags.names())
     parser = _parser()
     args, beam_args = parser.parse_known_args(["build", *argv])
     options = build_options_from(args)

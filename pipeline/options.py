@@ -272,3 +272,47 @@ def _absolute_manifest(given: str) -> str:
     """A local manifest path made absolute (against the working directory), so that the relative image paths in
     it resolve to absolute paths, which --allowed_prefixes are checked against. URIs are kept as given."""
     return given if is_remote(given) else os.path.abspath(given)
+
+
+def own_flag_names() -> frozenset[str]:
+    """`shardsmith build`'s own flags, without their dashes."""
+    from pipeline.flags import build_flags
+
+    return frozenset(flag.name for flag in build_flags()) | {"help"}
+
+
+def normalize_flags(argv: list[str], own: frozenset[str]) -> list[str]:
+    """`--num-shards 4` and `--output-dir=x` as `--num_shards 4` and `--output_dir=x`: a dashed spelling of one
+    of shardsmith's own flags is that flag. Beam's flags are left as given (Beam reads its own)."""
+    normalized = []
+    for arg in argv:
+        if arg == "--":
+            return normalized + argv[len(normalized):]
+        name, eq, value = arg[2:].partition("=")
+        if arg.startswith("--") and "-" in name and name.replace("-", "_") in own:
+            arg = f"--{name.replace('-', '_')}{eq}{value}"
+        normalized.append(arg)
+    return normalized
+
+
+def reject_unknown_flags(argv: list[str], own: frozenset[str], beam: frozenset[str]) -> None:
+    """Raises UsageError naming every flag that neither shardsmith (exactly, or as argparse's unambiguous
+    abbreviation) nor Beam knows, with the closest known flag: Beam would otherwise drop it without a word."""
+    import difflib
+
+    unknown = []
+    for arg in argv:
+        if arg == "--":
+            break
+        if arg.startswith("--"):
+            name = arg[2:].partition("=")[0]
+            if name and (name in beam or any(flag.startswith(name) for flag in own)):
+                continue
+        elif arg == "-h" or not (arg.startswith("-") and arg[1:2].isalpha()):
+            continue  # a value (-1 included), or -h; Beam discards single-dash flags, so they are errors too
+        close = difflib.get_close_matches(arg.lstrip("-").partition("=")[0].replace("-", "_"),
+                                          sorted(own | beam), n=1)
+        unknown.append(arg.partition("=")[0] + (f" (did you mean --{close[0]}?)" if close else ""))
+    if unknown:
+        raise UsageError(f"unknown flag{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}; "
+                         "`shardsmith build --help` lists shardsmith's flags, other flags must be Apache Beam's")

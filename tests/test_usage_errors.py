@@ -1,0 +1,91 @@
+"""A typo'd flag is a usage error with a suggestion, not a flag Beam drops in silence; shardsmith's flags may be
+spelled with dashes; argument mistakes are reported before Beam or TensorFlow is imported."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from pipeline import beam_flags
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_a_typod_flag_exits_2_with_the_closest_flag_and_builds_nothing(shardsmith, tmp_path, image_set_factory):
+    images = image_set_factory(tmp_path, {"a": {"train": 4, "test": 2}, "b": {"train": 4, "test": 2}})
+    out = tmp_path / "out"
+    result = shardsmith("build", "--manifest", images.manifest, "--output_dir", out, "--name", "x",
+                        "--num-shards", "4", "--ouput_dir", tmp_path / "elsewhere", "--max_eror_fraction=0.5")
+    assert result.code == 2
+    assert result.err.count("\n") == 1 and result.err.startswith("shardsmith: error: unknown flags ")
+    assert "--ouput_dir (did you mean --output_dir?)" in result.err
+    assert "--max_eror_fraction (did you mean --max_error_fraction?)" in result.err
+    assert not out.exists() and not (tmp_path / "elsewhere").exists()
+
+
+def test_a_typod_beam_flag_is_an_error_too(shardsmith, tmp_path):
+    result = shardsmith("build", "--manifest", tmp_path / "m.csv", "--output_dir", tmp_path / "out", "--name",
+                        "x", "--runer=DirectRunner")
+    assert result.code == 2 and "--runer (did you mean --runner?)" in result.err
+    result = shardsmith("build", "--manifest", tmp_path / "m.csv", "--output_dir", tmp_path / "out", "--name",
+                        "x", "--direct-num-workers", "1")  # Beam's flags have no dashed spelling
+    assert result.code == 2 and "did you mean --direct_num_workers?" in result.err
+
+
+def test_dashed_spellings_and_beam_flags_build(shardsmith, tmp_path, image_set_factory, metadata_of):
+    images = image_set_factory(tmp_path, {"a": {"train": 12, "validation": 4, "test": 4},
+                                          "b": {"train": 12, "validation": 4, "test": 4}})
+    out = tmp_path / "out"
+    result = shardsmith("build", "--manifest", images.manifest, f"--output-dir={out}", "--name", "x",
+                        "--num-shards", "4", "--max-error-fraction", "0.1", "--runner=DirectRunner",
+                        "--direct_num_workers", "1", "--direct_running_mode=in_memory", "--experiments", "x_y")
+    assert result.code == 0, result.err
+    metadata = metadata_of(out)
+    assert {split: info["num_shards"] for split, info in metadata["splits"].items()} == {
+        "train": 4, "validation": 4, "test": 4}
+    assert metadata["options"]["max_error_fraction"] == 0.1
+
+
+def test_a_usage_error_imports_neither_beam_runners_nor_tensorflow(tmp_path):
+    code = (
+        "import sys\n"
+        "from pipeline import cli\n"
+        f"status = cli.main(['build', '--manifest', 'm.csv', '--output_dir', {str(tmp_path / 'o')!r}, "
+        "'--name', 'x', '--ouput_dir', 'y'])\n"
+        "heavy = sorted(m for m in sys.modules if m == 'tensorflow' or m.startswith(('apache_beam.runners', "
+        "'tensorflow.')))\n"
+        "print(status, len(heavy), heavy[:5])\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env)
+    assert done.stdout.split()[:2] == ["2", "0"], done.stdout + done.stderr
+    assert "did you mean --output_dir?" in done.stderr
+    assert not (tmp_path / "o").exists()
+
+
+def test_the_beam_flag_list_is_the_installed_beams():
+    assert beam_flags.NAMES_FILE.read_text() == beam_flags.generated(), \
+        f"{beam_flags.NAMES_FILE.name} is out of date with the installed Beam: run `{beam_flags.COMMAND}`"
+    assert {"runner", "project", "temp_location", "experiments", "sdk_container_image", "no_wait_until_finish",
+            "job_name", "region", "staging_location", "template_location"} <= beam_flags.names()
+
+
+def test_help_lists_each_flag_once():
+    done = subprocess.run([sys.executable, "-m", "pipeline.cli", "build", "--help"], capture_output=True,
+                          text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0 and "--output_dir" in done.stdout and "--output-dir" not in done.stdout
+
+
+def test_the_options_dataflows_launcher_passes_are_accepted_by_the_entrypoint():
+    from pipeline.entrypoint import to_build_args
+    from pipeline.options import normalize_flags, own_flag_names, reject_unknown_flags
+
+    launcher = ["--runner=DataflowRunner", "--project=p", "--region=europe-west4", "--temp_location=gs://b/t",
+                "--staging_location=gs://b/s", "--job_name=j", "--template_location=gs://b/t/job",
+                "--sdk_container_image=eu.gcr.io/p/i:1", "--service_account_email=a@p.iam.gserviceaccount.com",
+                "--labels=app=shardsmith", "--experiments=use_runner_v2", "--setup_file=/x/setup.py"]
+    params = ["--manifest=gs://b/a.csv,gs://b/b.csv", "--output_dir=gs://b/out", "--name=pets", "--overwrite=true"]
+    args = normalize_flags(to_build_args(params + launcher), own_flag_names())
+    reject_unknown_flags(args, own_flag_names(), beam_flags.names())  # raises on any it does not know
