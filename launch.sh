@@ -10,11 +10,8 @@ DEMO_DIR="${SHARDSMITH_DEMO_DIR:-$ROOT/demo}"
 AIRFLOW_VENV="${SHARDSMITH_AIRFLOW_VENV:-$ROOT/.venv-airflow}"
 # Airflow and its Google and Beam providers, pinned together; they live apart from .venv because the Google
 # provider needs google-api-python-client >=2 and tfx-bsl (tensorflow-transform) needs <2.
-AIRFLOW_PACKAGES=(
-  "apache-airflow==3.3.2"
-  "apache-airflow-providers-google==22.8.0"
-  "apache-airflow-providers-apache-beam==6.3.1"
-)
+AIRFLOW_PACKAGES=("apache-airflow==3.3.2" "apache-airflow-providers-google==22.8.0"
+  "apache-airflow-providers-apache-beam==6.3.1")
 
 usage() {
   cat <<'EOF'
@@ -48,6 +45,16 @@ EOF
 
 die() { echo "launch.sh: $*" >&2; exit 2; }
 
+# " (did you mean 'X'?)" for the command nearest $1 (at most 2 edits away; Levenshtein in awk), else nothing.
+suggest() {
+  awk -v w="$1" 'BEGIN { n = split("demo local test install image dataflow template run-template airflow-env", c)
+    best = 3; lw = length(w); for (y = 0; y <= lw; y++) d[0, y] = y
+    for (i = 1; i <= n; i++) { la = length(c[i]); for (x = 1; x <= la; x++) { d[x, 0] = x; for (y = 1; y <= lw; y++) {
+      k = d[x-1, y-1] + (substr(c[i], x, 1) != substr(w, y, 1)); if (d[x-1, y] + 1 < k) k = d[x-1, y] + 1
+      if (d[x, y-1] + 1 < k) k = d[x, y-1] + 1; d[x, y] = k } } if (d[la, lw] < best) { best = d[la, lw]; m = c[i] } }
+    if (m != "") printf " (did you mean \047%s\047?)", m }'
+}
+
 find_python() {
   if [[ -n "$PYTHON_BIN" ]]; then echo "$PYTHON_BIN"; return; fi
   for candidate in python3.11 python3; do
@@ -75,16 +82,9 @@ ensure_venv() {
 
 cmd_demo() {
   ensure_venv
-  if [[ ! -f "$DEMO_DIR/data/manifest.csv" ]]; then
-    "$VENV/bin/shardsmith" sample "$DEMO_DIR/data"
-  fi
-  "$VENV/bin/shardsmith" build \
-    --manifest "$DEMO_DIR/data/manifest.csv" \
-    --output_dir "$DEMO_DIR/tfrecords" \
-    --name demo \
-    --num_shards train=4,validation=2,test=2 \
-    --max_error_fraction 0.1 \
-    --overwrite "$@"
+  [[ -f "$DEMO_DIR/data/manifest.csv" ]] || "$VENV/bin/shardsmith" sample "$DEMO_DIR/data"
+  "$VENV/bin/shardsmith" build --manifest "$DEMO_DIR/data/manifest.csv" --output_dir "$DEMO_DIR/tfrecords" \
+    --name demo --num_shards train=4,validation=2,test=2 --max_error_fraction 0.1 --overwrite "$@"
 }
 
 cmd_local() {
@@ -141,7 +141,7 @@ main() {
     airflow-env) cmd_airflow_env "$@" ;;
     -h|--help|help) usage ;;
     "") usage; exit 2 ;;
-    *) usage >&2; die "unknown command: $command" ;;
+    *) die "unknown command '$command'$(suggest "$command"); see bash launch.sh --help" ;;
   esac
 }
 

@@ -23,6 +23,7 @@ import time
 import traceback
 
 from pipeline.cloud import COMMANDS as CLOUD_COMMANDS
+from pipeline.quiet import quiet
 
 DEBUG_ENV = "SHARDSMITH_DEBUG"
 _LOG = logging.getLogger("shardsmith")
@@ -197,6 +198,7 @@ def run(argv: list[str] | None = None) -> dict | str | int:
     """Runs a subcommand and returns its result (a cloud command's: its exit status); raises on failure (see
     `main` for the exit codes)."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    quiet()  # TensorFlow's C++ log lines off unless SHARDSMITH_VERBOSE=1 (pipeline/quiet.py)
     if argv and argv[0] in CLOUD_COMMANDS:
         from pipeline.cloud.cli import main as cloud_main
 

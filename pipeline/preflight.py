@@ -14,6 +14,7 @@ import os
 
 from pipeline.options import BuildOptions, UsageError
 from shardsmith.core.build_lock import BuildLock, LockHeld, acquire_lock
+from shardsmith.core.manifest import Source, header_problem
 from shardsmith.format.build_folder import (
     BuildRecord,
     new_build_id,
@@ -24,7 +25,6 @@ from shardsmith.format.build_folder import (
 )
 from shardsmith.format.metadata import MetadataError, read_metadata
 from shardsmith.format.naming import BUILDS_DIR, METADATA_FILE, is_remote
-from transforms.read_manifest import Source
 
 _LOG = logging.getLogger("shardsmith")
 
@@ -57,6 +57,9 @@ def prepare_output_dir(options: BuildOptions, sources: list[Source]) -> BuildLoc
     only unfinished builds of earlier runs (named by their build records) are removed."""
     out = options.output_dir
     for source in sources:
+        problem = header_problem(source.path, options.manifest) if source.kind == "csv" else None
+        if problem:
+            raise UsageError(problem)
         if _inside(source.path, out):
             raise UsageError(f"the input {source.path} is inside the output folder {out}; choose an --output_dir "
                              "that holds no inputs")

@@ -428,3 +428,13 @@ def test_gcloud_accepts_every_printed_command(tmp_path):
         done = subprocess.run(words, env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
         assert done.returncode != 0
         assert "You do not currently have an active account selected" in done.stderr, (words, done.stderr)
+
+
+def test_an_unknown_command_is_one_line_with_the_nearest_command():
+    result = launch("dataflw")
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr == ("launch.sh: unknown command 'dataflw' (did you mean 'dataflow'?); "
+                             "see bash launch.sh --help\n")
+    far = launch("xyzzy")
+    assert far.returncode == 2 and far.stderr == "launch.sh: unknown command 'xyzzy'; see bash launch.sh --help\n"
+    assert len((ROOT / "launch.sh").read_text().splitlines()) <= 150

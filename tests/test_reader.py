@@ -110,3 +110,15 @@ def test_importing_shardsmith_imports_neither_tensorflow_nor_beam():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                             cwd=Path(__file__).parent.parent)
     assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr
+
+
+def test_split_spellings_build_accepts_read_the_same_split(built):
+    def uris(split):
+        return sorted(bytes(e["image/filename"].numpy()) for e in load(str(built), split, batch_size=None,
+                                                                        shuffle_buffer=0, features=True))
+
+    validation = uris("validation")
+    assert validation and uris("val") == uris("EVAL") == validation
+    assert uris("training") == uris("train")
+    with pytest.raises(ValueError, match="split 'unassigned' is not in this dataset; it has train, validation, test"):
+        load(str(built), "unassigned")

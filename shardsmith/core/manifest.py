@@ -15,6 +15,7 @@ import csv
 import json
 import os
 import posixpath
+import re
 import stat
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, fields
@@ -132,6 +133,52 @@ def manifest_lines(path: str) -> Iterator[tuple[int, str | None]]:
             if number == 1 and line.startswith(codecs.BOM_UTF8):
                 line = line[len(codecs.BOM_UTF8):]
             yield number, line.decode("utf-8", "replace")
+
+
+# Column names people give the three columns shardsmith reads, each mapped to the flag that names it.
+COLUMN_ALIASES = {
+    "--uri_column": ("image_uri", "uri", "path", "filepath", "file_path", "file", "filename", "image", "image_path",
+                     "gcs_path", "url"),
+    "--label_column": ("label", "labels", "class", "class_name", "category", "target", "tag"),
+    "--split_column": ("split", "set", "subset", "fold", "partition", "ml_use"),
+}
+_HEADER_FIELD = re.compile(r"[A-Za-z_][A-Za-z0-9_ .-]*")
+
+
+def header_problem(path: str, fmt: ManifestFormat) -> str | None:
+    """What is wrong with a CSV manifest's header, checked before a build starts: a first line that is a header
+    (it names --uri_column, or all its fields are column-like names and one is a usual column name) but lacks
+    --uri_column or --label_column. None when the header is fine or the file has none (a header-less file stays
+    header-less: its first line holds a path)."""
+    first = next(((n, t) for n, t in manifest_lines(path) if t is None or t.strip()), None)
+    if first is None or first[1] is None:
+        return None
+    try:
+        fields = [f.strip() for f in next(csv.reader([first[1]], strict=True))]
+    except csv.Error:
+        return None
+    names = [f.lower() for f in fields]
+    known = {alias for aliases in COLUMN_ALIASES.values() for alias in aliases}
+    is_header = fmt.uri_column.lower() in names or (
+        all(_HEADER_FIELD.fullmatch(f) for f in fields) and any(n in known for n in names))
+    if not is_header:
+        return None
+    wanted = {"--uri_column": fmt.uri_column, "--label_column": fmt.label_column}
+    missing = [flag for flag, column in wanted.items() if column.lower() not in names]
+    if fmt.task == "detection" and "--label_column" in missing and "boxes" in names:
+        missing.remove("--label_column")
+    if not missing:
+        return None
+    suggestions = []
+    for flag, aliases in COLUMN_ALIASES.items():
+        match = next((f for f, n in zip(fields, names, strict=True) if n in aliases), None)
+        current = {"--uri_column": fmt.uri_column, "--label_column": fmt.label_column,
+                   "--split_column": fmt.split_column}[flag]
+        if match is not None and match.lower() != current.lower():
+            suggestions.append(f"{flag} {match}")
+    lacking = " and ".join(f"no {wanted[flag]!r} column ({flag})" for flag in missing)
+    fix = f"; try {' '.join(suggestions)}" if suggestions else f"; name its columns with {', '.join(missing)}"
+    return f"manifest {path} has the header {first[1].strip()[:200]!r} with {lacking}{fix}"
 
 
 def manifest_columns(path: str, limit: int) -> Iterator[dict[str, object]]:

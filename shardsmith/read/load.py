@@ -15,12 +15,70 @@ TensorFlow is imported inside the functions: `import pipeline` stays cheap.
 
 from __future__ import annotations
 
+import os
+import re
+import sys
+import tempfile
 from collections.abc import Callable, Sequence
 
 from shardsmith.format.example import BOX_LABEL, IMAGE, LABEL, URI
 
 DEFAULT_CYCLE_LENGTH = 16  # shard files read at once; more hides object-store latency, each costs a buffer
 _DTYPES = {"bytes": "string", "int64": "int64", "float": "float32"}
+
+
+VERBOSE_ENV = "SHARDSMITH_VERBOSE"  # set (to anything but "" or "0") to keep TensorFlow's C++ log lines
+# The lines TensorFlow's shared libraries print while they load, before TF_CPP_MIN_LOG_LEVEL is read (absl's
+# "before InitializeLog" notice, oneDNN's and the CUDA stub's notes, the CPU-instructions note): dropped from
+# what the import wrote to stderr. Everything else it wrote (Python warnings, a FATAL line) is written back.
+_IMPORT_NOISE = re.compile(r"WARNING: All log messages before absl::InitializeLog\(\)|[IWE]\d{4} [\d:. ]+\d+ \S+:\d+\] "
+                           r"|To enable the following instructions: ")
+
+
+def verbose() -> bool:
+    return os.environ.get(VERBOSE_ENV, "") not in ("", "0")
+
+
+def quiet_native_logs() -> None:
+    """Unless SHARDSMITH_VERBOSE is set, asks TensorFlow's C++ code (and the child processes this one starts)
+    to log nothing below FATAL: its notes about CUDA drivers, cuInit, oneDNN and per-image PNG warnings go.
+    A TF_CPP_MIN_LOG_LEVEL the user set is kept. Read by TensorFlow once, when it is imported: no effect after."""
+    if not verbose():
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+
+def exec_quietly(run: Callable[[], object]):
+    """`run()` (importing TensorFlow) with file descriptor 2 sent to a temporary file; what it wrote there is
+    written back afterwards, less TensorFlow's load-time log lines. With SHARDSMITH_VERBOSE set, just `run()`."""
+    if verbose():
+        return run()
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as captured:
+        os.dup2(captured.fileno(), 2)
+        try:
+            return run()
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            captured.seek(0)
+            kept = [line for line in captured.read().decode(errors="replace").splitlines(keepends=True)
+                    if not _IMPORT_NOISE.match(line)]
+            if kept:
+                os.write(2, "".join(kept).encode())
+
+
+def import_tensorflow():
+    """`tensorflow`, imported quietly (see quiet_native_logs and exec_quietly) when this is the first import."""
+    quiet_native_logs()
+    if "tensorflow" not in sys.modules:
+        import importlib
+
+        exec_quietly(lambda: importlib.import_module("tensorflow"))
+    import tensorflow as tf
+
+    return tf
 
 
 def read_metadata(output_dir: str) -> dict:
@@ -147,6 +205,16 @@ def interleave_and_shuffle(shards, open_shard: Callable, num_shards: int, *, shu
     return records
 
 
+def _split_name(split: str, metadata: dict) -> str:
+    """The dataset's name for `split`: the split itself, or what a spelling `build` accepts (val, eval,
+    training, TEST, ...) means; an unknown one is left for split_shards to refuse."""
+    from shardsmith.format.naming import canonical_split
+
+    if split in metadata["splits"]:
+        return split
+    return canonical_split(split) or split
+
+
 def _size(image_size: int | Sequence[int] | None) -> tuple[int, int] | None:
     if image_size is None:
         return None
@@ -195,7 +263,7 @@ def load(
       `shuffle_files=False`, fully deterministic).
     - `seed`: fixes the file and record shuffles and makes the order deterministic (slower).
     """
-    import tensorflow as tf
+    tf = import_tensorflow()
 
     from shardsmith.format.example import BOX_KEYS, MASK
 
@@ -204,7 +272,7 @@ def load(
     if channels not in (0, 1, 3, 4):
         raise ValueError(f"channels must be 0, 1, 3 or 4, not {channels!r}")
     metadata = read_metadata(output_dir)
-    shards = split_shards(output_dir, metadata, split)
+    shards = split_shards(output_dir, metadata, _split_name(split, metadata))
     if not shards:
         raise ValueError(f"split {split!r} has no shard files")
     check_shard_sizes(shards)
