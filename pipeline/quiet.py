@@ -14,7 +14,7 @@ import importlib.abc
 import importlib.machinery
 import sys
 
-from shardsmith.read.load import VERBOSE_ENV, exec_quietly, quiet_native_logs, verbose
+from shardsmith.tensorflow_import import VERBOSE_ENV, exec_quietly, quiet_native_logs, verbose
 
 __all__ = ["VERBOSE_ENV", "quiet"]
 

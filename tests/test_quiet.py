@@ -100,7 +100,7 @@ def test_verbose_build_shows_tensorflow_lines(tmp_path, profiled_build):
 
 
 def test_what_the_tensorflow_import_writes_besides_its_log_lines_is_kept():
-    code = ("import os, warnings; from shardsmith.read.load import exec_quietly; "
+    code = ("import os, warnings; from shardsmith.tensorflow_import import exec_quietly; "
             "exec_quietly(lambda: (warnings.warn('kept'), os.write(2, b'I0000 00:00:1.5   7 port.cc:153] gone\\n"
             "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR\\n"
             "F0000 00:00:1.5   7 x.cc:1] fatal stays\\n')))")
