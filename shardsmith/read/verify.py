@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 from shardsmith.core.rows import placing_label_id
 from shardsmith.errors import UsageError
-from shardsmith.format.build_folder import dataset_dir, is_published, own_copy
+from shardsmith.format.build_folder import dataset_dir, is_published, own_copy, read_bytes
 from shardsmith.format.example import (
     BOX_KEYS,
     BOX_LABEL,
@@ -304,12 +304,10 @@ def _check_shard(output_dir: str, split: str, shard: dict, metadata: dict, decod
 
 
 def _read_text(path: str) -> str | None:
-    from apache_beam.io.filesystem import CompressionTypes
-    from apache_beam.io.filesystems import FileSystems
-
+    """A side file's text, or None when it is missing or unreadable (verify reports either as a problem)."""
     try:
-        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-            return f.read().decode("utf-8")
+        data = read_bytes(path)
+        return None if data is None else data.decode("utf-8")
     except Exception:
         return None
 
@@ -406,7 +404,7 @@ def _check_dataset(output_dir: str, metadata: dict, shards: list[ShardCheck]) ->
             problems.append(Problem(ERRORS_FILE, "line count differs from num_errors",
                                     f"{len(lines)} lines, metadata {metadata.get('num_errors')}"))
     for name, content in tfds_metadata_files(metadata).items():
-        present = _read_text(f"{output_dir}/{name}")
+        present = _read_text(join(output_dir, name))
         if present is None:
             continue  # datasets built before TFDS support have none; not a defect
         same = (json.loads(present) == json.loads(content) if name.endswith(".json")
