@@ -12,7 +12,7 @@ import dataclasses
 import importlib
 import threading
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 import apache_beam as beam
@@ -204,21 +204,25 @@ class AnalyzeLabels(beam.PTransform):
     tft sees one instance per label (not per row): the vocabulary is all it derives, and its cost then does
     not grow with the dataset.
 
-    `after`, when given, is a PCollection this step waits for. The local build passes the written shards, and
-    starts importing TensorFlow when the writing starts (its work runs in writer processes, so the runner's
-    own process is idle): the import then overlaps the writing instead of delaying the end of the build.
+    `write` does the work: `write_transform_fn` in the worker by default; the local build passes a client of
+    a process of its own that imported TensorFlow while the build started (pipeline/transform_fn_process.py).
+    `after`, when given, is a PCollection this step waits for (the written shards, when TensorFlow is imported
+    in this process while writer processes write: the work then overlaps the writing instead of slowing it).
     `temp_dir` receives tft's scratch files and must lie outside the published output folder.
     """
 
-    def __init__(self, output_dir: str, temp_dir: str, after=None):
+    def __init__(self, output_dir: str, temp_dir: str, after=None,
+                 write: Callable[[Vocabulary, str, str], str] = write_transform_fn):
         super().__init__()
         self._output_dir = output_dir
         self._temp_dir = temp_dir
         self._after = after
+        self._write = write
 
     def expand(self, vocabulary):
         waits = [beam.pvalue.AsList(self._after)] if self._after is not None else []
+        write = self._write
         return vocabulary | "WriteTransformFn" >> beam.Map(
-            lambda vocab, output_dir, temp_dir, *_: write_transform_fn(vocab, output_dir, temp_dir),
+            lambda vocab, output_dir, temp_dir, *_: write(vocab, output_dir, temp_dir),
             self._output_dir, self._temp_dir, *waits,
         )
