@@ -31,7 +31,7 @@ def build_graph(pipeline: beam.Pipeline, options: BuildOptions, sources: list[So
     Every file goes into the build's own folder (`builds/<build_id>`, started by pipeline/preflight.py); the
     report publishes it last. `writer_processes` > 0 hands shards to that many local writer processes
     (pipeline/runner.py says when); `transform_fn_writer`, if given, writes transform_fn in a process of its
-    own (pipeline/transform_fn_process.py), which then never waits for the shards."""
+    own (pipeline/transform_fn_process.py), beside the writing."""
     files_dir = build_dir(options.output_dir, build_id)
     # Only the list of manifest paths is inlined; the rows are read by workers, and travel in RowBatches.
     read_rows, manifest_errors = (
@@ -64,12 +64,10 @@ def build_graph(pipeline: beam.Pipeline, options: BuildOptions, sources: list[So
     if options.manifest.features:
         transform_written = labelled.rows | "AnalyzeRows" >> AnalyzeRows(
             vocabulary, files_dir, temp_dir, options.manifest.task, options.manifest.features)
-    elif transform_fn_writer is not None:
-        transform_written = vocabulary | "AnalyzeLabels" >> AnalyzeLabels(files_dir, temp_dir,
-                                                                           write=transform_fn_writer)
     else:
         transform_written = vocabulary | "AnalyzeLabels" >> AnalyzeLabels(
-            files_dir, temp_dir, after=written.shards if writer_processes else None
+            files_dir, temp_dir, after=written.shards if writer_processes or transform_fn_writer else None,
+            writer=transform_fn_writer,
         )
     errors = (*stage_errors, labelled.errors, written.errors) | "AllErrors" >> beam.Flatten()
     num_placed = plan | "NumPlacedRows" >> beam.Map(lambda p: sum(s.num_examples for s in p.splits.values()))

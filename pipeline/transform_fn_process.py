@@ -1,22 +1,25 @@
 """tf.transform's step of a local build, in a process of its own started at launch.
 
-Importing tensorflow-transform (and TensorFlow) takes about 10 s of CPU here, longer than writing 20,000 images.
-A local build starts this process before it imports Beam: the import runs on a core the launcher leaves idle
-while it imports Beam, reads the manifest and places rows, and transform_fn is written as soon as the label
-vocabulary is known, beside the shard writers instead of after them. The launcher itself never imports
-TensorFlow.
+Importing tensorflow-transform (and TensorFlow) takes 5-10 s of CPU, longer than writing 20,000 images. A local
+build starts this process before it imports Beam: the import runs on a core the launcher leaves idle while it
+imports Beam, reads the manifest and places rows; transform_fn is written as soon as the label vocabulary is
+known, beside the shard writers; the launcher waits for it only after the shards are written, and never imports
+TensorFlow itself.
 
-The stage (transforms/labels.py `AnalyzeLabels`) gets a `TransformFnClient`: a picklable callable that sends
-(vocabulary, output_dir, temp_dir) over a local socket and returns when the process has written transform_fn,
-or raises with the process's one-line error. The process serves any number of requests (a retried step sends
-its request again; writing the same transform_fn again is harmless), and exits when the launcher closes its
-standard input, which also happens if the launcher dies.
+The stage (transforms/labels.py `AnalyzeLabels`) gets a `TransformFnClient`, picklable: `start` sends
+(vocabulary, output_dir, temp_dir) over a local socket and returns the request's key at once; `wait(key)`
+returns when the process has written transform_fn, or raises with the process's one-line error. A request is
+keyed by its content and done once, so a retried step that starts it again waits for the same work. The
+process exits when the launcher closes its standard input, which also happens if the launcher dies.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
+import pickle
+import queue
 import secrets
 import shutil
 import subprocess
@@ -37,21 +40,35 @@ _SOCKET_DIR_PREFIX = "shardsmith-tfp-"
 
 @dataclass(frozen=True)
 class TransformFnClient:
-    """Writes transform_fn through the process; picklable, so a Beam step can hold it."""
+    """Has the process write transform_fn; picklable, so a Beam step can hold it. `start` hands over the
+    request and returns at once; `wait` returns when that request is done (or raises with the process's
+    one-line error). The build starts as soon as the vocabulary is known and waits after the shards."""
 
     address: str
     authkey: bytes
 
-    def __call__(self, vocabulary, output_dir: str, temp_dir: str) -> str:
-        with self._connect() as connection:
-            connection.send((vocabulary, output_dir, temp_dir))
-            try:
-                ok, value = connection.recv()
-            except EOFError:
-                raise RuntimeError("the tf.transform process exited before it wrote transform_fn") from None
+    def start(self, vocabulary, output_dir: str, temp_dir: str) -> str:
+        """Returns the request's key: the same request gives the same key, and is done once."""
+        key = hashlib.sha256(pickle.dumps((vocabulary, output_dir, temp_dir))).hexdigest()
+        self._ask(("start", key, (vocabulary, output_dir, temp_dir)))
+        return key
+
+    def wait(self, key: str) -> str:
+        ok, value = self._ask(("wait", key))
         if not ok:
             raise RuntimeError(f"tf.transform could not write transform_fn: {value}")
         return value
+
+    def __call__(self, vocabulary, output_dir: str, temp_dir: str) -> str:
+        return self.wait(self.start(vocabulary, output_dir, temp_dir))
+
+    def _ask(self, message):
+        with self._connect() as connection:
+            connection.send(message)
+            try:
+                return connection.recv()
+            except EOFError:
+                raise RuntimeError("the tf.transform process exited before it wrote transform_fn") from None
 
     def _connect(self):
         deadline = time.monotonic() + SOCKET_WAIT_S
@@ -97,11 +114,57 @@ def _one_line(error: BaseException) -> str:
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
+class _Requests:
+    """Requests by key, each done once, one at a time, in the order they came; waits block until theirs is."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._done: dict[str, threading.Event] = {}
+        self._results: dict[str, tuple[bool, str]] = {}
+        self._queue: queue.Queue = queue.Queue()
+
+    def start(self, key: str, request) -> None:
+        with self._lock:
+            if key in self._done:
+                return
+            self._done[key] = threading.Event()
+        self._queue.put((key, request))
+
+    def wait(self, key: str) -> tuple[bool, str]:
+        with self._lock:
+            done = self._done.get(key)
+        if done is None:
+            return False, "no such request (the build sent none for this vocabulary)"
+        done.wait()
+        return self._results[key]
+
+    def work(self, write) -> None:
+        while True:
+            key, (vocabulary, output_dir, temp_dir) = self._queue.get()
+            try:
+                self._results[key] = (True, write(vocabulary, output_dir, temp_dir))
+            except Exception as error:  # the launcher raises it in the build, with this text
+                self._results[key] = (False, _one_line(error))
+            self._done[key].set()
+
+
+def _answer(connection, requests: _Requests) -> None:
+    with connection:
+        message = connection.recv()
+        if message[0] == "start":
+            requests.start(message[1], message[2])
+            connection.send((True, message[1]))
+        else:
+            connection.send(requests.wait(message[1]))
+
+
 def serve(address: str) -> None:
-    """The process: listens first, then imports tensorflow-transform, then answers requests one at a time."""
+    """The process: listens first, then imports tensorflow-transform, then does requests as they come."""
     authkey = bytes.fromhex(sys.stdin.buffer.readline().decode().strip())
     threading.Thread(target=_exit_when_stdin_closes, name="watch-launcher", daemon=True).start()
+    requests = _Requests()
     with Listener(address, family="AF_UNIX", authkey=authkey) as listener:
+        threading.Thread(target=_accept, args=(listener, requests), name="accept", daemon=True).start()
         from pipeline.quiet import quiet
 
         quiet()
@@ -114,14 +177,13 @@ def serve(address: str) -> None:
 
         from transforms.labels import write_transform_fn
 
-        while True:
-            with listener.accept() as connection:
-                vocabulary, output_dir, temp_dir = connection.recv()
-                try:
-                    reply = (True, write_transform_fn(vocabulary, output_dir, temp_dir))
-                except Exception as error:  # the launcher raises it in the build, with this text
-                    reply = (False, _one_line(error))
-                connection.send(reply)
+        requests.work(write_transform_fn)
+
+
+def _accept(listener: Listener, requests: _Requests) -> None:
+    while True:
+        connection = listener.accept()
+        threading.Thread(target=_answer, args=(connection, requests), daemon=True).start()
 
 
 if __name__ == "__main__":

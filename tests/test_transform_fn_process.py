@@ -75,3 +75,15 @@ def test_the_process_and_its_socket_are_gone_when_the_build_ends():
         assert clone == write
     assert not _processes_serving(write.address)
     assert not Path(write.address).parent.exists()
+
+
+def test_a_retried_request_is_done_once_and_waits_for_the_same_work(tmp_path):
+    vocabulary = Vocabulary(("cat", "dog"), "train", (1, 1))
+    with transform_fn_process() as writer:
+        first = writer.start(vocabulary, str(tmp_path / "out"), str(tmp_path / "tmp"))
+        again = writer.start(vocabulary, str(tmp_path / "out"), str(tmp_path / "tmp"))
+        assert first == again
+        assert writer.wait(again) == writer.wait(first) == str(tmp_path / "out")
+        with pytest.raises(RuntimeError, match="no such request"):
+            writer.wait("0" * 64)
+    assert (tmp_path / "out" / "transform_fn" / "assets" / "labels").read_text().split() == ["cat", "dog"]

@@ -313,7 +313,7 @@ def measure(config: Config, manifest: Path, images: int, input_bytes: int, workd
     if child.returncode != 0:
         raise SystemExit(f"{config.name} at {images} images failed with exit code {child.returncode}; "
                          f"see {log_path}")
-    output_bytes = sum(p.stat().st_size for p in output_dir.iterdir() if ".tfrecord-" in p.name)
+    output_bytes = sum(p.stat().st_size for p in output_dir.rglob("*") if ".tfrecord-" in p.name)
     shutil.rmtree(output_dir, ignore_errors=True)  # N=20000 writes 1.7 GB a run
     return Run(config.name, images, repetition, wall, cpu, sampler.peak_rss / 2**20, usage.ru_maxrss / 1024,
                sampler.max_processes, input_bytes, output_bytes)
@@ -462,7 +462,17 @@ def main() -> None:
     parser.add_argument("--only", default=",".join(CONFIGS), help=f"comma list of: {', '.join(CONFIGS)}")
     parser.add_argument("--json", help="also write the results here")
     parser.add_argument("--markdown", help="also write the README's Performance table here")
+    parser.add_argument("--report", metavar="JSON", help="run nothing: judge and print the runs saved by --json")
     args = parser.parse_args()
+    if args.report:
+        saved = json.loads(Path(args.report).read_text())
+        summary, corpus = saved["summary"], argparse.Namespace(**saved["corpus"])
+        results = targets(summary)
+        print_report(summary, results, corpus.full_images)
+        text = markdown(summary, results, saved["machine"], corpus, argparse.Namespace(**saved["args"]))
+        if args.markdown:
+            Path(args.markdown).write_text(text)
+        return
     names = [n.strip() for n in args.only.split(",") if n.strip()]
     unknown = [n for n in names if n not in CONFIGS]
     if unknown or not names:
@@ -517,16 +527,16 @@ def markdown(summary: dict[str, dict], results: list[dict], info: dict, corpus, 
         f"N = {corpus.full_images} JPEGs ({WIDTH}x{HEIGHT}, median {corpus.kb_median:.0f} KB), medians of "
         f"{args.repeats} alternating runs at N/4 and N.",
         "",
-        "| run | marginal images/s | x B0 | x B1 | start-up s | wall at N s | CPU at N s "
+        "| run | marginal images/s | x B0 | x B1 | start-up s | wall at N s | whole-run images/s | CPU at N s "
         "| CPU us per extra image | peak tree RSS N/4 -> N MB | out/in |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for name, row in summary.items():
         q, f = row["quarter"], row["full"]
         lines.append(
             f"| {name} | {_fmt(row['marginal_images_per_s'], '.0f')} | {_fmt(row['vs_b0'], '.2f', '-')} "
             f"| {_fmt(row['vs_b1'], '.2f', '-')} | {_fmt(row['startup_s'], '.1f')} | {f['wall_s']:.1f} "
-            f"| {f['cpu_s']:.1f} | {row['cpu_us_per_extra_image']:.0f} "
+            f"| {f['images'] / f['wall_s']:.0f} | {f['cpu_s']:.1f} | {row['cpu_us_per_extra_image']:.0f} "
             f"| {q['peak_tree_rss_mb']:.0f} -> {f['peak_tree_rss_mb']:.0f} "
             f"| {f['output_over_input']:.4f} |")
     lines += ["", "| target (default local mode) | measured | verdict |", "|---|---|---|"]
