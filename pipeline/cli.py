@@ -13,6 +13,7 @@ check's message; anything else prints one line and how to see the traceback (SHA
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import logging
 import os
@@ -107,6 +108,21 @@ def build(argv: list[str]) -> dict:
     args, beam_args = parser.parse_known_args(["build", *argv])
     options = build_options_from(args)
 
+    from pipeline.runner import runs_here
+    from pipeline.transform_fn_process import transform_fn_process
+
+    # A local build's tf.transform step imports TensorFlow (seconds) in a process of its own, from now on,
+    # beside the launcher's own work; on a remote runner the workers do it. A process that has imported it
+    # already (a notebook, a test session) does the step itself, for free.
+    helper = contextlib.ExitStack()
+    transform_fn_writer = None
+    if runs_here(beam_args) and not options.manifest.features and "tensorflow_transform.beam" not in sys.modules:
+        transform_fn_writer = helper.enter_context(transform_fn_process())
+    with helper:
+        return _run_build(options, beam_args, transform_fn_writer)
+
+
+def _run_build(options, beam_args: list[str], transform_fn_writer) -> dict:
     from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
     from pipeline.graph import build_graph
@@ -128,7 +144,7 @@ def build(argv: list[str]) -> dict:
     waits = not beam_options.view_as(StandardOptions).no_wait_until_finish
     try:
         with make_pipeline(beam_options) as pipeline:
-            build_graph(pipeline, options, sources, temp_dir, lock.build_id, processes)
+            build_graph(pipeline, options, sources, temp_dir, lock.build_id, processes, transform_fn_writer)
         result = pipeline.result  # set by the with-block's run(); holds the run's metrics, not the graph
         del pipeline  # its graph becomes garbage now, for main()'s collection
     except BaseException:

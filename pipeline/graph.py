@@ -11,6 +11,7 @@ from __future__ import annotations
 import apache_beam as beam
 
 from pipeline.options import BuildOptions
+from pipeline.transform_fn_process import TransformFnClient
 from shardsmith.core.shard_file import WriterConfig
 from shardsmith.format.build_folder import build_dir
 from transforms.duplicates import DropDuplicates, SummarizeDuplicates
@@ -25,11 +26,12 @@ from transforms.write_shards import WriteShards
 
 
 def build_graph(pipeline: beam.Pipeline, options: BuildOptions, sources: list[Source], temp_dir: str,
-                build_id: str, writer_processes: int = 0):
+                build_id: str, writer_processes: int = 0, transform_fn_writer: TransformFnClient | None = None):
     """Adds the whole build to `pipeline`; returns the PCollection holding the metadata dict.
     Every file goes into the build's own folder (`builds/<build_id>`, started by pipeline/preflight.py); the
     report publishes it last. `writer_processes` > 0 hands shards to that many local writer processes
-    (pipeline/runner.py says when)."""
+    (pipeline/runner.py says when); `transform_fn_writer`, if given, writes transform_fn in a process of its
+    own (pipeline/transform_fn_process.py), beside the writing."""
     files_dir = build_dir(options.output_dir, build_id)
     # Only the list of manifest paths is inlined; the rows are read by workers, and travel in RowBatches.
     read_rows, manifest_errors = (
@@ -57,14 +59,15 @@ def build_graph(pipeline: beam.Pipeline, options: BuildOptions, sources: list[So
     written = shard_groups | "WriteShards" >> WriteShards(
         WriterConfig(output_dir=files_dir, name=options.name, records=records),
         writer_processes,
-        while_writing=start_importing_tensorflow if writer_processes else None,
+        while_writing=start_importing_tensorflow if writer_processes and not transform_fn_writer else None,
     )
     if options.manifest.features:
         transform_written = labelled.rows | "AnalyzeRows" >> AnalyzeRows(
             vocabulary, files_dir, temp_dir, options.manifest.task, options.manifest.features)
     else:
         transform_written = vocabulary | "AnalyzeLabels" >> AnalyzeLabels(
-            files_dir, temp_dir, after=written.shards if writer_processes else None
+            files_dir, temp_dir, after=written.shards if writer_processes or transform_fn_writer else None,
+            writer=transform_fn_writer,
         )
     errors = (*stage_errors, labelled.errors, written.errors) | "AllErrors" >> beam.Flatten()
     num_placed = plan | "NumPlacedRows" >> beam.Map(lambda p: sum(s.num_examples for s in p.splits.values()))

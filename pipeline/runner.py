@@ -3,23 +3,38 @@ Prism runner, which downloads a binary from the internet, so offline it fails be
 
 from __future__ import annotations
 
+import argparse
 import logging
 import os
+from typing import TYPE_CHECKING
 
-import apache_beam as beam
-from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
+if TYPE_CHECKING:
+    import apache_beam as beam
+    from apache_beam.options.pipeline_options import PipelineOptions
 
 LOCAL_RUNNER_NAMES = {None, "", "DirectRunner", "direct", "FnApiRunner"}
 
 
 def is_local(options: PipelineOptions) -> bool:
+    from apache_beam.options.pipeline_options import StandardOptions
+
     return options.view_as(StandardOptions).runner in LOCAL_RUNNER_NAMES
+
+
+def runs_here(beam_args: list[str]) -> bool:
+    """Whether the arguments name a local runner (or none), read before Beam is imported: the build then starts
+    its tf.transform process at once (pipeline/transform_fn_process.py)."""
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--runner")
+    return parser.parse_known_args(beam_args)[0].runner in LOCAL_RUNNER_NAMES
 
 
 def writer_processes(options: PipelineOptions, requested: int) -> int:
     """Shard writer processes for this run. Only the local runner's in_memory mode (the default, measured fastest
     here: see README, Performance) runs every step in one process and needs them; its other modes and remote
     runners spread shards over their own workers."""
+    from apache_beam.options.pipeline_options import DirectOptions
+
     if not is_local(options) or options.view_as(DirectOptions).direct_running_mode != "in_memory":
         return 0
     if requested >= 0:
@@ -28,6 +43,8 @@ def writer_processes(options: PipelineOptions, requested: int) -> int:
 
 
 def make_pipeline(options: PipelineOptions) -> beam.Pipeline:
+    import apache_beam as beam
+
     if is_local(options):
         from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
