@@ -72,6 +72,14 @@ def test_report_lists_the_resized_copy_and_changes_no_shard_byte(leaky_set, shar
     assert build(shardsmith, leaky_set, again, "--near_duplicates", "report").code == 0
     assert checks.shard_bytes(again) == checks.shard_bytes(report)
     assert _pairs(again) == _pairs(report)
+    drawn = tmp_path / "pairs.png"
+    result = shardsmith("inspect", report, "--near_duplicates", drawn)
+    assert result.code == 0, result.err
+    assert "near duplicates:" in result.out and "closest pairs" in result.out
+    with Image.open(drawn) as png:
+        assert png.format == "PNG" and png.height > png.width  # one pair per row
+    result = shardsmith("inspect", off, "--near_duplicates", drawn)
+    assert result.code == 2 and "without --near_duplicates" in result.err
 
 
 def test_drop_turns_the_test_copy_into_an_error_row(leaky_set, shardsmith, tmp_path, metadata_of, read_records):
