@@ -17,8 +17,16 @@ HASH_BITS = 64
 MIN_REDUCED_SIDE = 64
 
 
-def hash_image(image) -> int:
-    """The pHash of a loaded PIL image, as an int of HASH_BITS bits."""
+def hash_image(image) -> int | None:
+    """The pHash of a loaded PIL image, as an int of HASH_BITS bits; None for a mode it cannot take (the image
+    is still written: a missing hash only means it is not compared)."""
+    try:
+        return _phash(image)
+    except Exception:
+        return None
+
+
+def _phash(image) -> int:
     import imagehash
 
     factor = min(image.size) // MIN_REDUCED_SIDE
@@ -43,6 +51,6 @@ def hash_bytes(data: bytes) -> int | None:
                 scale = max(1, min(width, height) // MIN_REDUCED_SIDE)
                 image.draft("L", (max(1, width // scale), max(1, height // scale)))
             image.load()
-            return hash_image(image)
+            return _phash(image)
     except Exception:
         return None

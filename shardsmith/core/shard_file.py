@@ -109,7 +109,7 @@ def _inspect(data: bytes, settings: RecordSettings) -> tuple[ImageInfo, int | No
     validation holds anyway, else from a reduced decode of its own. No hashing work when not asked."""
     if not settings.perceptual_hash:
         return inspect_image(data, settings.validate, settings.max_pixels), None
-    hashes: list[int] = []
+    hashes: list[int | None] = []
     info = inspect_image(data, settings.validate, settings.max_pixels, on_pixels=lambda image: hashes.append(
         hash_image(image)))
     return info, hashes[0] if hashes else hash_bytes(data)
