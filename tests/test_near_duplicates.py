@@ -162,3 +162,24 @@ def test_a_resized_photo_hashes_close_and_another_photo_far():
     assert hamming(hash_bytes(original), hash_bytes(small.getvalue())) <= 6
     assert hamming(hash_bytes(original), hash_bytes(other)) >= 16
     assert hash_bytes(b"not an image") is None
+
+
+@pytest.mark.parametrize("validate", ["decode", "header"])
+def test_the_writer_hashes_only_when_asked_and_the_same_bytes_either_way(tmp_path, validate):
+    from shardsmith.core.rows import ManifestRow, PlacedRow
+    from shardsmith.core.settings import RecordSettings
+    from shardsmith.core.shard_file import WriterConfig, write_shard_file
+
+    row = ManifestRow(str(tmp_path / "m.csv"), 0, 2, "photo.jpg", str(PHOTO), "train", "cat", -1, 0)
+    placed = [PlacedRow(row, 0, 1, (0, 0, 2))]
+    outcomes = {}
+    for on in (False, True):
+        out = tmp_path / str(on)
+        out.mkdir()
+        settings = RecordSettings(validate=validate, perceptual_hash=on)
+        outcomes[on] = write_shard_file(WriterConfig(str(out), "d", settings), "train", 0, [placed])
+        outcomes[on, "bytes"] = (out / outcomes[on].result.file).read_bytes()
+    assert outcomes[False].phashes == []
+    assert [(h.uri, h.split, h.label) for h in outcomes[True].phashes] == [("photo.jpg", "train", "cat")]
+    assert hamming(outcomes[True].phashes[0].phash, hash_bytes(PHOTO.read_bytes())) <= 4
+    assert outcomes[True, "bytes"] == outcomes[False, "bytes"]
