@@ -193,12 +193,34 @@ def summary(metadata: dict, output_dir: str, build_id: str, elapsed_s: float) ->
                      f"({duplicates['num_extra_copies']} extra copies)"
                      + (f"; WARNING: {across} across splits ({pairs}), which leaks test data into training"
                         if across else "") + "; see metadata.json")
+    lines += near_duplicates_summary(metadata, files_dir)
     rate = metadata["num_examples"] / elapsed_s if elapsed_s else 0.0
     lines.append(f"  speed      {rate:.0f} images/s, {total_bytes / 1e6 / elapsed_s if elapsed_s else 0:.1f} MB/s "
                  "(whole run, start-up included)")
     lines.append(f"  output     {output_dir}  (metadata.json; this build's files, labels.txt among them, in "
                  f"builds/{build_id}; {len(metadata['labels'])} labels)")
     return "\n".join(lines)
+
+
+def near_duplicates_summary(metadata: dict, files_dir: str) -> list[str]:
+    """The build summary's near-duplicate line (--near_duplicates report|drop), naming cross-split leaks first."""
+    from shardsmith.format.metadata import NEAR_DUPLICATES_KEY
+    from shardsmith.format.naming import NEAR_DUPLICATES_FILE
+
+    near = metadata.get(NEAR_DUPLICATES_KEY)
+    if near is None:
+        return []
+    pairs = ", ".join(f"{k} {n}" for k, n in near["split_pairs"].items() if n)
+    line = (f"  near dups  {near['num_pairs']:>8} pairs within distance {near['max_distance']}"
+            + (f" ({pairs})" if pairs else ""))
+    if near["num_label_mismatches"]:
+        line += f"; {near['num_label_mismatches']} with different labels (likely label errors)"
+    if near["num_dropped"]:
+        line += f"; {near['num_dropped']} validation/test copies dropped"
+    if near["num_capped_buckets"]:
+        line += (f"; {near['num_capped_buckets']} hash buckets over {near['max_bucket_members']} images not "
+                 "compared (e.g. blank images)")
+    return [line + f"; see {files_dir}/{NEAR_DUPLICATES_FILE}"]
 
 
 def sample(argv: list[str]) -> str:

@@ -1,8 +1,9 @@
 """The build graph, stage by stage, in the order a row travels:
 
   ReadManifest -> [GroupBoxRows] -> AssignSplits -> LookupSizes -> [DropDuplicates] -> ComputeVocabulary/AttachLabelIds
-  -> PlaceRows -> WriteShards -> Report (errors.jsonl, labels.txt, metadata.json), with AnalyzeLabels
-  (tf.transform; AnalyzeRows with --feature) and SummarizeDuplicates (hashes from the writer) beside it.
+  -> [DropNearDuplicates] -> PlaceRows -> WriteShards -> Report (errors.jsonl, labels.txt, metadata.json), with
+  AnalyzeLabels (tf.transform; AnalyzeRows with --feature), SummarizeDuplicates (hashes from the writer) and,
+  with --near_duplicates, FindNearPairs/ReportNearDuplicates (near_duplicates.jsonl) beside it.
   Every stage's rejects leave through its tagged `errors` output and meet in the report.
 """
 
@@ -19,6 +20,7 @@ from transforms.feature_stats import AnalyzeRows
 from transforms.group_boxes import GroupBoxRows
 from transforms.labels import AnalyzeLabels, AttachLabelIds, ComputeVocabulary, start_importing_tensorflow
 from transforms.lookup_sizes import LookupSizes
+from transforms.near_duplicates import DropNearDuplicates, FindNearPairs, ReportNearDuplicates
 from transforms.place import MIB, PlaceRows, ShardSpec, assign_splits
 from transforms.read_manifest import ReadManifest, Source
 from transforms.report import ReportConfig, WriteReport
@@ -52,6 +54,13 @@ def build_graph(pipeline: beam.Pipeline, options: BuildOptions, sources: list[So
         distinct = candidates | "DropDuplicates" >> DropDuplicates(records.max_image_bytes)
         candidates = distinct.rows
         stage_errors.append(distinct.errors)
+    checks = options.checks
+    near_found = near_dropped = None
+    if checks.near_duplicates == "drop":
+        near = candidates | "DropNearDuplicates" >> DropNearDuplicates(records.max_image_bytes,
+                                                                       checks.near_duplicate_distance)
+        candidates, near_found, near_dropped = near.rows, near.found, near.errors
+        stage_errors.append(near.errors)
     vocabulary = candidates | "ComputeVocabulary" >> ComputeVocabulary()
     labelled = candidates | "AttachLabelIds" >> AttachLabelIds(vocabulary)
     spec = ShardSpec(placement.num_shards, int(placement.target_shard_mb * MIB))
@@ -72,6 +81,12 @@ def build_graph(pipeline: beam.Pipeline, options: BuildOptions, sources: list[So
     errors = (*stage_errors, labelled.errors, written.errors) | "AllErrors" >> beam.Flatten()
     num_placed = plan | "NumPlacedRows" >> beam.Map(lambda p: sum(s.num_examples for s in p.splits.values()))
     duplicates = written.digests | "SummarizeDuplicates" >> SummarizeDuplicates(num_placed)
+    report_inputs = {}
+    if checks.near_duplicates == "report":
+        near_found = written.phashes | "FindNearPairs" >> FindNearPairs(checks.near_duplicate_distance)
+    if near_found is not None:
+        report_inputs["near_duplicates"] = near_found | "ReportNearDuplicates" >> ReportNearDuplicates(
+            files_dir, checks.near_duplicates, checks.near_duplicate_distance, near_dropped)
     input_row_counts = (
         read_rows | "RowsPerBatch" >> beam.Map(len),
         manifest_errors | "OnePerManifestError" >> beam.Map(lambda _: 1),
@@ -89,4 +104,5 @@ def build_graph(pipeline: beam.Pipeline, options: BuildOptions, sources: list[So
         "input_row_counts": input_row_counts,
         "duplicates": duplicates,
         "transform_written": transform_written,
+        **report_inputs,
     } | "Report" >> WriteReport(report)

@@ -25,7 +25,7 @@ from shardsmith.core.rows import ErrorRow, ShardResult
 from shardsmith.core.settings import CheckSettings, RecordSettings
 from shardsmith.format.build_folder import DEFAULT_KEEP_BUILDS, build_dir, publish, retire_builds, write_atomically
 from shardsmith.format.example import example_keys
-from shardsmith.format.metadata import errors_bytes, labels_bytes
+from shardsmith.format.metadata import NEAR_DUPLICATES_KEY, errors_bytes, labels_bytes
 from shardsmith.format.naming import ERRORS_FILE, LABELS_FILE, TEMP_PREFIX, join
 from shardsmith.format.tfds import tfds_metadata_files
 from transforms.duplicates import STAGE as DUPLICATE_STAGE
@@ -132,13 +132,25 @@ def build_metadata(
     }
 
 
+def with_near_duplicates(metadata: dict, near_duplicates: dict | None) -> dict:
+    """metadata.json's `near_duplicates` entry (--near_duplicates report|drop), after `duplicates`; none when off."""
+    if near_duplicates is None:
+        return metadata
+    keys = list(metadata)
+    at = keys.index("duplicates") + 1
+    return {k: metadata[k] for k in keys[:at]} | {NEAR_DUPLICATES_KEY: near_duplicates} | \
+        {k: metadata[k] for k in keys[at:]}
+
+
 def check_and_write_metadata(
-    _, config: ReportConfig, shards, plan, vocabulary, errors, num_input_rows, duplicates, _transform_written
+    _, config: ReportConfig, shards, plan, vocabulary, errors, num_input_rows, duplicates, _transform_written,
+    near_duplicates: dict | None = None,
 ) -> dict:
     """Checks the accounting, the error budget and (with --on_duplicate error) duplicates; writes labels.txt,
     removes leftover temporary files, and writes metadata.json last."""
     shards = list(shards)
     metadata = build_metadata(config, shards, plan, vocabulary, errors, num_input_rows, duplicates)
+    metadata = with_near_duplicates(metadata, near_duplicates)
     accounted = metadata["num_example_rows"] + errors.num_errors
     if accounted != num_input_rows:
         raise DatasetCheckFailed(
@@ -189,7 +201,8 @@ def _remove_temporary_files(files_dir: str) -> None:
 
 class WriteReport(beam.PTransform):
     """Inputs: a dict of PCollections: shards, plan, vocabulary, errors, input_row_counts (numbers that add up
-    to the input rows), duplicates, transform_written."""
+    to the input rows), duplicates, transform_written; and near_duplicates (metadata.json's entry, written after
+    near_duplicates.jsonl) with --near_duplicates report|drop."""
 
     def __init__(self, config: ReportConfig):
         super().__init__()
@@ -218,5 +231,6 @@ class WriteReport(beam.PTransform):
                 side(num_input_rows),
                 side(inputs["duplicates"]),
                 beam.pvalue.AsList(inputs["transform_written"]),
+                **({"near_duplicates": side(inputs["near_duplicates"])} if "near_duplicates" in inputs else {}),
             )
         )

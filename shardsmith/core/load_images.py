@@ -67,9 +67,11 @@ class ImageRejected(Exception):
 
 
 def inspect_image(data: bytes, validate: str = "decode", max_pixels: int = DEFAULT_MAX_PIXELS,
-                  jpeg_scale: int = JPEG_VALIDATION_SCALE) -> ImageInfo:
+                  jpeg_scale: int = JPEG_VALIDATION_SCALE,
+                  on_pixels: Callable[[object], None] | None = None) -> ImageInfo:
     """Returns the image's format and the shape TensorFlow will decode it to, or raises ImageRejected.
-    `jpeg_scale` is the DCT scale of a JPEG's validating decode (1: full size; 2, 4 or 8: reduced)."""
+    `jpeg_scale` is the DCT scale of a JPEG's validating decode (1: full size; 2, 4 or 8: reduced).
+    `on_pixels`, if given, is called with the decoded PIL image (validate decode only), which it must not keep."""
     if validate == "header":
         plain = _plain_jpeg_shape(data)
         if plain is not None and 0 < plain[0] * plain[1] <= max_pixels:
@@ -109,6 +111,8 @@ def inspect_image(data: bytes, validate: str = "decode", max_pixels: int = DEFAU
                 image.load()
             except Exception as e:
                 raise ImageRejected("image data is truncated or corrupt", _one_line(e)) from None
+            if on_pixels is not None:
+                on_pixels(image)
     return ImageInfo(fmt, height, width, channels)
 
 
