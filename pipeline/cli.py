@@ -106,6 +106,10 @@ def build(argv: list[str]) -> dict:
     parser = _parser()
     args, beam_args = parser.parse_known_args(["build", *argv])
     options = build_options_from(args)
+    from pipeline.runner_kind import absolute_beam_paths, check_paths_for_runner
+
+    beam_args = absolute_beam_paths(beam_args)
+    check_paths_for_runner(beam_args, options.manifests, options.output_dir, options.temp_dir)
 
     from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
@@ -113,9 +117,6 @@ def build(argv: list[str]) -> dict:
     from pipeline.preflight import prepare_output_dir
     from pipeline.runner import is_local, make_pipeline, writer_processes
     from shardsmith.core.manifest import resolve_sources
-    from shardsmith.format.build_folder import build_dir
-    from shardsmith.format.metadata import read_metadata
-
     beam_options = PipelineOptions(beam_args)
     local = is_local(beam_options)
     processes = writer_processes(beam_options, options.writer_processes)
@@ -142,13 +143,35 @@ def build(argv: list[str]) -> dict:
         else:  # a remote job still running (--no_wait_until_finish): its publish step releases the lock
             lock.stop_heartbeat()
     elapsed = time.monotonic() - started
-    if not local:
-        return {}
-    from transforms.metrics import query
+    if not waits:
+        return {}  # submitted, still running: its result is not there yet
+    if local:
+        from transforms.metrics import query
 
-    _LOG.info("metrics: %s", query(result).describe())  # what a Dataflow job page shows (docs/metrics.md)
-    metadata = read_metadata(build_dir(options.output_dir, lock.build_id))
+        _LOG.info("metrics: %s", query(result).describe())  # what a Dataflow job page shows (docs/metrics.md)
+    metadata = finished_build(options.output_dir, lock.build_id)
     print(summary(metadata, options.output_dir, lock.build_id, elapsed))
+    return metadata
+
+
+def finished_build(output_dir: str, build_id: str) -> dict:
+    """The result of a run that waited until its job finished, on any runner: read back from the output folder
+    (metadata.json, and errors.jsonl when it lists rows), never from the runner's process. A job that finished
+    without them wrote somewhere the launcher cannot see: an error, not a silent success."""
+    from apache_beam.io.filesystems import FileSystems
+
+    from shardsmith.format.build_folder import build_dir
+    from shardsmith.format.metadata import MetadataMissing, read_metadata
+    from shardsmith.format.naming import ERRORS_FILE, join
+
+    files_dir = build_dir(output_dir, build_id)
+    try:
+        metadata = read_metadata(files_dir)
+    except MetadataMissing:
+        raise RuntimeError(f"the job finished but {join(files_dir, 'metadata.json')} does not exist: its workers "
+                           "wrote somewhere this machine cannot see") from None
+    if metadata["num_errors"] and not FileSystems.exists(join(files_dir, ERRORS_FILE)):
+        raise RuntimeError(f"the job finished but {join(files_dir, ERRORS_FILE)} does not exist")
     return metadata
 
 

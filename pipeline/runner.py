@@ -9,11 +9,12 @@ import os
 import apache_beam as beam
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
 
-LOCAL_RUNNER_NAMES = {None, "", "DirectRunner", "direct", "FnApiRunner"}
+from pipeline.runner_kind import is_local_runner
 
 
 def is_local(options: PipelineOptions) -> bool:
-    return options.view_as(StandardOptions).runner in LOCAL_RUNNER_NAMES
+    """Beam's local runner by any of its names, short or fully qualified (pipeline/runner_kind.py)."""
+    return is_local_runner(options.view_as(StandardOptions).runner)
 
 
 def writer_processes(options: PipelineOptions, requested: int) -> int:
