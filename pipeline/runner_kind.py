@@ -5,6 +5,7 @@ can see the launcher's disk. Beam-free, so that a wrong path is reported before 
 from __future__ import annotations
 
 import os
+import re
 
 from shardsmith.errors import UsageError
 from shardsmith.format.naming import is_remote
@@ -13,8 +14,10 @@ from shardsmith.format.naming import is_remote
 LOCAL_RUNNERS = frozenset({"", "direct", "directrunner", "switchingdirectrunner", "fnapirunner"})
 # Runners whose workers are other machines: they never see the launcher's files.
 REMOTE_RUNNERS = frozenset({"dataflow", "dataflowrunner", "testdataflowrunner"})
-# Portable runners: their SDK workers run where --environment_type puts them (DOCKER when not given).
+# Portable runners: their SDK workers run where --environment_type puts them. When it is not given, Beam 2.77
+# picks LOOPBACK (the launcher's own process) for Prism and for Flink and Spark on a local master, else DOCKER.
 PORTABLE_RUNNERS = frozenset({"portablerunner", "flinkrunner", "sparkrunner", "prismrunner"})
+LOCAL_FLINK_MASTERS = frozenset({"[auto]", "[local]"})
 LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "[::1]"})
 # Environments whose SDK harness runs on the launcher's machine and file system.
 SAME_MACHINE_ENVIRONMENTS = frozenset({"loopback", "external", "process", "embedded", "beam:env:embedded:v1",
@@ -52,19 +55,31 @@ def is_local_runner(runner: object) -> bool:
 def sees_launcher_disk(beam_args: list[str]) -> bool:
     """Whether the workers of the runner these flags name read and write the launcher's local files: Beam's local
     runner, or a portable runner whose job service is on this machine and whose SDK harness is not in a container.
-    Dataflow's workers, a DOCKER environment (the portable runners' default) and a job service elsewhere do not."""
+    Dataflow's workers, a DOCKER environment (PortableRunner's default) and a job service elsewhere do not."""
     name = runner_name(beam_flag(beam_args, "runner"))
     if name in LOCAL_RUNNERS:
         return True
     if name in REMOTE_RUNNERS:
         return False
-    environment = (beam_flag(beam_args, "environment_type") or "").lower()
+    environment = (beam_flag(beam_args, "environment_type") or _default_environment(name, beam_args)).lower()
     if name in PORTABLE_RUNNERS and environment not in SAME_MACHINE_ENVIRONMENTS:
         return False
     endpoint = beam_flag(beam_args, "job_endpoint")
     if endpoint and endpoint != "embed" and _host(endpoint) not in LOCAL_HOSTS:
         return False
     return environment != "docker"
+
+
+def _default_environment(name: str, beam_args: list[str]) -> str:
+    """The environment Beam gives runner `name` when --environment_type is not given (its default_environment)."""
+    if name == "prismrunner":
+        return "loopback"
+    if name == "flinkrunner" and (beam_flag(beam_args, "flink_master") or "[auto]") in LOCAL_FLINK_MASTERS:
+        return "loopback"
+    spark_master = beam_flag(beam_args, "spark_master_url") or "local[4]"
+    if name == "sparkrunner" and re.fullmatch(r"local(\[.+\])?", spark_master):
+        return "loopback"
+    return "docker" if name in PORTABLE_RUNNERS else ""
 
 
 def _host(endpoint: str) -> str:

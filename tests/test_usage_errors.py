@@ -136,3 +136,8 @@ def test_runner_names_are_recognized_short_or_fully_qualified():
     assert not sees_launcher_disk(["--runner=PortableRunner", "--job_endpoint=10.0.0.2:8099",
                                    "--environment_type=EXTERNAL"])
     assert not sees_launcher_disk(["--runner=DataflowRunner"])
+    # Beam's own defaults when --environment_type is not given: LOOPBACK for Prism and local Flink/Spark.
+    assert sees_launcher_disk(["--runner=PrismRunner"]) and sees_launcher_disk(["--runner=FlinkRunner"])
+    assert sees_launcher_disk(["--runner=SparkRunner", "--spark_master_url=local[2]"])
+    assert not sees_launcher_disk(["--runner=FlinkRunner", "--flink_master=flink.example.com:8081"])
+    assert not sees_launcher_disk(["--runner=PrismRunner", "--environment_type=DOCKER"])
