@@ -107,8 +107,11 @@ def build(argv: list[str]) -> dict:
     parser = _parser()
     args, beam_args = parser.parse_known_args(["build", *argv])
     options = build_options_from(args)
+    from pipeline.runner_kind import absolute_beam_paths, beam_flag, check_paths_for_runner, is_local_runner
 
-    from pipeline.runner import runs_here
+    beam_args = absolute_beam_paths(beam_args)
+    check_paths_for_runner(beam_args, options.manifests, options.output_dir, options.temp_dir)
+
     from pipeline.transform_fn_process import transform_fn_process
 
     # A local build's tf.transform step imports TensorFlow (seconds) in a process of its own, from now on,
@@ -116,7 +119,8 @@ def build(argv: list[str]) -> dict:
     # already (a notebook, a test session) does the step itself, for free.
     helper = contextlib.ExitStack()
     transform_fn_writer = None
-    if runs_here(beam_args) and not options.manifest.features and "tensorflow_transform.beam" not in sys.modules:
+    runs_here = is_local_runner(beam_flag(beam_args, "runner"))
+    if runs_here and not options.manifest.features and "tensorflow_transform.beam" not in sys.modules:
         transform_fn_writer = helper.enter_context(transform_fn_process())
     with helper:
         return _run_build(options, beam_args, transform_fn_writer)
@@ -129,9 +133,6 @@ def _run_build(options, beam_args: list[str], transform_fn_writer) -> dict:
     from pipeline.preflight import prepare_output_dir
     from pipeline.runner import is_local, make_pipeline, writer_processes
     from shardsmith.core.manifest import resolve_sources
-    from shardsmith.format.build_folder import build_dir
-    from shardsmith.format.metadata import read_metadata
-
     beam_options = PipelineOptions(beam_args)
     local = is_local(beam_options)
     processes = writer_processes(beam_options, options.writer_processes)
@@ -158,13 +159,35 @@ def _run_build(options, beam_args: list[str], transform_fn_writer) -> dict:
         else:  # a remote job still running (--no_wait_until_finish): its publish step releases the lock
             lock.stop_heartbeat()
     elapsed = time.monotonic() - started
-    if not local:
-        return {}
-    from transforms.metrics import query
+    if not waits:
+        return {}  # submitted, still running: its result is not there yet
+    if local:
+        from transforms.metrics import query
 
-    _LOG.info("metrics: %s", query(result).describe())  # what a Dataflow job page shows (docs/metrics.md)
-    metadata = read_metadata(build_dir(options.output_dir, lock.build_id))
+        _LOG.info("metrics: %s", query(result).describe())  # what a Dataflow job page shows (docs/metrics.md)
+    metadata = finished_build(options.output_dir, lock.build_id)
     print(summary(metadata, options.output_dir, lock.build_id, elapsed))
+    return metadata
+
+
+def finished_build(output_dir: str, build_id: str) -> dict:
+    """The result of a run that waited until its job finished, on any runner: read back from the output folder
+    (metadata.json, and errors.jsonl when it lists rows), never from the runner's process. A job that finished
+    without them wrote somewhere the launcher cannot see: an error, not a silent success."""
+    from apache_beam.io.filesystems import FileSystems
+
+    from shardsmith.format.build_folder import build_dir
+    from shardsmith.format.metadata import MetadataMissing, read_metadata
+    from shardsmith.format.naming import ERRORS_FILE, join
+
+    files_dir = build_dir(output_dir, build_id)
+    try:
+        metadata = read_metadata(files_dir)
+    except MetadataMissing:
+        raise RuntimeError(f"the job finished but {join(files_dir, 'metadata.json')} does not exist: its workers "
+                           "wrote somewhere this machine cannot see") from None
+    if metadata["num_errors"] and not FileSystems.exists(join(files_dir, ERRORS_FILE)):
+        raise RuntimeError(f"the job finished but {join(files_dir, ERRORS_FILE)} does not exist")
     return metadata
 
 

@@ -226,7 +226,7 @@ def build_options_from(args: argparse.Namespace) -> BuildOptions:
     features = _parse_features(args.feature, args)
     return BuildOptions(
         manifests=tuple(_absolute_manifest(m) for m in args.manifest),
-        output_dir=args.output_dir.rstrip("/") or "/",
+        output_dir=_absolute_path(args.output_dir).rstrip("/") or "/",
         name=args.name,
         manifest=ManifestFormat(
             split_column=args.split_column, uri_column=args.uri_column, label_column=args.label_column,
@@ -247,7 +247,7 @@ def build_options_from(args: argparse.Namespace) -> BuildOptions:
                              near_duplicates=args.near_duplicates,
                              near_duplicate_distance=args.near_duplicate_distance),
         overwrite=args.overwrite,
-        temp_dir=args.temp_dir,
+        temp_dir=_absolute_path(args.temp_dir) if args.temp_dir else None,
         writer_processes=args.writer_processes,
         break_lock=args.break_lock,
         keep_builds=args.keep_builds,
@@ -287,6 +287,12 @@ def _parse_prefixes(text: str) -> tuple[str, ...]:
 def _absolute_manifest(given: str) -> str:
     """A local manifest path made absolute (against the working directory), so that the relative image paths in
     it resolve to absolute paths, which --allowed_prefixes are checked against. URIs are kept as given."""
+    return given if is_remote(given) else os.path.abspath(given)
+
+
+def _absolute_path(given: str) -> str:
+    """A local path made absolute against the launcher's working directory, at parse time and for every runner: a
+    portable runner's workers run in their own working directory, where a relative path means another folder."""
     return given if is_remote(given) else os.path.abspath(given)
 
 

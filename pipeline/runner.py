@@ -3,7 +3,6 @@ Prism runner, which downloads a binary from the internet, so offline it fails be
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
 from typing import TYPE_CHECKING
@@ -12,21 +11,14 @@ if TYPE_CHECKING:
     import apache_beam as beam
     from apache_beam.options.pipeline_options import PipelineOptions
 
-LOCAL_RUNNER_NAMES = {None, "", "DirectRunner", "direct", "FnApiRunner"}
+from pipeline.runner_kind import is_local_runner
 
 
 def is_local(options: PipelineOptions) -> bool:
+    """Beam's local runner by any of its names, short or fully qualified (pipeline/runner_kind.py)."""
     from apache_beam.options.pipeline_options import StandardOptions
 
-    return options.view_as(StandardOptions).runner in LOCAL_RUNNER_NAMES
-
-
-def runs_here(beam_args: list[str]) -> bool:
-    """Whether the arguments name a local runner (or none), read before Beam is imported: the build then starts
-    its tf.transform process at once (pipeline/transform_fn_process.py)."""
-    parser = argparse.ArgumentParser(add_help=False)
-    parser.add_argument("--runner")
-    return parser.parse_known_args(beam_args)[0].runner in LOCAL_RUNNER_NAMES
+    return is_local_runner(options.view_as(StandardOptions).runner)
 
 
 def writer_processes(options: PipelineOptions, requested: int) -> int:

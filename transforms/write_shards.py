@@ -47,7 +47,8 @@ class WriteShardFn(beam.DoFn):
 
     With `processes` > 0, shards are written by that many writer processes and their results come out as they
     finish (the rest in finish_bundle); otherwise each shard is written in process(). `while_writing`, if
-    given, is called once when the writer processes start: this process mostly waits on them from then on."""
+    given, is called once when the writer processes start: this process mostly waits on them from then on.
+    The writer pool is made in setup(), closed in teardown() and never pickled (__getstate__)."""
 
     def __init__(self, config: WriterConfig, processes: int = 0, while_writing: Callable[[], None] | None = None):
         self._config = config
@@ -87,6 +88,10 @@ class WriteShardFn(beam.DoFn):
         if self._pool is not None:
             self._pool.close()
             self._pool = None
+
+    def __getstate__(self):
+        # The writer processes and the shards they still write belong to this instance, never to a copy.
+        return {**self.__dict__, "_pool": None, "_pending": deque()}
 
 
 def _in_global_window(value) -> WindowedValue:

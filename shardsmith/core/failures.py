@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import posixpath
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from shardsmith.core.rows import ErrorRow
 
@@ -42,19 +42,27 @@ def explain(errors: Sequence[ErrorRow], ignore_stage: str = "") -> str:
     """The most common reasons among `errors` (one per manifest line; rows of `ignore_stage`, dropped on purpose,
     left out) as `N × stage: reason (detail), e.g. EXAMPLE`, joined by "; ", then a hint when one reason
     dominates. Empty when nothing failed."""
-    failed = [e for e in errors if e.stage != ignore_stage]
-    if not failed:
-        return ""
-    counts = Counter(f"{e.stage}: {e.reason}" for e in failed)
+    counts: Counter[str] = Counter()
     first: dict[str, ErrorRow] = {}
-    for error in failed:
+    for error in sorted((e for e in errors if e.stage != ignore_stage), key=ErrorRow.sort_key):
+        counts[f"{error.stage}: {error.reason}"] += 1
         first.setdefault(f"{error.stage}: {error.reason}", error)
+    return explain_counts(counts, first)
+
+
+def explain_counts(counts: Mapping[str, int], first: Mapping[str, ErrorRow]) -> str:
+    """`explain` from what a combiner keeps instead of every row: the failed lines' count per reason and each
+    reason's first line (by ErrorRow.sort_key). The same text as `explain` of those rows."""
+    if not counts:
+        return ""
+    # Reasons in the order of their first line, as `explain` meets them: ties in count go to the earliest.
+    ordered = Counter({reason: counts[reason] for reason in sorted(counts, key=lambda r: first[r].sort_key())})
     parts = []
-    for reason, count in sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:MAX_REASONS_SHOWN]:
+    for reason, count in sorted(ordered.items(), key=lambda item: (-item[1], item[0]))[:MAX_REASONS_SHOWN]:
         example = first[reason]
         detail = f" ({example.detail[:MAX_DETAIL_CHARS]})" if example.detail else ""
         parts.append(f"{count} × {reason}{detail}, e.g. {_example(example)}")
     text = "; ".join(parts)
-    top, top_count = counts.most_common(1)[0]
-    hint = _hint(top, first[top]) if top_count >= DOMINANT_SHARE * len(failed) else ""
+    top, top_count = ordered.most_common(1)[0]
+    hint = _hint(top, first[top]) if top_count >= DOMINANT_SHARE * sum(ordered.values()) else ""
     return text + (f". Hint: {hint}" if hint else "")
