@@ -67,10 +67,11 @@ class ImageRejected(Exception):
 
 
 def inspect_image(data: bytes, validate: str = "decode", max_pixels: int = DEFAULT_MAX_PIXELS,
-                  jpeg_scale: int = JPEG_VALIDATION_SCALE,
+                  jpeg_scale: int = JPEG_VALIDATION_SCALE, min_decoded_side: int = 1,
                   on_pixels: Callable[[object], None] | None = None) -> ImageInfo:
     """Returns the image's format and the shape TensorFlow will decode it to, or raises ImageRejected.
-    `jpeg_scale` is the DCT scale of a JPEG's validating decode (1: full size; 2, 4 or 8: reduced).
+    `jpeg_scale` is the DCT scale of a JPEG's validating decode (1: full size; 2, 4 or 8: reduced), lowered so
+    that the decoded image keeps at least `min_decoded_side` pixels on its shorter side.
     `on_pixels`, if given, is called with the decoded PIL image (validate decode only), which it must not keep."""
     if validate == "header":
         plain = _plain_jpeg_shape(data)
@@ -105,8 +106,9 @@ def inspect_image(data: bytes, validate: str = "decode", max_pixels: int = DEFAU
             raise ImageRejected("image has zero width or height")
         channels = _channels(image, data)
         if validate == "decode":
-            if image.format == "JPEG" and jpeg_scale > 1:
-                image.draft(None, (max(1, width // jpeg_scale), max(1, height // jpeg_scale)))
+            scale = min(jpeg_scale, max(1, min(width, height) // min_decoded_side))
+            if image.format == "JPEG" and scale > 1:
+                image.draft(None, (max(1, width // scale), max(1, height // scale)))
             try:
                 image.load()
             except Exception as e:

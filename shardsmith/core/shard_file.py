@@ -32,7 +32,7 @@ from shardsmith.core.load_images import (
 )
 from shardsmith.core.masks import mask_png
 from shardsmith.core.near_duplicates import HashedImage
-from shardsmith.core.perceptual_hash import hash_bytes, hash_image
+from shardsmith.core.perceptual_hash import MIN_REDUCED_SIDE, hash_bytes, hash_image
 from shardsmith.core.reencode import reencode
 from shardsmith.core.rows import ErrorRow, ImageDigest, PlacedRow, ShardResult
 from shardsmith.core.settings import RecordSettings
@@ -110,8 +110,8 @@ def _inspect(data: bytes, settings: RecordSettings) -> tuple[ImageInfo, int | No
     if not settings.perceptual_hash:
         return inspect_image(data, settings.validate, settings.max_pixels), None
     hashes: list[int | None] = []
-    info = inspect_image(data, settings.validate, settings.max_pixels, on_pixels=lambda image: hashes.append(
-        hash_image(image)))
+    info = inspect_image(data, settings.validate, settings.max_pixels, min_decoded_side=MIN_REDUCED_SIDE,
+                         on_pixels=lambda image: hashes.append(hash_image(image)))
     return info, hashes[0] if hashes else hash_bytes(data)
 
 

@@ -27,7 +27,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageEnhance, ImageOps
 
-from shardsmith.core.perceptual_hash import hash_bytes, hash_image
+from shardsmith.core.load_images import JPEG_VALIDATION_SCALE
+from shardsmith.core.perceptual_hash import MIN_REDUCED_SIDE, hash_bytes, hash_image
 
 ROOT = Path(__file__).resolve().parents[2]
 TILE_SIDES = (256, 192, 160, 128, 112, 96, 80, 64)
@@ -129,7 +130,7 @@ def false_pairs(hashes: np.ndarray, thresholds) -> dict[int, int]:
 
 
 def cpu_per_image(photos, repeats: int) -> tuple[float, float, float]:
-    """(header-mode extra, decode-mode extra, full decode) in ms per image, on full-size photos as JPEG."""
+    """(header-mode extra, decode-mode extra, the validating decode) in ms per image, on full-size photos as JPEG."""
     encoded = [jpeg(photo) for _, photo in photos]
     hash_bytes(encoded[0])  # imports
     start = time.process_time()
@@ -139,8 +140,10 @@ def cpu_per_image(photos, repeats: int) -> tuple[float, float, float]:
     header = time.process_time() - start
     decoded = []
     start = time.process_time()
-    for data in encoded:
+    for data in encoded:  # as the writer's --validate decode does it (shardsmith/core/load_images.py)
         image = Image.open(io.BytesIO(data))
+        scale = min(JPEG_VALIDATION_SCALE, max(1, min(image.size) // MIN_REDUCED_SIDE))
+        image.draft(None, (image.width // scale, image.height // scale))
         image.load()
         decoded.append(image)
     decode = time.process_time() - start
@@ -153,16 +156,27 @@ def cpu_per_image(photos, repeats: int) -> tuple[float, float, float]:
     return header / n / repeats * 1e3, in_decode / n / repeats * 1e3, decode / n * 1e3
 
 
+def _print_cpu(photos, repeats: int) -> None:
+    header, in_decode, decode = cpu_per_image(photos, repeats)
+    print(f"\nextra CPU per image over {len(photos)} full-size photos (JPEG q90): header mode {header:.2f} ms "
+          f"(own reduced decode + pHash), decode mode {in_decode:.2f} ms (reduce + pHash of the decoded "
+          f"pixels); the validating decode alone costs {decode:.2f} ms")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--copies_of", type=int, default=300)
     parser.add_argument("--max_distinct", type=int, default=12000)
     parser.add_argument("--cpu_repeats", type=int, default=5)
+    parser.add_argument("--cpu_only", action="store_true", help="only the extra CPU per image")
     args = parser.parse_args()
     photos = source_photos()
     sizes = [p.size for _, p in photos]
     print(f"{len(photos)} source photos, {min(w * h for w, h in sizes) / 1e6:.2f}-"
           f"{max(w * h for w, h in sizes) / 1e6:.2f} MP")
+    if args.cpu_only:
+        _print_cpu(photos, args.cpu_repeats)
+        return
     tiles = distinct_tiles(photos, args.max_distinct)
     hashes = np.array([hash_bytes(jpeg(tile)) for tile in tiles], dtype=np.uint64)
     pairs = false_pairs(hashes, THRESHOLDS)
@@ -179,10 +193,7 @@ def main() -> None:
         found_array = np.array(found)
         cells = " | ".join(f"{(found_array <= d).mean():.3f}" for d in THRESHOLDS)
         print(f"| {name} | {int(np.median(found_array))} | {cells} |")
-    header, in_decode, decode = cpu_per_image(photos, args.cpu_repeats)
-    print(f"\nextra CPU per image over {len(photos)} full-size photos (JPEG q90): header mode {header:.2f} ms "
-          f"(own reduced decode + pHash), decode mode {in_decode:.2f} ms (reduce + pHash of the decoded "
-          f"pixels); a full decode alone costs {decode:.2f} ms")
+    _print_cpu(photos, args.cpu_repeats)
 
 
 if __name__ == "__main__":
