@@ -13,6 +13,7 @@ check's message; anything else prints one line and how to see the traceback (SHA
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import logging
 import os
@@ -93,6 +94,15 @@ def _temp_dir_for(given: str | None, beam_options) -> tuple[str, bool]:
     return tempfile.mkdtemp(prefix="shardsmith-tft-"), True
 
 
+def _progress_shown(local: bool):
+    """A local build draws its progress on stderr (pipeline/progress.py); a remote job's is on its page."""
+    if not local:
+        return contextlib.nullcontext()
+    from pipeline.progress import Progress
+
+    return Progress()
+
+
 def build(argv: list[str]) -> dict:
     """Parses `build` arguments, runs the pipeline to completion and returns metadata.json as a dict."""
     from pipeline import beam_flags
@@ -127,7 +137,7 @@ def build(argv: list[str]) -> dict:
     started = time.monotonic()
     waits = not beam_options.view_as(StandardOptions).no_wait_until_finish
     try:
-        with make_pipeline(beam_options) as pipeline:
+        with _progress_shown(local), make_pipeline(beam_options) as pipeline:
             build_graph(pipeline, options, sources, temp_dir, lock.build_id, processes)
         result = pipeline.result  # set by the with-block's run(); holds the run's metrics, not the graph
         del pipeline  # its graph becomes garbage now, for main()'s collection
