@@ -176,7 +176,7 @@ def summary(metadata: dict, output_dir: str, build_id: str, elapsed_s: float) ->
                      f"{info['num_bytes'] / 1e6:.1f} MB  ({counts})")
     if metadata["num_errors"]:
         lines.append(f"  errors     {metadata['num_errors']:>8} rows, listed in {files_dir}/errors.jsonl:")
-        lines += [f"    {n:>6}  {reason}" for reason, n in metadata["errors_by_reason"].items()]
+        lines += _error_reasons(metadata, files_dir)
     else:
         lines.append("  errors            0")
     duplicates = metadata.get("duplicates", {})
@@ -193,6 +193,19 @@ def summary(metadata: dict, output_dir: str, build_id: str, elapsed_s: float) ->
     lines.append(f"  output     {output_dir}  (metadata.json; this build's files, labels.txt among them, in "
                  f"builds/{build_id}; {len(metadata['labels'])} labels)")
     return "\n".join(lines)
+
+
+def _error_reasons(metadata: dict, files_dir: str) -> list[str]:
+    """The reasons rows failed, most common first, with one example each (from the build's errors.jsonl); only
+    the counts if that file cannot be read."""
+    from shardsmith.core.failures import error_rows, reason_table
+    from shardsmith.format.build_folder import read_bytes
+    from shardsmith.format.naming import ERRORS_FILE, join
+
+    try:
+        return reason_table(error_rows(read_bytes(join(files_dir, ERRORS_FILE)) or b""))
+    except (OSError, ValueError):
+        return [f"    {n:>6}  {reason}" for reason, n in metadata["errors_by_reason"].items()]
 
 
 def sample(argv: list[str]) -> str:

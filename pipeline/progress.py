@@ -72,7 +72,8 @@ def _duration(seconds: float) -> str:
 
 
 def non_tty_interval() -> float:
-    with contextlib.suppress(ValueError):
+    """NON_TTY_INTERVAL_S, or the seconds SHARDSMITH_PROGRESS_INTERVAL gives (tests make it small)."""
+    with contextlib.suppress(KeyError, ValueError):
         return max(0.01, float(os.environ[INTERVAL_ENV]))
     return NON_TTY_INTERVAL_S
 

@@ -78,3 +78,12 @@ def test_plain_lines_are_paced_and_say_time_left():
         lines.show(progress.Counts(n))
     lines.close(progress.Counts(5))
     assert stream.getvalue().splitlines() == ["shardsmith: progress: 1 rows read", "shardsmith: progress: 5 rows read"]
+
+
+def test_the_log_interval_is_a_few_seconds_unless_set(monkeypatch):
+    monkeypatch.delenv(progress.INTERVAL_ENV, raising=False)
+    assert progress.non_tty_interval() == progress.NON_TTY_INTERVAL_S <= 10
+    monkeypatch.setenv(progress.INTERVAL_ENV, "0.5")
+    assert progress.non_tty_interval() == 0.5
+    monkeypatch.setenv(progress.INTERVAL_ENV, "soon")
+    assert progress.non_tty_interval() == progress.NON_TTY_INTERVAL_S
