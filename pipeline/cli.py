@@ -94,6 +94,18 @@ def _temp_dir_for(given: str | None, beam_options) -> tuple[str, bool]:
     return tempfile.mkdtemp(prefix="shardsmith-tft-"), True
 
 
+def _checked_sources(options):
+    """The manifests and folders to read, after the checks that need no Beam: a local manifest that is missing,
+    unreadable or not a file, or a CSV header without the needed columns, is a usage error in well under a
+    second (Beam is imported only for a glob or a remote path)."""
+    from pipeline.preflight import check_inputs
+    from shardsmith.core.manifest import resolve_sources
+
+    sources = resolve_sources(options.manifests)
+    check_inputs(options, sources)
+    return sources
+
+
 def _progress_shown(local: bool):
     """A local build draws its progress on stderr (pipeline/progress.py); a remote job's is on its page."""
     if not local:
@@ -116,13 +128,13 @@ def build(argv: list[str]) -> dict:
     parser = _parser()
     args, beam_args = parser.parse_known_args(["build", *argv])
     options = build_options_from(args)
+    sources = _checked_sources(options)
 
     from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
     from pipeline.graph import build_graph
     from pipeline.preflight import prepare_output_dir
     from pipeline.runner import is_local, make_pipeline, writer_processes
-    from shardsmith.core.manifest import resolve_sources
     from shardsmith.format.build_folder import build_dir
     from shardsmith.format.metadata import read_metadata
 
@@ -130,7 +142,6 @@ def build(argv: list[str]) -> dict:
     local = is_local(beam_options)
     processes = writer_processes(beam_options, options.writer_processes)
     _configure_logging(local)
-    sources = resolve_sources(options.manifests)
     lock = prepare_output_dir(options, sources)
     lock.start_heartbeat()
     temp_dir, made_temp = _temp_dir_for(options.temp_dir, beam_options)
