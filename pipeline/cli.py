@@ -24,7 +24,7 @@ import time
 import traceback
 
 from pipeline.cloud import COMMANDS as CLOUD_COMMANDS
-from pipeline.quiet import quiet
+from pipeline.quiet import VERBOSE_ENV, quiet
 
 DEBUG_ENV = "SHARDSMITH_DEBUG"
 _LOG = logging.getLogger("shardsmith")
@@ -54,14 +54,18 @@ def _parser() -> argparse.ArgumentParser:
     from pipeline import schema
     from shardsmith.read import inspect, verify
 
-    verify.add_arguments(commands.add_parser(
+    verify_parser = commands.add_parser(
         "verify", help="read every record back and check it against metadata.json (exit 1 on any problem)",
         description="Read every record of every shard: framing checksums, Example keys, SHA-256, image decode and "
-                    "shape, counts and bytes against metadata.json. The last line is the verdict."))
-    inspect.add_arguments(commands.add_parser(
+                    "shape, counts and bytes against metadata.json. The last line is the verdict.")
+    inspect_parser = commands.add_parser(
         "inspect", help="report on a dataset: splits, labels, shard balance, errors; optional PNG plots",
         description="A readable report of a finished dataset; --contact_sheet, --heatmap and --shuffle_plot "
-                    "also write PNG images."))
+                    "also write PNG images.")
+    for add_arguments, command in ((verify.add_arguments, verify_parser), (inspect.add_arguments, inspect_parser)):
+        add_arguments(command)
+        command.add_argument("--verbose", action="store_true",
+                             help="keep TensorFlow's C++ log lines (the same as SHARDSMITH_VERBOSE=1)")
     schema.add_arguments(commands.add_parser(
         "schema", help="print --feature flags for a manifest's extra columns (types inferred from its first rows)",
         description="Infers the type of each column shardsmith does not read itself and prints the --feature "
@@ -232,7 +236,9 @@ def run(argv: list[str] | None = None) -> dict | str | int:
     """Runs a subcommand and returns its result (a cloud command's: its exit status); raises on failure (see
     `main` for the exit codes)."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    quiet()  # TensorFlow's C++ log lines off unless SHARDSMITH_VERBOSE=1 (pipeline/quiet.py)
+    if argv[:1] in (["build"], ["verify"], ["inspect"]) and "--verbose" in argv[1:]:
+        os.environ[VERBOSE_ENV] = "1"  # before quiet(), and inherited by the writer processes
+    quiet()  # TensorFlow's C++ log lines off unless --verbose or SHARDSMITH_VERBOSE=1 (pipeline/quiet.py)
     if argv and argv[0] in CLOUD_COMMANDS:
         from pipeline.cloud.cli import main as cloud_main
 
