@@ -16,6 +16,7 @@ progress is on the job's page. Nothing here reads image bytes or changes what a 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import shutil
 import sys
@@ -110,6 +111,7 @@ class _TerminalLine:
         self._bar.update(counts.done - self._bar.n)  # redraws: mininterval=0, the watcher paces it
 
     def close(self, counts: Counts) -> None:
+        self.show(counts)  # the final counts, drawn once
         self._bar.close()  # leave=False: the line is cleared for the summary
 
 
@@ -139,7 +141,9 @@ class Progress:
     """Watches a local build's counters while in its with-block and draws them on `stream` (stderr)."""
 
     def __init__(self, stream: TextIO | None = None):
-        self._stream = stream or sys.stderr
+        self._given = stream
+        self._stream: TextIO = stream or sys.stderr
+        self._own_stream: TextIO | None = None
         self._folder = ""
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -149,12 +153,12 @@ class Progress:
     def __enter__(self) -> Progress:
         self._folder = tempfile.mkdtemp(prefix="shardsmith-progress-")
         os.environ[signal.PROGRESS_DIR_ENV] = self._folder
+        if self._given is None:
+            self._stream = self._own_stream = _stderr_copy()
         tty = _isatty(self._stream)
         if tty:
-            from tqdm.contrib.logging import logging_redirect_tqdm
-
             self._view = _TerminalLine(self._stream)
-            self._redirect.enter_context(logging_redirect_tqdm())  # log lines print above the live line
+            _log_above(self._redirect, self._stream)
         else:
             self._view = _LogLines(self._stream, non_tty_interval())
         pace = TTY_REFRESH_S if tty else min(TTY_REFRESH_S, non_tty_interval())
@@ -173,12 +177,42 @@ class Progress:
             del os.environ[signal.PROGRESS_DIR_ENV]
         self._view.close(Counts.read(self._folder))
         self._redirect.close()
+        if self._own_stream is not None and self._own_stream is not sys.stderr:
+            self._own_stream.close()
         signal.forget(self._folder)
         shutil.rmtree(self._folder, ignore_errors=True)
 
 
-def _isatty(stream: TextIO) -> bool:
+def _log_above(stack: contextlib.ExitStack, stream: TextIO) -> None:
+    """Log lines print above the live line (tqdm clears it, writes the line, redraws it) on the line's stream."""
+    from tqdm.contrib.logging import _TqdmLoggingHandler, logging_redirect_tqdm
+
+    stack.enter_context(logging_redirect_tqdm())
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, _TqdmLoggingHandler):
+            handler.stream = stream
+
+
+def _stderr_copy() -> TextIO:
+    """stderr on a file descriptor of its own: the quiet TensorFlow import (shardsmith/tensorflow_import.py)
+    points descriptor 2 at a temporary file while TensorFlow loads, which may happen mid-build; the progress
+    line must neither land in it nor glue itself to the load-time lines that import filters out."""
+    sys.stderr.flush()
     try:
-        return stream.isatty()
+        return os.fdopen(os.dup(sys.stderr.fileno()), "w", buffering=1, encoding="utf-8", errors="replace")
+    except (AttributeError, OSError, ValueError):  # a stderr without a descriptor (captured by a test)
+        return sys.stderr
+
+
+def _isatty(stream: TextIO) -> bool:
+    """A terminal a live line can be drawn on: one that says it is a terminal and, if it has a size, is not 0
+    columns wide (a pseudo-terminal no one sized, as under `script` in CI)."""
+    try:
+        if not stream.isatty():
+            return False
     except (AttributeError, ValueError):
         return False
+    try:
+        return os.get_terminal_size(stream.fileno()).columns > 0
+    except (AttributeError, OSError, ValueError):  # no file descriptor (a test's stream): trust isatty()
+        return True
