@@ -132,15 +132,32 @@ def build(argv: list[str]) -> dict:
     parser = _parser()
     args, beam_args = parser.parse_known_args(["build", *argv])
     options = build_options_from(args)
+    from pipeline.runner_kind import absolute_beam_paths, beam_flag, check_paths_for_runner, is_local_runner
+
+    beam_args = absolute_beam_paths(beam_args)
+    check_paths_for_runner(beam_args, options.manifests, options.output_dir, options.temp_dir)
     sources = _checked_sources(options)
 
+    from pipeline.transform_fn_process import transform_fn_process
+
+    # A local build's tf.transform step imports TensorFlow (seconds) in a process of its own, from now on,
+    # beside the launcher's own work; on a remote runner the workers do it. A process that has imported it
+    # already (a notebook, a test session) does the step itself, for free.
+    helper = contextlib.ExitStack()
+    transform_fn_writer = None
+    runs_here = is_local_runner(beam_flag(beam_args, "runner"))
+    if runs_here and not options.manifest.features and "tensorflow_transform.beam" not in sys.modules:
+        transform_fn_writer = helper.enter_context(transform_fn_process())
+    with helper:
+        return _run_build(options, sources, beam_args, transform_fn_writer)
+
+
+def _run_build(options, sources, beam_args: list[str], transform_fn_writer) -> dict:
     from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
     from pipeline.graph import build_graph
     from pipeline.preflight import prepare_output_dir
     from pipeline.runner import is_local, make_pipeline, writer_processes
-    from shardsmith.format.build_folder import build_dir
-    from shardsmith.format.metadata import read_metadata
 
     beam_options = PipelineOptions(beam_args)
     local = is_local(beam_options)
@@ -153,7 +170,7 @@ def build(argv: list[str]) -> dict:
     waits = not beam_options.view_as(StandardOptions).no_wait_until_finish
     try:
         with _progress_shown(local), make_pipeline(beam_options) as pipeline:
-            build_graph(pipeline, options, sources, temp_dir, lock.build_id, processes)
+            build_graph(pipeline, options, sources, temp_dir, lock.build_id, processes, transform_fn_writer)
         result = pipeline.result  # set by the with-block's run(); holds the run's metrics, not the graph
         del pipeline  # its graph becomes garbage now, for main()'s collection
     except BaseException:
@@ -167,13 +184,35 @@ def build(argv: list[str]) -> dict:
         else:  # a remote job still running (--no_wait_until_finish): its publish step releases the lock
             lock.stop_heartbeat()
     elapsed = time.monotonic() - started
-    if not local:
-        return {}
-    from transforms.metrics import query
+    if not waits:
+        return {}  # submitted, still running: its result is not there yet
+    if local:
+        from transforms.metrics import query
 
-    _LOG.info("metrics: %s", query(result).describe())  # what a Dataflow job page shows (docs/metrics.md)
-    metadata = read_metadata(build_dir(options.output_dir, lock.build_id))
+        _LOG.info("metrics: %s", query(result).describe())  # what a Dataflow job page shows (docs/metrics.md)
+    metadata = finished_build(options.output_dir, lock.build_id)
     print(summary(metadata, options.output_dir, lock.build_id, elapsed))
+    return metadata
+
+
+def finished_build(output_dir: str, build_id: str) -> dict:
+    """The result of a run that waited until its job finished, on any runner: read back from the output folder
+    (metadata.json, and errors.jsonl when it lists rows), never from the runner's process. A job that finished
+    without them wrote somewhere the launcher cannot see: an error, not a silent success."""
+    from apache_beam.io.filesystems import FileSystems
+
+    from shardsmith.format.build_folder import build_dir
+    from shardsmith.format.metadata import MetadataMissing, read_metadata
+    from shardsmith.format.naming import ERRORS_FILE, join
+
+    files_dir = build_dir(output_dir, build_id)
+    try:
+        metadata = read_metadata(files_dir)
+    except MetadataMissing:
+        raise RuntimeError(f"the job finished but {join(files_dir, 'metadata.json')} does not exist: its workers "
+                           "wrote somewhere this machine cannot see") from None
+    if metadata["num_errors"] and not FileSystems.exists(join(files_dir, ERRORS_FILE)):
+        raise RuntimeError(f"the job finished but {join(files_dir, ERRORS_FILE)} does not exist")
     return metadata
 
 
@@ -202,6 +241,7 @@ def summary(metadata: dict, output_dir: str, build_id: str, elapsed_s: float) ->
                      f"({duplicates['num_extra_copies']} extra copies)"
                      + (f"; WARNING: {across} across splits ({pairs}), which leaks test data into training"
                         if across else "") + "; see metadata.json")
+    lines += near_duplicates_summary(metadata, files_dir)
     rate = metadata["num_examples"] / elapsed_s if elapsed_s else 0.0
     lines.append(f"  speed      {rate:.0f} images/s, {total_bytes / 1e6 / elapsed_s if elapsed_s else 0:.1f} MB/s "
                  "(whole run, start-up included)")
@@ -221,6 +261,27 @@ def _error_reasons(metadata: dict, files_dir: str) -> list[str]:
         return reason_table(error_rows(read_bytes(join(files_dir, ERRORS_FILE)) or b""))
     except (OSError, ValueError):
         return [f"    {n:>6}  {reason}" for reason, n in metadata["errors_by_reason"].items()]
+
+
+def near_duplicates_summary(metadata: dict, files_dir: str) -> list[str]:
+    """The build summary's near-duplicate line (--near_duplicates report|drop), naming cross-split leaks first."""
+    from shardsmith.format.metadata import NEAR_DUPLICATES_KEY
+    from shardsmith.format.naming import NEAR_DUPLICATES_FILE
+
+    near = metadata.get(NEAR_DUPLICATES_KEY)
+    if near is None:
+        return []
+    pairs = ", ".join(f"{k} {n}" for k, n in near["split_pairs"].items() if n)
+    line = (f"  near dups  {near['num_pairs']:>8} pairs within distance {near['max_distance']}"
+            + (f" ({pairs})" if pairs else ""))
+    if near["num_label_mismatches"]:
+        line += f"; {near['num_label_mismatches']} with different labels (likely label errors)"
+    if near["num_dropped"]:
+        line += f"; {near['num_dropped']} validation/test copies dropped"
+    if near["num_capped_buckets"]:
+        line += (f"; {near['num_capped_buckets']} hash buckets over {near['max_bucket_members']} images not "
+                 "compared (e.g. blank images)")
+    return [line + f"; see {files_dir}/{NEAR_DUPLICATES_FILE}"]
 
 
 def sample(argv: list[str]) -> str:

@@ -118,6 +118,13 @@ TABLE: dict[str, Console] = {
     "on_duplicate": Console(
         "Duplicate images", "keep (default) writes all copies and reports them, drop keeps one copy, error fails "
         "the job"),
+    "near_duplicates": Console(
+        "Near-duplicate images", "off (default), report: list resized/re-encoded/brightened copies in "
+        "near_duplicates.jsonl, drop: also turn the validation/test copy of a training image into an error row "
+        "(a second read of every image)"),
+    "near_duplicate_distance": Console(
+        "Near-duplicate distance", "pHash bits (of 64) two near duplicates may differ in, 0 to 16 (default "
+        "{default})", r"([0-9]|1[0-6])"),
     "max_error_fraction": Console(
         "Error budget", "Fail the job when more than this fraction of rows fail, between 0 and 1 (default "
         "{default})", r"(0(\.[0-9]+)?|1(\.0+)?|\.[0-9]+)"),

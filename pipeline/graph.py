@@ -1,8 +1,9 @@
 """The build graph, stage by stage, in the order a row travels:
 
   ReadManifest -> [GroupBoxRows] -> AssignSplits -> LookupSizes -> [DropDuplicates] -> ComputeVocabulary/AttachLabelIds
-  -> PlaceRows -> WriteShards -> Report (errors.jsonl, labels.txt, metadata.json), with AnalyzeLabels
-  (tf.transform; AnalyzeRows with --feature) and SummarizeDuplicates (hashes from the writer) beside it.
+  -> [DropNearDuplicates] -> PlaceRows -> WriteShards -> Report (errors.jsonl, labels.txt, metadata.json), with
+  AnalyzeLabels (tf.transform; AnalyzeRows with --feature), SummarizeDuplicates (hashes from the writer) and,
+  with --near_duplicates, FindNearPairs/ReportNearDuplicates (near_duplicates.jsonl) beside it.
   Every stage's rejects leave through its tagged `errors` output and meet in the report.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 import apache_beam as beam
 
 from pipeline.options import BuildOptions
+from pipeline.transform_fn_process import TransformFnClient
 from shardsmith.core import progress_signal
 from shardsmith.core.shard_file import WriterConfig
 from shardsmith.format.build_folder import build_dir
@@ -19,6 +21,7 @@ from transforms.feature_stats import AnalyzeRows
 from transforms.group_boxes import GroupBoxRows
 from transforms.labels import AnalyzeLabels, AttachLabelIds, ComputeVocabulary, start_importing_tensorflow
 from transforms.lookup_sizes import LookupSizes
+from transforms.near_duplicates import DropNearDuplicates, FindNearPairs, ReportNearDuplicates
 from transforms.place import MIB, PlaceRows, ShardSpec, assign_splits
 from transforms.read_manifest import ReadManifest, Source
 from transforms.report import ReportConfig, WriteReport
@@ -26,11 +29,12 @@ from transforms.write_shards import WriteShards
 
 
 def build_graph(pipeline: beam.Pipeline, options: BuildOptions, sources: list[Source], temp_dir: str,
-                build_id: str, writer_processes: int = 0):
+                build_id: str, writer_processes: int = 0, transform_fn_writer: TransformFnClient | None = None):
     """Adds the whole build to `pipeline`; returns the PCollection holding the metadata dict.
     Every file goes into the build's own folder (`builds/<build_id>`, started by pipeline/preflight.py); the
     report publishes it last. `writer_processes` > 0 hands shards to that many local writer processes
-    (pipeline/runner.py says when)."""
+    (pipeline/runner.py says when); `transform_fn_writer`, if given, writes transform_fn in a process of its
+    own (pipeline/transform_fn_process.py), beside the writing."""
     files_dir = build_dir(options.output_dir, build_id)
     # Only the list of manifest paths is inlined; the rows are read by workers, and travel in RowBatches.
     read_rows, manifest_errors = (
@@ -51,6 +55,13 @@ def build_graph(pipeline: beam.Pipeline, options: BuildOptions, sources: list[So
         distinct = candidates | "DropDuplicates" >> DropDuplicates(records.max_image_bytes)
         candidates = distinct.rows
         stage_errors.append(distinct.errors)
+    checks = options.checks
+    near_found = near_dropped = None
+    if checks.near_duplicates == "drop":
+        near = candidates | "DropNearDuplicates" >> DropNearDuplicates(records.max_image_bytes,
+                                                                       checks.near_duplicate_distance)
+        candidates, near_found, near_dropped = near.rows, near.found, near.errors
+        stage_errors.append(near.errors)
     vocabulary = candidates | "ComputeVocabulary" >> ComputeVocabulary()
     labelled = candidates | "AttachLabelIds" >> AttachLabelIds(vocabulary)
     spec = ShardSpec(placement.num_shards, int(placement.target_shard_mb * MIB))
@@ -58,19 +69,26 @@ def build_graph(pipeline: beam.Pipeline, options: BuildOptions, sources: list[So
     written = shard_groups | "WriteShards" >> WriteShards(
         WriterConfig(output_dir=files_dir, name=options.name, records=records),
         writer_processes,
-        while_writing=start_importing_tensorflow if writer_processes else None,
+        while_writing=start_importing_tensorflow if writer_processes and not transform_fn_writer else None,
     )
     if options.manifest.features:
         transform_written = labelled.rows | "AnalyzeRows" >> AnalyzeRows(
             vocabulary, files_dir, temp_dir, options.manifest.task, options.manifest.features)
     else:
         transform_written = vocabulary | "AnalyzeLabels" >> AnalyzeLabels(
-            files_dir, temp_dir, after=written.shards if writer_processes else None
+            files_dir, temp_dir, after=written.shards if writer_processes or transform_fn_writer else None,
+            writer=transform_fn_writer,
         )
     errors = (*stage_errors, labelled.errors, written.errors) | "AllErrors" >> beam.Flatten()
     num_placed = plan | "NumPlacedRows" >> beam.Map(lambda p: sum(s.num_examples for s in p.splits.values()))
     _ = num_placed | "NoteProgressTotal" >> beam.Map(progress_signal.set_total)  # a watching launcher's total
     duplicates = written.digests | "SummarizeDuplicates" >> SummarizeDuplicates(num_placed)
+    report_inputs = {}
+    if checks.near_duplicates == "report":
+        near_found = written.phashes | "FindNearPairs" >> FindNearPairs(checks.near_duplicate_distance)
+    if near_found is not None:
+        report_inputs["near_duplicates"] = near_found | "ReportNearDuplicates" >> ReportNearDuplicates(
+            files_dir, checks.near_duplicates, checks.near_duplicate_distance, near_dropped)
     input_row_counts = (
         read_rows | "RowsPerBatch" >> beam.Map(len),
         manifest_errors | "OnePerManifestError" >> beam.Map(lambda _: 1),
@@ -88,4 +106,5 @@ def build_graph(pipeline: beam.Pipeline, options: BuildOptions, sources: list[So
         "input_row_counts": input_row_counts,
         "duplicates": duplicates,
         "transform_written": transform_written,
+        **report_inputs,
     } | "Report" >> WriteReport(report)

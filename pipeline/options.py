@@ -11,12 +11,14 @@ from shardsmith.core.annotations import FEATURE_TYPES
 from shardsmith.core.build_lock import LOCK_STALE_AFTER_S
 from shardsmith.core.load_images import DEFAULT_MAX_PIXELS, VALIDATE_MODES
 from shardsmith.core.manifest import ManifestFormat
+from shardsmith.core.near_duplicates import DEFAULT_MAX_DISTANCE, MAX_DISTANCE
 from shardsmith.core.reencode import DEFAULT_JPEG_QUALITY, REENCODE_FORMATS, Reencoding
 from shardsmith.core.settings import (
     DEFAULT_MAX_ERROR_FRACTION,
     DEFAULT_MAX_IMAGE_BYTES,
     DEFAULT_SEED,
     DEFAULT_TARGET_SHARD_MB,
+    NEAR_DUPLICATE_MODES,
     ON_DUPLICATE_MODES,
     CheckSettings,
     PlacementSettings,
@@ -65,7 +67,8 @@ class BuildOptions:
             "image_mode": records.image_mode, "max_side": reencoding.max_side, "reencode": reencoding.format,
             "jpeg_quality": reencoding.jpeg_quality, "task": fmt.task, "list_delimiter": fmt.list_delimiter,
             "mask_column": fmt.mask_column, "features": [list(f) for f in fmt.features],
-        }
+        } | ({"near_duplicates": checks.near_duplicates, "near_duplicate_distance": checks.near_duplicate_distance}
+             if checks.near_duplicates != "off" else {})
 
 
 def add_build_arguments(parser: argparse.ArgumentParser) -> None:
@@ -138,6 +141,14 @@ def add_build_arguments(parser: argparse.ArgumentParser) -> None:
                         help="identical images (same SHA-256): keep (default) writes them all and reports them, "
                              "drop keeps one copy (the earliest split; costs a second read of every image), "
                              "error fails the job")
+    checks.add_argument("--near_duplicates", choices=NEAR_DUPLICATE_MODES, default="off",
+                        help="resized, re-encoded, brightened or slightly cropped copies (perceptual hash): off "
+                             "(default; finding them needs every image's pixels), report lists the pairs in "
+                             "near_duplicates.jsonl, drop also turns the validation/test copy of a training image "
+                             "into an error row (costs a second read of every image)")
+    checks.add_argument("--near_duplicate_distance", type=int, default=DEFAULT_MAX_DISTANCE, metavar="D",
+                        help=f"pHash bits (of 64) two images may differ in to be near duplicates (default "
+                             f"{DEFAULT_MAX_DISTANCE}, measured in docs/near_duplicates.md)")
     checks.add_argument("--max_error_fraction", type=float, default=DEFAULT_MAX_ERROR_FRACTION,
                         help=f"fail the job when more rows than this fail (default {DEFAULT_MAX_ERROR_FRACTION})")
     checks.add_argument("--max_image_bytes", type=int, default=DEFAULT_MAX_IMAGE_BYTES)
@@ -202,6 +213,8 @@ def build_options_from(args: argparse.Namespace) -> BuildOptions:
         raise UsageError("--keep_builds must be at least 1 (the build being published)")
     if not 0 <= args.max_error_fraction <= 1:
         raise UsageError("--max_error_fraction must be between 0 and 1")
+    if not 0 <= args.near_duplicate_distance <= MAX_DISTANCE:
+        raise UsageError(f"--near_duplicate_distance must be between 0 and {MAX_DISTANCE} (bits of a 64-bit hash)")
     if args.max_side < 0:
         raise UsageError("--max_side must be 0 (keep sizes) or a number of pixels")
     if not 1 <= args.jpeg_quality <= 95:
@@ -216,7 +229,7 @@ def build_options_from(args: argparse.Namespace) -> BuildOptions:
     features = _parse_features(args.feature, args)
     return BuildOptions(
         manifests=tuple(_absolute_manifest(m) for m in args.manifest),
-        output_dir=args.output_dir.rstrip("/") or "/",
+        output_dir=_absolute_path(args.output_dir).rstrip("/") or "/",
         name=args.name,
         manifest=ManifestFormat(
             split_column=args.split_column, uri_column=args.uri_column, label_column=args.label_column,
@@ -230,11 +243,14 @@ def build_options_from(args: argparse.Namespace) -> BuildOptions:
         records=RecordSettings(
             validate=args.validate, compression=args.compression, max_image_bytes=args.max_image_bytes,
             max_pixels=args.max_pixels, image_mode=args.image_mode,
+            perceptual_hash=args.near_duplicates == "report",
             reencoding=Reencoding(max_side=args.max_side, format=args.reencode, jpeg_quality=args.jpeg_quality),
         ),
-        checks=CheckSettings(max_error_fraction=args.max_error_fraction, on_duplicate=args.on_duplicate),
+        checks=CheckSettings(max_error_fraction=args.max_error_fraction, on_duplicate=args.on_duplicate,
+                             near_duplicates=args.near_duplicates,
+                             near_duplicate_distance=args.near_duplicate_distance),
         overwrite=args.overwrite,
-        temp_dir=args.temp_dir,
+        temp_dir=_absolute_path(args.temp_dir) if args.temp_dir else None,
         writer_processes=args.writer_processes,
         break_lock=args.break_lock,
         keep_builds=args.keep_builds,
@@ -274,6 +290,12 @@ def _parse_prefixes(text: str) -> tuple[str, ...]:
 def _absolute_manifest(given: str) -> str:
     """A local manifest path made absolute (against the working directory), so that the relative image paths in
     it resolve to absolute paths, which --allowed_prefixes are checked against. URIs are kept as given."""
+    return given if is_remote(given) else os.path.abspath(given)
+
+
+def _absolute_path(given: str) -> str:
+    """A local path made absolute against the launcher's working directory, at parse time and for every runner: a
+    portable runner's workers run in their own working directory, where a relative path means another folder."""
     return given if is_remote(given) else os.path.abspath(given)
 
 

@@ -5,21 +5,28 @@ from __future__ import annotations
 
 import logging
 import os
+from typing import TYPE_CHECKING
 
-import apache_beam as beam
-from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
+if TYPE_CHECKING:
+    import apache_beam as beam
+    from apache_beam.options.pipeline_options import PipelineOptions
 
-LOCAL_RUNNER_NAMES = {None, "", "DirectRunner", "direct", "FnApiRunner"}
+from pipeline.runner_kind import is_local_runner
 
 
 def is_local(options: PipelineOptions) -> bool:
-    return options.view_as(StandardOptions).runner in LOCAL_RUNNER_NAMES
+    """Beam's local runner by any of its names, short or fully qualified (pipeline/runner_kind.py)."""
+    from apache_beam.options.pipeline_options import StandardOptions
+
+    return is_local_runner(options.view_as(StandardOptions).runner)
 
 
 def writer_processes(options: PipelineOptions, requested: int) -> int:
     """Shard writer processes for this run. Only the local runner's in_memory mode (the default, measured fastest
     here: see README, Performance) runs every step in one process and needs them; its other modes and remote
     runners spread shards over their own workers."""
+    from apache_beam.options.pipeline_options import DirectOptions
+
     if not is_local(options) or options.view_as(DirectOptions).direct_running_mode != "in_memory":
         return 0
     if requested >= 0:
@@ -28,6 +35,8 @@ def writer_processes(options: PipelineOptions, requested: int) -> int:
 
 
 def make_pipeline(options: PipelineOptions) -> beam.Pipeline:
+    import apache_beam as beam
+
     if is_local(options):
         from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 

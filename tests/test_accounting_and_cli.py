@@ -138,3 +138,31 @@ def test_python_dash_m_pipeline_is_the_same_command(tmp_path):
                           capture_output=True, text=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "s" / "manifest.csv").exists()
+
+
+def test_errors_jsonl_written_in_parts_is_the_same_sorted_file(bad_rows_manifest, shardsmith, tmp_path,
+                                                               monkeypatch):
+    """errors.jsonl is written in bounded parts (transforms/report.py) joined in order: with parts of 3 lines,
+    over two manifests, the file is byte-identical to the one written in a single part, sorted by source and
+    line, and no part file is left in the build's folder."""
+    from transforms import report
+
+    manifest, _, num_bad = bad_rows_manifest
+    second = manifest.with_name("again.csv")
+    second.write_text(manifest.read_text())
+    written = {}
+    for lines_per_part in (report.ERROR_LINES_PER_PART, 3):
+        monkeypatch.setattr(report, "ERROR_LINES_PER_PART", lines_per_part)
+        out = tmp_path / f"out{lines_per_part}"
+        result = shardsmith("build", "--manifest", manifest, "--manifest", second, "--output_dir", out,
+                            "--name", "ds", "--max_error_fraction", "0.5")
+        assert result.code == 0, result.err
+        files = Path(published_dir(out))
+        assert not [p.name for p in files.iterdir() if report.ERROR_PART_PREFIX in p.name]
+        written[lines_per_part] = (files / "errors.jsonl").read_bytes()
+    single, parted = written.values()
+    assert parted == single
+    errors = [json.loads(line) for line in parted.decode().splitlines()]
+    assert len(errors) == 2 * num_bad
+    keys = [(e["source"], e["line"], e["uri"], e["stage"], e["reason"]) for e in errors]
+    assert keys == sorted(keys) and {e["source"] for e in errors} == {str(manifest), str(second)}

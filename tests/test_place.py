@@ -114,6 +114,10 @@ def test_shard_spec_counts():
     assert by_size.num_shards("train", 1000, 1) == 1
     assert by_size.num_shards("train", 1000, 0) == 1  # sizes unknown: still one shard
     assert by_size.num_shards("train", 1, 10**9) == 1
+    # Small images: the record cap, not the size, sets the count; a fixed count is kept as given.
+    assert ShardSpec().num_shards("train", 25_000, 75 * MIB) == 3
+    assert ShardSpec().num_shards("train", 10_000, 75 * MIB) == 1
+    assert ShardSpec((("*", 1),)).num_shards("train", 25_000, 75 * MIB) == 1
 
 
 # PlaceRows ------------------------------------------------------------------------------------------------

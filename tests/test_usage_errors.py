@@ -116,3 +116,55 @@ def test_a_missing_manifest_or_a_wrong_header_is_reported_before_beam_is_importe
     assert status == ["2", "False", "False"], stderr
     assert "--label_column class" in stderr and stderr.count("\n") == 1
     assert not (tmp_path / "o").exists()
+
+
+def test_a_runner_that_cannot_see_this_disk_refuses_local_paths_naming_the_flag(shardsmith, tmp_path):
+    """Dataflow's workers, a DOCKER environment and a job service on another machine never see the launcher's
+    files: a local manifest, output folder or --temp_location is exit 2 naming the flag, before any folder is
+    made; such a runner also needs tf.transform's scratch folder under --temp_location."""
+    out = tmp_path / "out"
+    gs = ["--manifest", "gs://b/m.csv", "--output_dir", "gs://b/out", "--name", "x"]
+    cases = [
+        (["--manifest", tmp_path / "m.csv", "--output_dir", "gs://b/out", "--name", "x",
+          "--runner=DataflowRunner", "--temp_location=gs://b/t"], "--manifest"),
+        (["--manifest", "gs://b/m.csv", "--output_dir", out, "--name", "x",
+          "--runner=apache_beam.runners.dataflow.dataflow_runner.DataflowRunner", "--temp_location=gs://b/t"],
+         "--output_dir"),
+        ([*gs, "--runner=DataflowRunner", "--temp_location", "tmp"], "--temp_location"),
+        ([*gs, "--runner=DataflowRunner"], "--temp_location (or --temp_dir) is needed"),
+        (["--manifest", tmp_path / "m.csv", "--output_dir", out, "--name", "x", "--runner=PortableRunner",
+          "--job_endpoint=localhost:8099", "--environment_type=DOCKER"], "--manifest"),
+        (["--manifest", tmp_path / "m.csv", "--output_dir", out, "--name", "x", "--runner=PortableRunner",
+          "--job_endpoint=jobs.example.com:8099", "--environment_type=EXTERNAL"], "--manifest"),
+    ]
+    for args, flag in cases:
+        result = shardsmith("build", *args)
+        assert result.code == 2, (args, result.err)
+        assert result.err.startswith(f"shardsmith: error: {flag}") and result.err.count("\n") == 1, result.err
+    assert not out.exists()
+
+
+def test_runner_names_are_recognized_short_or_fully_qualified():
+    from pipeline.runner_kind import is_local_runner, sees_launcher_disk
+
+    for name in (None, "DirectRunner", "direct", "FnApiRunner", "SwitchingDirectRunner",
+                 "apache_beam.runners.direct.direct_runner.DirectRunner",
+                 "apache_beam.runners.direct.direct_runner.SwitchingDirectRunner",
+                 "apache_beam.runners.portability.fn_api_runner.FnApiRunner"):
+        assert is_local_runner(name), name
+    for name in ("DataflowRunner", "PortableRunner", "apache_beam.runners.dataflow.dataflow_runner.DataflowRunner"):
+        assert not is_local_runner(name), name
+    assert sees_launcher_disk(["--runner=apache_beam.runners.direct.direct_runner.DirectRunner"])
+    assert sees_launcher_disk(["--runner=PortableRunner", "--job_endpoint=localhost:8099",
+                               "--environment_type=EXTERNAL", "--environment_config=localhost:5000"])
+    assert sees_launcher_disk(["--runner", "PortableRunner", "--job_endpoint", "127.0.0.1:8099",
+                               "--environment_type", "LOOPBACK"])
+    assert not sees_launcher_disk(["--runner=PortableRunner", "--job_endpoint=localhost:8099"])  # DOCKER default
+    assert not sees_launcher_disk(["--runner=PortableRunner", "--job_endpoint=10.0.0.2:8099",
+                                   "--environment_type=EXTERNAL"])
+    assert not sees_launcher_disk(["--runner=DataflowRunner"])
+    # Beam's own defaults when --environment_type is not given: LOOPBACK for Prism and local Flink/Spark.
+    assert sees_launcher_disk(["--runner=PrismRunner"]) and sees_launcher_disk(["--runner=FlinkRunner"])
+    assert sees_launcher_disk(["--runner=SparkRunner", "--spark_master_url=local[2]"])
+    assert not sees_launcher_disk(["--runner=FlinkRunner", "--flink_master=flink.example.com:8081"])
+    assert not sees_launcher_disk(["--runner=PrismRunner", "--environment_type=DOCKER"])

@@ -14,6 +14,7 @@ import threading
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import Protocol
 
 import apache_beam as beam
 
@@ -198,27 +199,45 @@ def write_transform_fn(vocabulary: Vocabulary, output_dir: str, temp_dir: str) -
     return output_dir
 
 
+class TransformFnWriter(Protocol):
+    """Writes transform_fn elsewhere (pipeline/transform_fn_process.py): `start` hands over a request and
+    returns its key at once, `wait(key)` returns `output_dir` when it is written."""
+
+    def start(self, vocabulary: Vocabulary, output_dir: str, temp_dir: str) -> str: ...
+
+    def wait(self, key: str) -> str: ...
+
+
 class AnalyzeLabels(beam.PTransform):
     """The one-element vocabulary -> transform_fn/ and transformed_metadata/ written into `output_dir` (a
     one-element PCollection of `output_dir` once done). Its `label_id` output equals the ids in the records.
     tft sees one instance per label (not per row): the vocabulary is all it derives, and its cost then does
     not grow with the dataset.
 
-    `after`, when given, is a PCollection this step waits for. The local build passes the written shards, and
-    starts importing TensorFlow when the writing starts (its work runs in writer processes, so the runner's
-    own process is idle): the import then overlaps the writing instead of delaying the end of the build.
+    `after`, when given, is a PCollection this step waits for before it is done (the written shards).
+    With a `writer`, the request goes to it as soon as the vocabulary is known and the step waits for it
+    after `after`: the local build's tf.transform process works beside the writing. Without one, the worker
+    runs tft itself, after `after` (TensorFlow's import then overlaps the writing instead of slowing it).
     `temp_dir` receives tft's scratch files and must lie outside the published output folder.
     """
 
-    def __init__(self, output_dir: str, temp_dir: str, after=None):
+    def __init__(self, output_dir: str, temp_dir: str, after=None, writer: TransformFnWriter | None = None):
         super().__init__()
         self._output_dir = output_dir
         self._temp_dir = temp_dir
         self._after = after
+        self._writer = writer
 
     def expand(self, vocabulary):
         waits = [beam.pvalue.AsList(self._after)] if self._after is not None else []
-        return vocabulary | "WriteTransformFn" >> beam.Map(
-            lambda vocab, output_dir, temp_dir, *_: write_transform_fn(vocab, output_dir, temp_dir),
-            self._output_dir, self._temp_dir, *waits,
+        writer = self._writer
+        if writer is None:
+            return vocabulary | "WriteTransformFn" >> beam.Map(
+                lambda vocab, output_dir, temp_dir, *_: write_transform_fn(vocab, output_dir, temp_dir),
+                self._output_dir, self._temp_dir, *waits,
+            )
+        return (
+            vocabulary
+            | "StartTransformFn" >> beam.Map(writer.start, self._output_dir, self._temp_dir)
+            | "AwaitTransformFn" >> beam.Map(lambda key, *_: writer.wait(key), *waits)
         )

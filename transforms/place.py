@@ -29,6 +29,10 @@ from shardsmith.format.naming import SPLITS
 # Bounds the rows one worker holds while ranking: a (split, label) with more rows is ranked in 2^k hash buckets.
 MAX_ROWS_PER_RANK_GROUP = 1 << 16
 MIB = 1 << 20
+# Without --num_shards, a shard holds at most this many records. A shard is one element of the write stage,
+# written start to end by one thread; on a runner with many workers the last elements to finish set the job's
+# end (docs/dataflow.md, Stragglers). Small images make 128 MB shards of tens of thousands of records.
+MAX_RECORDS_PER_SHARD = 10_000
 
 
 def keyed_hash(seed: int, purpose: bytes, *parts: str) -> int:
@@ -88,16 +92,19 @@ def group_key(row: ManifestRow, seed: int, bits: int = 0) -> tuple[str, int, int
 
 @dataclass(frozen=True)
 class ShardSpec:
-    """How many shards a split gets: a fixed count per split, or enough to keep shards near a target size."""
+    """How many shards a split gets: a fixed count per split, or enough to keep shards near a target size and
+    under max_records_per_shard records."""
 
     fixed: tuple[tuple[str, int], ...] = ()  # (split, count); a "*" split applies to every split
     target_shard_bytes: int = 128 * MIB
+    max_records_per_shard: int = MAX_RECORDS_PER_SHARD  # only when the count comes from the target size
 
     def num_shards(self, split: str, num_examples: int, num_bytes: int) -> int:
         counts = dict(self.fixed)
         wanted = counts.get(split, counts.get("*"))
         if wanted is None:
-            wanted = math.ceil(num_bytes / self.target_shard_bytes)
+            wanted = max(math.ceil(num_bytes / self.target_shard_bytes),
+                         math.ceil(num_examples / self.max_records_per_shard))
         return max(1, min(wanted, num_examples))
 
 

@@ -5,11 +5,13 @@ Guarantees: every file is written under a temporary name and renamed, and the bu
 metadata.json replaced, shardsmith/format/build_folder.py) only after every shard, errors.jsonl, labels.txt and
 transform_fn/ exist, and only while the build still holds the folder's lock; so the top-level metadata.json
 always names one finished build. errors.jsonl is sorted by (source, line), so reruns give the same bytes.
-Memory: the error rows and one small entry per shard; never image bytes or the good rows.
+Memory: one part of errors.jsonl (ERROR_LINES_PER_PART lines) per worker, a count and an example per error
+reason, and one small entry per shard; never all error rows, image bytes or the good rows.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections import Counter
 from collections.abc import Iterable
@@ -20,12 +22,19 @@ from apache_beam.io.filesystems import FileSystems
 
 from shardsmith.core import faults
 from shardsmith.core.build_lock import holds_lock, release_lock
-from shardsmith.core.failures import explain
+from shardsmith.core.failures import explain_counts
 from shardsmith.core.rows import ErrorRow, ShardResult
 from shardsmith.core.settings import CheckSettings, RecordSettings
-from shardsmith.format.build_folder import DEFAULT_KEEP_BUILDS, build_dir, publish, retire_builds, write_atomically
+from shardsmith.format.build_folder import (
+    DEFAULT_KEEP_BUILDS,
+    build_dir,
+    publish,
+    retire_builds,
+    write_atomically,
+    write_atomically_from,
+)
 from shardsmith.format.example import example_keys
-from shardsmith.format.metadata import errors_bytes, labels_bytes
+from shardsmith.format.metadata import NEAR_DUPLICATES_KEY, errors_bytes, labels_bytes
 from shardsmith.format.naming import ERRORS_FILE, LABELS_FILE, TEMP_PREFIX, join
 from shardsmith.format.tfds import tfds_metadata_files
 from transforms.duplicates import STAGE as DUPLICATE_STAGE
@@ -53,13 +62,72 @@ class ErrorSummary:
     explanation: str = ""  # the top reasons with counts and an example each (shardsmith/core/failures.py)
 
 
-def write_errors(errors: Iterable[ErrorRow], output_dir: str) -> ErrorSummary:
-    ordered = sorted((line for error in errors for line in error.per_line()), key=ErrorRow.sort_key)
-    write_atomically(join(output_dir, ERRORS_FILE), errors_bytes(e.to_dict() for e in ordered))
-    by_reason = Counter(f"{e.stage}: {e.reason}" for e in ordered)
-    dropped = sum(e.stage == DUPLICATE_STAGE for e in ordered)
-    return ErrorSummary(len(ordered), dict(sorted(by_reason.items())), dropped,
-                        explain(ordered, ignore_stage=DUPLICATE_STAGE))
+# errors.jsonl is written in parts of at most this many manifest lines of one source (lines n*K to n*K+K-1), each
+# sorted on its own worker, then joined in order: no worker holds more than one part's rows.
+ERROR_LINES_PER_PART = 20_000
+ERROR_PART_PREFIX = "errors-part-"
+
+
+class SummarizeErrorsFn(beam.CombineFn):
+    """ErrorRows (one per manifest line) -> ErrorSummary, keeping a count and the first line (by sort key) per
+    reason: memory bounded by the number of distinct reasons, never by the number of rows."""
+
+    def create_accumulator(self) -> dict:
+        return {}  # (stage, reason) -> [count, first ErrorRow]
+
+    def add_input(self, accumulator: dict, error: ErrorRow) -> dict:
+        entry = accumulator.get((error.stage, error.reason))
+        if entry is None:
+            accumulator[(error.stage, error.reason)] = [1, error]
+        else:
+            entry[0] += 1
+            if error.sort_key() < entry[1].sort_key():
+                entry[1] = error
+        return accumulator
+
+    def merge_accumulators(self, accumulators: Iterable[dict]) -> dict:
+        merged: dict = {}
+        for accumulator in accumulators:
+            for key, (count, first) in accumulator.items():
+                entry = merged.setdefault(key, [0, first])
+                entry[0] += count
+                if first.sort_key() < entry[1].sort_key():
+                    entry[1] = first
+        return merged
+
+    def extract_output(self, accumulator: dict) -> ErrorSummary:
+        by_reason = {f"{stage}: {reason}": count for (stage, reason), (count, _) in accumulator.items()}
+        failed = {(stage, reason): entry for (stage, reason), entry in accumulator.items()
+                  if stage != DUPLICATE_STAGE}
+        explanation = explain_counts({f"{s}: {r}": count for (s, r), (count, _) in failed.items()},
+                                     {f"{s}: {r}": first for (s, r), (_, first) in failed.items()})
+        return ErrorSummary(sum(by_reason.values()), dict(sorted(by_reason.items())),
+                            sum(count for (stage, _), (count, _) in accumulator.items() if stage == DUPLICATE_STAGE),
+                            explanation)
+
+
+def error_part_key(error: ErrorRow) -> tuple[str, int]:
+    """The part of errors.jsonl a line goes to; parts in key order hold the lines in ErrorRow.sort_key order."""
+    return error.source, error.line // ERROR_LINES_PER_PART
+
+
+def write_error_part(part: tuple[tuple[str, int], Iterable[ErrorRow]], output_dir: str) -> tuple[tuple, str]:
+    """One part of errors.jsonl, sorted, as a temporary file in the build's folder (the same name on a retry;
+    removed with the build's other temporary files before metadata.json is written)."""
+    key, errors = part
+    source, index = key
+    name = f"{TEMP_PREFIX}{ERROR_PART_PREFIX}{hashlib.sha256(source.encode()).hexdigest()[:16]}-{index:09d}"
+    ordered = sorted(errors, key=ErrorRow.sort_key)
+    write_atomically(join(output_dir, name), errors_bytes(e.to_dict() for e in ordered))
+    return key, join(output_dir, name)
+
+
+def join_error_parts(parts: list[tuple[tuple, str]], output_dir: str) -> str:
+    """errors.jsonl as the parts in key order, copied in chunks (never whole in memory) to a temporary name and
+    renamed; the same bytes as writing every line sorted at once."""
+    path = join(output_dir, ERRORS_FILE)
+    write_atomically_from(path, [part for _, part in sorted(parts)])
+    return path
 
 
 @dataclass(frozen=True)
@@ -132,13 +200,25 @@ def build_metadata(
     }
 
 
+def with_near_duplicates(metadata: dict, near_duplicates: dict | None) -> dict:
+    """metadata.json's `near_duplicates` entry (--near_duplicates report|drop), after `duplicates`; none when off."""
+    if near_duplicates is None:
+        return metadata
+    keys = list(metadata)
+    at = keys.index("duplicates") + 1
+    return {k: metadata[k] for k in keys[:at]} | {NEAR_DUPLICATES_KEY: near_duplicates} | \
+        {k: metadata[k] for k in keys[at:]}
+
+
 def check_and_write_metadata(
-    _, config: ReportConfig, shards, plan, vocabulary, errors, num_input_rows, duplicates, _transform_written
+    _, config: ReportConfig, shards, plan, vocabulary, errors, num_input_rows, duplicates, _transform_written,
+    _errors_written=(), near_duplicates: dict | None = None,
 ) -> dict:
     """Checks the accounting, the error budget and (with --on_duplicate error) duplicates; writes labels.txt,
     removes leftover temporary files, and writes metadata.json last."""
     shards = list(shards)
     metadata = build_metadata(config, shards, plan, vocabulary, errors, num_input_rows, duplicates)
+    metadata = with_near_duplicates(metadata, near_duplicates)
     accounted = metadata["num_example_rows"] + errors.num_errors
     if accounted != num_input_rows:
         raise DatasetCheckFailed(
@@ -192,7 +272,8 @@ def _remove_temporary_files(files_dir: str) -> None:
 
 class WriteReport(beam.PTransform):
     """Inputs: a dict of PCollections: shards, plan, vocabulary, errors, input_row_counts (numbers that add up
-    to the input rows), duplicates, transform_written."""
+    to the input rows), duplicates, transform_written; and near_duplicates (metadata.json's entry, written after
+    near_duplicates.jsonl) with --near_duplicates report|drop."""
 
     def __init__(self, config: ReportConfig):
         super().__init__()
@@ -201,10 +282,15 @@ class WriteReport(beam.PTransform):
     def expand(self, inputs: dict):
         pipeline = inputs["errors"].pipeline
         output_dir = self._config.files_dir
-        error_summary = (
-            inputs["errors"]
-            | "CollectErrors" >> beam.combiners.ToList()
-            | "WriteErrorsJsonl" >> beam.Map(write_errors, output_dir)
+        error_lines = inputs["errors"] | "ErrorLines" >> beam.FlatMap(ErrorRow.per_line)
+        error_summary = error_lines | "SummarizeErrors" >> beam.CombineGlobally(SummarizeErrorsFn())
+        errors_written = (
+            error_lines
+            | "KeyErrorsByPart" >> beam.WithKeys(error_part_key)
+            | "GroupErrorParts" >> beam.GroupByKey()
+            | "WriteErrorParts" >> beam.Map(write_error_part, output_dir)
+            | "ListErrorParts" >> beam.combiners.ToList()  # one (key, path) per part: small
+            | "WriteErrorsJsonl" >> beam.Map(join_error_parts, output_dir)
         )
         num_input_rows = inputs["input_row_counts"] | "CountInputRows" >> beam.CombineGlobally(sum)
         side = beam.pvalue.AsSingleton
@@ -221,5 +307,7 @@ class WriteReport(beam.PTransform):
                 side(num_input_rows),
                 side(inputs["duplicates"]),
                 beam.pvalue.AsList(inputs["transform_written"]),
+                beam.pvalue.AsList(errors_written),
+                **({"near_duplicates": side(inputs["near_duplicates"])} if "near_duplicates" in inputs else {}),
             )
         )

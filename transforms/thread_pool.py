@@ -9,7 +9,8 @@ import apache_beam as beam
 
 class ThreadPoolDoFn(beam.DoFn):
     """A DoFn that overlaps I/O latency with a thread pool of `pool_size` threads, one pool per DoFn instance,
-    created in setup() (never pickled) and shut down in teardown()."""
+    created in setup() and dropped in teardown(). The pool is never pickled: a runner that serializes a DoFn
+    again after setup or teardown (Dask's does) gets one without it, and setup() makes a new one."""
 
     pool_size = 16
 
@@ -22,3 +23,7 @@ class ThreadPoolDoFn(beam.DoFn):
     def teardown(self):
         if self._pool is not None:
             self._pool.shutdown(wait=False)
+            self._pool = None
+
+    def __getstate__(self):
+        return {**self.__dict__, "_pool": None}

@@ -33,6 +33,7 @@ from transforms import ERRORS
 from transforms.metrics import count_written, rejected
 
 DIGESTS = "digests"
+PHASHES = "phashes"  # --near_duplicates report: lists of HashedImage, one per shard
 # Shards handed to the writer processes beyond one each: keeps them busy without holding every shard's rows.
 EXTRA_SHARDS_QUEUED_PER_PROCESS = 1
 _LOG = logging.getLogger("shardsmith")
@@ -40,12 +41,14 @@ _LOG = logging.getLogger("shardsmith")
 
 class WriteShardFn(beam.DoFn):
     """((split, shard), lists of PlacedRows) -> ShardResult, with ErrorRows (tagged `errors`) for rejected
-    images and the shard's list of ImageDigests (tagged `digests`). Counts records_written_<split>,
+    images, the shard's list of ImageDigests (tagged `digests`) and, with --near_duplicates report, of
+    HashedImages (tagged `phashes`). Counts records_written_<split>,
     bytes_written_<split>, errors_load and image_bytes (transforms/metrics.py) as each shard's outputs leave.
 
     With `processes` > 0, shards are written by that many writer processes and their results come out as they
     finish (the rest in finish_bundle); otherwise each shard is written in process(). `while_writing`, if
-    given, is called once when the writer processes start: this process mostly waits on them from then on."""
+    given, is called once when the writer processes start: this process mostly waits on them from then on.
+    The writer pool is made in setup(), closed in teardown() and never pickled (__getstate__)."""
 
     def __init__(self, config: WriterConfig, processes: int = 0, while_writing: Callable[[], None] | None = None):
         self._config = config
@@ -86,6 +89,10 @@ class WriteShardFn(beam.DoFn):
             self._pool.close()
             self._pool = None
 
+    def __getstate__(self):
+        # The writer processes and the shards they still write belong to this instance, never to a copy.
+        return {**self.__dict__, "_pool": None, "_pending": deque()}
+
 
 def _in_global_window(value) -> WindowedValue:
     return WindowedValue(value, MIN_TIMESTAMP, [GlobalWindow()])
@@ -100,6 +107,8 @@ def _outputs(outcome: ShardOutcome):
         yield rejected(error)
     if outcome.digests:
         yield beam.pvalue.TaggedOutput(DIGESTS, outcome.digests)
+    if outcome.phashes:
+        yield beam.pvalue.TaggedOutput(PHASHES, outcome.phashes)
     yield result
 
 
@@ -112,4 +121,4 @@ class WriteShards(beam.PTransform):
 
     def expand(self, shard_groups):
         fn = WriteShardFn(self._config, self._processes, self._while_writing)
-        return shard_groups | "WriteShard" >> beam.ParDo(fn).with_outputs(ERRORS, DIGESTS, main="shards")
+        return shard_groups | "WriteShard" >> beam.ParDo(fn).with_outputs(ERRORS, DIGESTS, PHASHES, main="shards")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import posixpath
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from shardsmith.core.rows import ErrorRow
 from shardsmith.format.metadata import parse_errors
@@ -40,6 +40,36 @@ def _hint(reason: str, example: ErrorRow) -> str:
     return ""
 
 
+def explain(errors: Sequence[ErrorRow], ignore_stage: str = "") -> str:
+    """The most common reasons among `errors` (one per manifest line; rows of `ignore_stage`, dropped on purpose,
+    left out) as `N × stage: reason (detail), e.g. EXAMPLE`, joined by "; ", then a hint when one reason
+    dominates. Empty when nothing failed."""
+    counts: Counter[str] = Counter()
+    first: dict[str, ErrorRow] = {}
+    for error in sorted((e for e in errors if e.stage != ignore_stage), key=ErrorRow.sort_key):
+        counts[f"{error.stage}: {error.reason}"] += 1
+        first.setdefault(f"{error.stage}: {error.reason}", error)
+    return explain_counts(counts, first)
+
+
+def explain_counts(counts: Mapping[str, int], first: Mapping[str, ErrorRow]) -> str:
+    """`explain` from what a combiner keeps instead of every row: the failed lines' count per reason and each
+    reason's first line (by ErrorRow.sort_key). The same text as `explain` of those rows."""
+    if not counts:
+        return ""
+    # Reasons in the order of their first line, as `explain` meets them: ties in count go to the earliest.
+    ordered = Counter({reason: counts[reason] for reason in sorted(counts, key=lambda r: first[r].sort_key())})
+    parts = []
+    for reason, count in sorted(ordered.items(), key=lambda item: (-item[1], item[0]))[:MAX_REASONS_SHOWN]:
+        example = first[reason]
+        detail = f" ({example.detail[:MAX_DETAIL_CHARS]})" if example.detail else ""
+        parts.append(f"{count} × {reason}{detail}, e.g. {_example(example)}")
+    text = "; ".join(parts)
+    top, top_count = ordered.most_common(1)[0]
+    hint = _hint(top, first[top]) if top_count >= DOMINANT_SHARE * sum(ordered.values()) else ""
+    return text + (f". Hint: {hint}" if hint else "")
+
+
 def error_rows(errors_jsonl: bytes) -> list[ErrorRow]:
     """errors.jsonl's lines as ErrorRows (fields a later version added are ignored). Raises ValueError on a line
     that is not an error row."""
@@ -50,29 +80,18 @@ def error_rows(errors_jsonl: bytes) -> list[ErrorRow]:
         raise ValueError(f"not an errors.jsonl line: {e}") from None
 
 
-def _counted(failed: Sequence[ErrorRow]) -> tuple[list[tuple[str, int]], dict[str, ErrorRow]]:
-    counts = Counter(f"{e.stage}: {e.reason}" for e in failed)
-    first: dict[str, ErrorRow] = {}
-    for error in failed:
-        first.setdefault(f"{error.stage}: {error.reason}", error)
-    return sorted(counts.items(), key=lambda item: (-item[1], item[0])), first
-
-
-def _with_example(example: ErrorRow) -> str:
-    detail = f" ({example.detail[:MAX_DETAIL_CHARS]})" if example.detail else ""
-    return f"{detail}, e.g. {_example(example)}"
-
-
-def reasons(errors: Sequence[ErrorRow], ignore_stage: str = "", shown: int = MAX_REASONS_SHOWN) -> list[str]:
-    """The `shown` most common reasons as `N × stage: reason (detail), e.g. EXAMPLE`, most common first."""
-    ranked, first = _counted([e for e in errors if e.stage != ignore_stage])
-    return [f"{count} × {reason}{_with_example(first[reason])}" for reason, count in ranked[:shown]]
-
-
 def reason_table(errors: Sequence[ErrorRow], indent: str = "    ") -> list[str]:
     """Every reason as `   COUNT  stage: reason`, most common first; the MAX_REASONS_SHOWN most common with their
-    detail and an example on the next line; then the hint, if any. For a build's summary."""
-    ranked, first = _counted(errors)
+    detail and an example (each reason's first line) on the next line; then the hint, if any. For a build's
+    summary."""
+    counts: Counter[str] = Counter()
+    first: dict[str, ErrorRow] = {}
+    for error in sorted(errors, key=ErrorRow.sort_key):
+        counts[f"{error.stage}: {error.reason}"] += 1
+        first.setdefault(f"{error.stage}: {error.reason}", error)
+    if not counts:
+        return []
+    ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
     lines = []
     for rank, (reason, count) in enumerate(ranked):
         lines.append(f"{indent}{count:>6}  {reason}")
@@ -80,24 +99,6 @@ def reason_table(errors: Sequence[ErrorRow], indent: str = "    ") -> list[str]:
             example = first[reason]
             detail = f": {example.detail[:MAX_DETAIL_CHARS]}" if example.detail else ""
             lines.append(f"{indent}        e.g. {_example(example)}{detail}")
-    fix = hint(errors)
-    return lines + ([f"{indent}hint: {fix}"] if fix else [])
-
-
-def hint(errors: Sequence[ErrorRow], ignore_stage: str = "") -> str:
-    """The fix for the reason behind nearly every failure, when it has a known cause; else empty."""
-    failed = [e for e in errors if e.stage != ignore_stage]
-    if not failed:
-        return ""
-    ranked, first = _counted(failed)
     top, top_count = ranked[0]
-    return _hint(top, first[top]) if top_count >= DOMINANT_SHARE * len(failed) else ""
-
-
-def explain(errors: Sequence[ErrorRow], ignore_stage: str = "") -> str:
-    """The most common reasons among `errors` (one per manifest line; rows of `ignore_stage`, dropped on purpose,
-    left out) as `N × stage: reason (detail), e.g. EXAMPLE`, joined by "; ", then a hint when one reason
-    dominates. Empty when nothing failed."""
-    text = "; ".join(reasons(errors, ignore_stage))
-    fix = hint(errors, ignore_stage)
-    return text + (f". Hint: {fix}" if fix else "")
+    fix = _hint(top, first[top]) if top_count >= DOMINANT_SHARE * len(errors) else ""
+    return lines + ([f"{indent}hint: {fix}"] if fix else [])

@@ -1,12 +1,17 @@
 """Stage 5: read image bytes and validate them, so that every written record decodes with
 `tf.io.decode_image(..., expand_animations=False)` to exactly (height, width, channels).
 
-`header` parses the header only (about 22 us); `decode` also decodes every pixel (about 1.3 ms for 0.37 MP),
-which is the only check that catches a truncated file. The channel count is what TensorFlow's decoder
-returns, which differs from Pillow's mode in places (GIF is always RGB; a palette PNG with transparency is
-RGBA; a 16-bit grey+alpha PNG has 2 channels where Pillow says RGBA; a 32-bit BMP is RGBA even where Pillow
-says RGB), and a GIF's size is its largest frame, not the logical screen Pillow reports: the rules below were
-measured with TensorFlow 2.21 and are checked by tests/test_load_images.py.
+`header` parses the header only (about 22 us); `decode` also decodes the image data, which is the only check
+that catches a truncated file. A JPEG is decoded at 1/8 scale (libjpeg's DCT scaling, Pillow's `draft`): every
+entropy-coded block is still read and Huffman-decoded, so truncated and corrupt data fail exactly as in a full
+decode (tests/test_reduced_decode.py and tests/benchmarks/decode_agreement.py compare the verdicts on damaged
+files), while the inverse DCT, upsampling and colour conversion run on 1/64 of the pixels: about half the CPU of
+a full decode of a 0.4 MP photo. Other formats have no such shortcut and are decoded in full.
+
+The channel count is what TensorFlow's decoder returns, which differs from Pillow's mode in places (GIF is
+always RGB; a palette PNG with transparency is RGBA; a 16-bit grey+alpha PNG has 2 channels where Pillow says
+RGBA; a 32-bit BMP is RGBA even where Pillow says RGB), and a GIF's size is its largest frame, not the logical
+screen Pillow reports: the rules below were measured with TensorFlow 2.21 and are checked by tests/test_load_images.py.
 
 Reads may run in a thread pool with at most `max_in_flight` images held at once, and results come back in
 input order, so memory is bounded by that window and not by the shard or the dataset. This module does not
@@ -26,6 +31,8 @@ from typing import TypeVar
 from shardsmith.format.naming import is_remote
 
 VALIDATE_MODES = ("header", "decode")
+# libjpeg's smallest DCT scale: 1/8 in each dimension.
+JPEG_VALIDATION_SCALE = 8
 # Pillow's own default limit; larger images are error rows (decompression bombs), never an out-of-memory.
 DEFAULT_MAX_PIXELS = 89_478_485
 # Reads of a file whose size is not known beforehand go this many bytes at a time.
@@ -59,8 +66,12 @@ class ImageRejected(Exception):
         self.detail = detail
 
 
-def inspect_image(data: bytes, validate: str = "decode", max_pixels: int = DEFAULT_MAX_PIXELS) -> ImageInfo:
-    """Returns the image's format and the shape TensorFlow will decode it to, or raises ImageRejected."""
+def inspect_image(data: bytes, validate: str = "decode", max_pixels: int = DEFAULT_MAX_PIXELS,
+                  jpeg_scale: int = JPEG_VALIDATION_SCALE,
+                  on_pixels: Callable[[object], None] | None = None) -> ImageInfo:
+    """Returns the image's format and the shape TensorFlow will decode it to, or raises ImageRejected.
+    `jpeg_scale` is the DCT scale of a JPEG's validating decode (1: full size; 2, 4 or 8: reduced).
+    `on_pixels`, if given, is called with the decoded PIL image (validate decode only), which it must not keep."""
     if validate == "header":
         plain = _plain_jpeg_shape(data)
         if plain is not None and 0 < plain[0] * plain[1] <= max_pixels:
@@ -94,10 +105,14 @@ def inspect_image(data: bytes, validate: str = "decode", max_pixels: int = DEFAU
             raise ImageRejected("image has zero width or height")
         channels = _channels(image, data)
         if validate == "decode":
+            if image.format == "JPEG" and jpeg_scale > 1:
+                image.draft(None, (max(1, width // jpeg_scale), max(1, height // jpeg_scale)))
             try:
                 image.load()
             except Exception as e:
                 raise ImageRejected("image data is truncated or corrupt", _one_line(e)) from None
+            if on_pixels is not None:
+                on_pixels(image)
     return ImageInfo(fmt, height, width, channels)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from shardsmith.core.load_images import DEFAULT_MAX_PIXELS
+from shardsmith.core.near_duplicates import DEFAULT_MAX_DISTANCE
 from shardsmith.core.reencode import Reencoding
 
 DEFAULT_SEED = 42
@@ -17,6 +18,7 @@ DEFAULT_TARGET_SHARD_MB = 128
 DEFAULT_MAX_ERROR_FRACTION = 0.05
 DEFAULT_MAX_IMAGE_BYTES = 64 << 20
 ON_DUPLICATE_MODES = ("keep", "drop", "error")  # --on_duplicate: what to do with identical images
+NEAR_DUPLICATE_MODES = ("off", "report", "drop")  # --near_duplicates: look for resized/re-encoded copies
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,7 @@ class RecordSettings:
     max_pixels: int = DEFAULT_MAX_PIXELS
     image_mode: str = "bytes"  # bytes | path (records hold the image's URI, not its bytes)
     reencoding: Reencoding = Reencoding()
+    perceptual_hash: bool = False  # --near_duplicates report: the writer hashes what it decodes
 
 
 @dataclass(frozen=True)
@@ -47,3 +50,5 @@ class CheckSettings:
 
     max_error_fraction: float = DEFAULT_MAX_ERROR_FRACTION
     on_duplicate: str = "keep"  # keep | drop | error
+    near_duplicates: str = "off"  # off | report | drop
+    near_duplicate_distance: int = DEFAULT_MAX_DISTANCE  # pHash bits two near duplicates may differ in

@@ -261,6 +261,31 @@ def write_atomically(path: str, data: bytes) -> None:
     os.replace(temp, path)
 
 
+COPY_CHUNK_BYTES = 1 << 20  # write_atomically_from holds one chunk of a part at a time
+
+
+def write_atomically_from(path: str, parts: list[str]) -> None:
+    """Writes `path` as the concatenation of the files `parts`, in order, copied in chunks; like
+    write_atomically, `path` holds either its old content or all of it."""
+    from apache_beam.io.filesystems import FileSystems
+
+    def copy_into(out) -> None:
+        for part in parts:
+            with FileSystems.open(part, compression_type="uncompressed") as source:
+                while chunk := source.read(COPY_CHUNK_BYTES):
+                    out.write(chunk)
+
+    if is_remote(path):
+        with FileSystems.create(path) as out:
+            copy_into(out)
+        return
+    folder, base = path.rsplit("/", 1)
+    temp = f"{folder}/{TEMP_PREFIX}{base}.{secrets.token_hex(8)}"
+    with open(temp, "wb") as out:
+        copy_into(out)
+    os.replace(temp, path)
+
+
 def start_build(output_dir: str, record: BuildRecord) -> str:
     """Creates the build's folder with its record in it; returns the folder."""
     folder = build_dir(output_dir, record.build_id)

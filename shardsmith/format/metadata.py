@@ -1,4 +1,5 @@
-"""The dataset's side files, read and written here only: metadata.json, labels.txt and errors.jsonl.
+"""The dataset's side files, read and written here only: metadata.json, labels.txt, errors.jsonl and
+near_duplicates.jsonl.
 
 `read_metadata` is the one reader of metadata.json (the build's summary, `load()`, `verify`, `inspect`, the
 output folder's scan); each caller turns MetadataError into its own kind of failure. Text files are UTF-8 and
@@ -14,6 +15,8 @@ from shardsmith.format.naming import METADATA_FILE, join
 
 # The keys every shardsmith metadata.json has; a JSON file without them is not one.
 REQUIRED_KEYS = frozenset({"name", "splits", "labels", "features"})
+# metadata.json's summary of near-duplicate pairs (only with --near_duplicates report|drop).
+NEAR_DUPLICATES_KEY = "near_duplicates"
 
 
 class MetadataError(ValueError):
@@ -72,3 +75,13 @@ def errors_bytes(errors: Iterable[dict]) -> bytes:
 def parse_errors(data: bytes) -> list[dict]:
     """errors.jsonl's objects, in file order. Raises ValueError (json.JSONDecodeError) on a line that is not JSON."""
     return [json.loads(line) for line in data.decode("utf-8").split("\n") if line.strip()]
+
+
+def near_duplicates_bytes(pairs: Iterable[dict]) -> bytes:
+    """near_duplicates.jsonl: one pair per line (keys sorted, UTF-8 as is), closest first, as given."""
+    return errors_bytes(pairs)
+
+
+def parse_near_duplicates(data: bytes) -> list[dict]:
+    """near_duplicates.jsonl's pairs, in file order."""
+    return parse_errors(data)

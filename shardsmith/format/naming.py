@@ -10,6 +10,7 @@ import re
 METADATA_FILE = "metadata.json"
 LABELS_FILE = "labels.txt"
 ERRORS_FILE = "errors.jsonl"
+NEAR_DUPLICATES_FILE = "near_duplicates.jsonl"  # --near_duplicates report|drop: the pairs found
 # Every file is written under this prefix and renamed into place; such files are never part of a dataset.
 TEMP_PREFIX = ".shardsmith-tmp-"
 BUILDS_DIR = "builds"

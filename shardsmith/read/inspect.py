@@ -144,6 +144,11 @@ def report(output_dir: str, metadata: dict) -> str:
                      f"{duplicates.get('num_groups_across_splits', 0)} groups across splits)")
     else:
         lines.append("duplicates: none")
+    near = metadata.get("near_duplicates")
+    if near is not None:
+        pairs = ", ".join(f"{k} {n}" for k, n in near["split_pairs"].items() if n) or "none"
+        lines.append(f"near duplicates: {near['num_pairs']} pairs within distance {near['max_distance']} ({pairs}); "
+                     f"{near['num_label_mismatches']} with different labels, {near['num_dropped']} dropped")
     return "\n".join(lines)
 
 
@@ -158,13 +163,16 @@ def add_arguments(parser) -> None:
     parser.add_argument("--heatmap", metavar="PATH", help="write a PNG of records per shard and label")
     parser.add_argument("--shuffle_plot", metavar="PATH",
                         help="write a PNG of label against read order, this dataset next to manifest order")
+    parser.add_argument("--near_duplicates", metavar="PATH",
+                        help="write a PNG of the closest near-duplicate pairs side by side with their distance "
+                             "(a build made with --near_duplicates report or drop)")
     parser.add_argument("--buffer", type=int, default=1024, help="shuffle buffer for --shuffle_plot (default 1024)")
     parser.add_argument("--cycle_length", type=int, default=4,
                         help="files the --shuffle_plot reader interleaves at once (default 4)")
 
 
 def run(args) -> str:
-    from shardsmith.read.plots import contact_sheet, heatmap, shuffle_plot
+    from shardsmith.read.plots import contact_sheet, heatmap, near_duplicate_pairs, shuffle_plot
     from shardsmith.read.verify import load_metadata
 
     output_dir = args.output_dir.rstrip("/")
@@ -173,7 +181,9 @@ def run(args) -> str:
         raise UsageError(f"split {args.split!r} is not in this dataset ({', '.join(metadata['splits'])})")
     if args.per_label < 1 or args.buffer < 0 or args.cycle_length < 1:
         raise UsageError("--per_label and --cycle_length must be 1 or more, --buffer 0 or more")
-    for target in (args.contact_sheet, args.heatmap, args.shuffle_plot):
+    if args.near_duplicates and "near_duplicates" not in metadata:
+        raise UsageError("this dataset was built without --near_duplicates report or drop: no pairs to draw")
+    for target in (args.contact_sheet, args.heatmap, args.shuffle_plot, args.near_duplicates):
         if target and not os.path.isdir(os.path.dirname(os.path.abspath(target))):
             raise UsageError(f"cannot write {target}: its folder does not exist")
     text = report(output_dir, metadata)
@@ -184,6 +194,9 @@ def run(args) -> str:
     if args.contact_sheet:
         written.append(f"contact sheet  "
                        f"{contact_sheet(output_dir, metadata, args.contact_sheet, args.split, args.per_label)}")
+    if args.near_duplicates:
+        drawn = near_duplicate_pairs(output_dir, metadata, args.near_duplicates)
+        written.append(f"near duplicates {args.near_duplicates}  ({drawn} closest pairs)")
     if args.shuffle_plot:
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         figures = shuffle_plot(output_dir, metadata, args.shuffle_plot, args.split, args.buffer, args.cycle_length)

@@ -251,3 +251,55 @@ def shuffle_plot(output_dir: str, metadata: dict, path: str, split: str, buffer:
 
 
 # CLI --------------------------------------------------------------------------------------------------------------
+
+
+MAX_DRAWN_PAIRS = 12
+
+
+def near_duplicate_pairs(output_dir: str, metadata: dict, path: str, max_pairs: int = MAX_DRAWN_PAIRS) -> int:
+    """The closest near-duplicate pairs (near_duplicates.jsonl, closest first) side by side, one pair per row,
+    with their distance, splits and labels; returns the number of pairs drawn. A copy that is not in the dataset
+    (dropped by --near_duplicates drop) is drawn as a note saying so."""
+    from PIL import Image
+
+    from shardsmith.format.build_folder import dataset_dir, read_bytes
+    from shardsmith.format.metadata import parse_near_duplicates
+    from shardsmith.format.naming import NEAR_DUPLICATES_FILE, join
+
+    data = read_bytes(join(dataset_dir(output_dir, metadata), NEAR_DUPLICATES_FILE))
+    pairs = parse_near_duplicates(data or b"")[:max_pairs]
+    wanted = {(side["split"], side["uri"]) for pair in pairs for side in (pair["first"], pair["second"])}
+    images: dict[tuple[str, str], bytes] = {}
+    for split in sorted({split for split, _ in wanted} & set(metadata["splits"])):
+        for record in split_records(output_dir, metadata, split, with_images=True):
+            if (split, record.filename) in wanted:
+                images[(split, record.filename)] = record.encoded
+    plt = _pyplot()
+    rows = max(1, len(pairs))
+    figure, axes = plt.subplots(rows, 2, figsize=(6, 2.8 * rows), squeeze=False)
+    for row in range(rows):
+        for col in range(2):
+            ax = axes[row][col]
+            ax.set_xticks([])
+            ax.set_yticks([])
+            if not pairs:
+                ax.axis("off")
+                continue
+            pair = pairs[row]
+            side = pair["first" if col == 0 else "second"]
+            encoded = images.get((side["split"], side["uri"]))
+            if encoded:
+                with Image.open(io.BytesIO(encoded)) as image:
+                    ax.imshow(image.convert("RGB"))
+            else:
+                ax.text(0.5, 0.5, "not in the dataset\n(dropped or path mode)", ha="center", va="center", fontsize=8)
+            mark = "  LABELS DIFFER" if pair["labels_differ"] and col == 1 else ""
+            ax.set_title(f"{side['split']} / {side['label']}{mark}\n{side['uri'][-40:]}", fontsize=7)
+        if pairs:
+            axes[row][0].set_ylabel(f"distance {pairs[row]['distance']}", fontsize=9)
+    total = (metadata.get("near_duplicates") or {}).get("num_pairs", len(pairs))
+    figure.suptitle(f"{metadata['name']}: {len(pairs)} closest of {total} near-duplicate pairs", fontsize=10)
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return len(pairs)

@@ -1,0 +1,167 @@
+"""Near-duplicate candidates without all pairs: the pure logic under transforms/near_duplicates.py.
+
+Banding (pigeonhole): a HASH_BITS-bit hash is cut into `max_distance + 1` bands of consecutive bits; two hashes
+within Hamming distance d differ in at most d bits, so at least one of the d+1 bands is identical in both. Rows
+that share (band index, band value) are candidates; each candidate pair gets its exact distance, and only
+pairs within `max_distance` are kept. A pair found in several bands is the same NearPair (same keys, same
+order), so dropping repeats by `pair_key` is deterministic.
+
+Degenerate buckets (every all-black or all-white image has the same hash, so the same value in every band) are
+not expanded: a bucket holding more than MAX_BUCKET_MEMBERS rows is reported (its band, size and a few URIs)
+and skipped, so memory per bucket is bounded by MAX_BUCKET_MEMBERS rows of a few dozen bytes, and the pairs
+compared per bucket by MAX_BUCKET_MEMBERS^2 / 2.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+from shardsmith.core.perceptual_hash import HASH_BITS
+from shardsmith.format.naming import SPLITS
+
+DEFAULT_MAX_DISTANCE = 8
+# Beyond a quarter of the bits, unrelated photos (about 32 bits apart) start to pair, and bands get too narrow.
+MAX_DISTANCE = 16
+# Rows in one band bucket that are compared pairwise; a bigger bucket is reported as capped and not expanded.
+MAX_BUCKET_MEMBERS = 2000
+CAPPED_BUCKET_EXAMPLES = 3  # URIs named per capped bucket in metadata.json
+
+
+@dataclass(frozen=True, slots=True)
+class HashedImage:
+    """One image's perceptual hash and whose it is: what leaves the writer (never pixels)."""
+
+    phash: int
+    split: str
+    label: str
+    uri: str
+    source_index: int
+    line: int
+
+    @property
+    def key(self) -> tuple[int, int, str]:
+        """Names the row uniquely (manifest position, then URI) and orders rows deterministically."""
+        return (self.source_index, self.line, self.uri)
+
+    def pair_order(self) -> tuple:
+        """Which of two copies comes first in a pair: the earlier split (train, validation, test), then the key."""
+        return (SPLITS.index(self.split) if self.split in SPLITS else len(SPLITS), self.key)
+
+
+@dataclass(frozen=True, slots=True)
+class NearPair:
+    distance: int
+    first: HashedImage  # the earlier split (the copy `drop` keeps)
+    second: HashedImage
+
+    @property
+    def pair_key(self) -> tuple:
+        return (self.first.key, self.second.key)
+
+    def sort_key(self) -> tuple:
+        """The order pairs are listed in: closest first, then by the rows' keys."""
+        return (self.distance, self.first.key, self.second.key)
+
+    @property
+    def splits(self) -> str:
+        """`train-test`, `train-validation`, `validation-test`, or `within <split>`."""
+        if self.first.split == self.second.split:
+            return f"within {self.first.split}"
+        return f"{self.first.split}-{self.second.split}"
+
+    @property
+    def labels_differ(self) -> bool:
+        return self.first.label != self.second.label
+
+    def to_dict(self) -> dict:
+        return {
+            "distance": self.distance,
+            "splits": self.splits,
+            "labels_differ": self.labels_differ,
+            "first": {"uri": self.first.uri, "split": self.first.split, "label": self.first.label,
+                      "source_index": self.first.source_index, "line": self.first.line},
+            "second": {"uri": self.second.uri, "split": self.second.split, "label": self.second.label,
+                       "source_index": self.second.source_index, "line": self.second.line},
+        }
+
+
+def hamming(a: int, b: int) -> int:
+    return (a ^ b).bit_count()
+
+
+def band_edges(num_bands: int, bits: int = HASH_BITS) -> list[tuple[int, int]]:
+    """(shift, width) of each band: `bits` cut into `num_bands` runs of consecutive bits, as even as can be."""
+    if not 1 <= num_bands <= bits:
+        raise ValueError(f"num_bands must be between 1 and {bits}, not {num_bands}")
+    edges, start = [], 0
+    for i in range(num_bands):
+        width = bits // num_bands + (1 if i < bits % num_bands else 0)
+        edges.append((start, width))
+        start += width
+    return edges
+
+
+def bands(phash: int, num_bands: int) -> list[tuple[int, int]]:
+    """(band index, band value) for each band of the hash: the GroupByKey keys."""
+    return [(i, (phash >> shift) & ((1 << width) - 1)) for i, (shift, width) in enumerate(band_edges(num_bands))]
+
+
+def num_bands_for(max_distance: int) -> int:
+    """Bands that guarantee a shared band for every pair within `max_distance` (pigeonhole)."""
+    return max_distance + 1
+
+
+@dataclass(frozen=True)
+class CappedBucket:
+    band: int
+    value: int
+    size: int
+    examples: tuple[str, ...]  # the first few URIs by key
+
+    def to_dict(self) -> dict:
+        return {"band": self.band, "value": self.value, "size": self.size, "examples": list(self.examples)}
+
+
+def take_bucket(members: Iterable[HashedImage], cap: int = MAX_BUCKET_MEMBERS) -> tuple[list[HashedImage], int]:
+    """Holds at most `cap` + 1 members while counting them all; returns (members if within the cap else the
+    first few, size)."""
+    held: list[HashedImage] = []
+    size = 0
+    for member in members:
+        size += 1
+        if size <= cap + 1:
+            held.append(member)
+    if size > cap:
+        return sorted(held, key=lambda m: m.key)[:CAPPED_BUCKET_EXAMPLES], size
+    return held, size
+
+
+def pair_of(a: HashedImage, b: HashedImage, distance: int) -> NearPair:
+    first, second = sorted((a, b), key=HashedImage.pair_order)
+    return NearPair(distance, first, second)
+
+
+def pairs_in_bucket(members: list[HashedImage], max_distance: int) -> Iterator[NearPair]:
+    """Every pair of distinct rows in one bucket within `max_distance`, in a deterministic order."""
+    members = sorted(members, key=lambda m: m.key)
+    for i, a in enumerate(members):
+        for b in members[i + 1:]:
+            if a.key == b.key:
+                continue
+            distance = hamming(a.phash, b.phash)
+            if distance <= max_distance:
+                yield pair_of(a, b, distance)
+
+
+def leaked_copy(pair: NearPair) -> HashedImage | None:
+    """The row `--near_duplicates drop` turns into an error: the validation or test copy of a training image;
+    None for pairs without a training copy, or within one split."""
+    if pair.first.split == "train" and pair.second.split in ("validation", "test"):
+        return pair.second
+    return None
+
+
+def drop_reason(kept_uri: str, distance: int) -> str:
+    """What errors.jsonl says of a dropped copy, beside the reason `near duplicate dropped`."""
+    return f"near duplicate of {kept_uri} in train (distance {distance})"

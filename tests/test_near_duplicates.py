@@ -1,0 +1,185 @@
+"""--near_duplicates: resized copies of training images found in test (report) and taken out of it (drop),
+end to end on Beam's FnApiRunner with real image files; and the banding, distance and pair logic underneath."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from shardsmith.core.near_duplicates import (
+    MAX_BUCKET_MEMBERS,
+    HashedImage,
+    band_edges,
+    bands,
+    hamming,
+    leaked_copy,
+    pair_of,
+    pairs_in_bucket,
+    take_bucket,
+)
+from shardsmith.core.perceptual_hash import hash_bytes
+from shardsmith.format.build_folder import published_dir
+from shardsmith.format.metadata import parse_near_duplicates
+
+PHOTOS = Path(__file__).parent / "data" / "tfrecorder" / "images"
+PHOTO = PHOTOS / "TRAIN" / "cat" / "cat-640x853-1.jpg"
+
+
+@pytest.fixture
+def leaky_set(tmp_path, image_set_factory):
+    """Synthetic images in train and test, plus a real photo in train and its half-size copy in test."""
+    images = image_set_factory(tmp_path, {"a": {"train": 10, "test": 3}, "b": {"train": 10, "test": 3}})
+    shutil.copy(PHOTO, tmp_path / "img" / "photo.jpg")
+    with Image.open(PHOTO) as photo:
+        photo.resize((photo.width // 2, photo.height // 2)).save(tmp_path / "img" / "photo_small.jpg", quality=80)
+    with images.manifest.open("a") as f:
+        f.write("train,img/photo.jpg,a\ntest,img/photo_small.jpg,a\n")
+    return images
+
+
+def build(shardsmith, images, out, *extra):
+    return shardsmith("build", "--manifest", images.manifest, "--output_dir", out, "--name", "d",
+                      "--num_shards", "2", *extra)
+
+
+def _pairs(out: Path) -> list[dict]:
+    return parse_near_duplicates((Path(published_dir(out)) / "near_duplicates.jsonl").read_bytes())
+
+
+def _photo_pair(pairs: list[dict]) -> dict:
+    return next(p for p in pairs if {p["first"]["uri"], p["second"]["uri"]} == {"img/photo.jpg", "img/photo_small.jpg"})
+
+
+def test_report_lists_the_resized_copy_and_changes_no_shard_byte(leaky_set, shardsmith, tmp_path, metadata_of,
+                                                                  checks):
+    off, report, again = tmp_path / "off", tmp_path / "report", tmp_path / "again"
+    assert build(shardsmith, leaky_set, off).code == 0
+    result = build(shardsmith, leaky_set, report, "--near_duplicates", "report")
+    assert result.code == 0, result.err
+    pair = _photo_pair(_pairs(report))
+    assert pair["first"]["split"] == "train" and pair["second"]["split"] == "test" and pair["splits"] == "train-test"
+    assert pair["distance"] <= 8 and not pair["labels_differ"]
+    near = metadata_of(report)["near_duplicates"]
+    assert near["mode"] == "report" and near["split_pairs"]["train-test"] >= 1 and near["num_dropped"] == 0
+    assert "near dups" in result.out and "train-test" in result.out
+    assert "near_duplicates" not in metadata_of(off)
+    assert not (Path(published_dir(off)) / "near_duplicates.jsonl").exists()
+    assert checks.shard_bytes(report) == checks.shard_bytes(off)
+    assert build(shardsmith, leaky_set, again, "--near_duplicates", "report").code == 0
+    assert checks.shard_bytes(again) == checks.shard_bytes(report)
+    assert _pairs(again) == _pairs(report)
+    drawn = tmp_path / "pairs.png"
+    result = shardsmith("inspect", report, "--near_duplicates", drawn)
+    assert result.code == 0, result.err
+    assert "near duplicates:" in result.out and "closest pairs" in result.out
+    with Image.open(drawn) as png:
+        assert png.format == "PNG" and png.height >= 2.8 * 100 * len(_pairs(report)[:12])  # one pair per row
+    result = shardsmith("inspect", off, "--near_duplicates", drawn)
+    assert result.code == 2 and "without --near_duplicates" in result.err
+
+
+def test_drop_turns_the_test_copy_into_an_error_row(leaky_set, shardsmith, tmp_path, metadata_of, read_records):
+    out, again = tmp_path / "out", tmp_path / "again"
+    result = build(shardsmith, leaky_set, out, "--near_duplicates", "drop")
+    assert result.code == 0, result.err
+    metadata = metadata_of(out)
+    errors = [json.loads(line) for line in (Path(published_dir(out)) / "errors.jsonl").read_text().splitlines()]
+    dropped = {e["uri"]: e for e in errors if e["stage"] == "duplicate"}
+    assert "img/photo_small.jpg" in dropped and "img/photo.jpg" not in dropped
+    assert dropped["img/photo_small.jpg"]["detail"].startswith("near duplicate of img/photo.jpg in train (distance ")
+    assert metadata["near_duplicates"]["num_dropped"] == len(dropped)
+    assert metadata["num_examples"] + metadata["num_errors"] == metadata["num_input_rows"] == 28
+    written = {r["image/filename"] for split in ("train", "test") for shard in read_records(out, split)
+               for r in shard}
+    assert "img/photo.jpg" in written and "img/photo_small.jpg" not in written
+    assert build(shardsmith, leaky_set, again, "--near_duplicates", "drop").code == 0
+    assert (Path(published_dir(again)) / "errors.jsonl").read_bytes() == \
+        (Path(published_dir(out)) / "errors.jsonl").read_bytes()
+
+
+def test_uniform_images_fill_a_capped_bucket_without_blowing_up(tmp_path, shardsmith, metadata_of):
+    rows = ["split,image_uri,label"]
+    for i in range(MAX_BUCKET_MEMBERS + 5):
+        Image.new("L", (16, 16), 0).save(tmp_path / f"black_{i}.png")
+        rows.append(f"{('train', 'test')[i % 2]},black_{i}.png,{'ab'[i // 2 % 2]}")
+    (tmp_path / "manifest.csv").write_text("\n".join(rows) + "\n")
+    out = tmp_path / "out"
+    result = shardsmith("build", "--manifest", tmp_path / "manifest.csv", "--output_dir", out, "--name", "d",
+                        "--near_duplicates", "report")
+    assert result.code == 0, result.err
+    near = metadata_of(out)["near_duplicates"]
+    assert near["num_capped_buckets"] >= 1 and near["capped_buckets"][0]["size"] == MAX_BUCKET_MEMBERS + 5
+    assert near["num_pairs"] == 0 and "not compared" in result.out
+
+
+def _image(phash: int, split: str = "train", line: int = 1, label: str = "a") -> HashedImage:
+    return HashedImage(phash, split, label, f"img/{line}.jpg", 0, line)
+
+
+def test_bands_cover_every_bit_and_pigeonhole_holds():
+    for num_bands in (1, 5, 9, 11, 64):
+        edges = band_edges(num_bands)
+        assert sum(width for _, width in edges) == 64 and edges[0][0] == 0
+    a = 0x0123_4567_89AB_CDEF
+    flipped = a ^ (1 << 0) ^ (1 << 9) ^ (1 << 20) ^ (1 << 33) ^ (1 << 47) ^ (1 << 50) ^ (1 << 58) ^ (1 << 63)
+    assert hamming(a, flipped) == 8
+    assert set(bands(a, 9)) & set(bands(flipped, 9))  # 8 bits apart: a band of 9 is shared
+    with pytest.raises(ValueError):
+        band_edges(0)
+
+
+def test_pairs_in_a_bucket_are_within_the_distance_ordered_and_deterministic():
+    members = [_image(0b1111, "test", 3), _image(0b0111, "train", 2), _image(0xFFFF_0000, "train", 1)]
+    pairs = list(pairs_in_bucket(members, 2))
+    assert len(pairs) == 1
+    pair = pairs[0]
+    assert (pair.first.line, pair.second.line, pair.distance, pair.splits) == (2, 3, 1, "train-test")
+    assert list(pairs_in_bucket(list(reversed(members)), 2)) == pairs
+    assert pair_of(members[0], members[1], 1) == pair_of(members[1], members[0], 1)
+    assert leaked_copy(pair) == members[0]
+    assert leaked_copy(pair_of(_image(1, "validation", 1), _image(1, "test", 2), 0)) is None
+    assert pair_of(_image(1, label="a"), _image(1, line=2, label="b"), 0).labels_differ
+
+
+def test_take_bucket_holds_no_more_than_the_cap():
+    held, size = take_bucket((_image(0, line=i) for i in range(10_000)), cap=50)
+    assert size == 10_000 and len(held) <= 3
+    held, size = take_bucket((_image(0, line=i) for i in range(50)), cap=50)
+    assert size == 50 and len(held) == 50
+
+
+def test_a_resized_photo_hashes_close_and_another_photo_far():
+    original = PHOTO.read_bytes()
+    with Image.open(PHOTO) as photo:
+        import io
+        small = io.BytesIO()
+        photo.resize((photo.width // 2, photo.height // 2)).save(small, "JPEG", quality=60)
+    other = (PHOTOS / "TRAIN" / "goat" / "goat-640x640-1.jpg").read_bytes()
+    assert hamming(hash_bytes(original), hash_bytes(small.getvalue())) <= 6
+    assert hamming(hash_bytes(original), hash_bytes(other)) >= 16
+    assert hash_bytes(b"not an image") is None
+
+
+@pytest.mark.parametrize("validate", ["decode", "header"])
+def test_the_writer_hashes_only_when_asked_and_the_same_bytes_either_way(tmp_path, validate):
+    from shardsmith.core.rows import ManifestRow, PlacedRow
+    from shardsmith.core.settings import RecordSettings
+    from shardsmith.core.shard_file import WriterConfig, write_shard_file
+
+    row = ManifestRow(str(tmp_path / "m.csv"), 0, 2, "photo.jpg", str(PHOTO), "train", "cat", -1, 0)
+    placed = [PlacedRow(row, 0, 1, (0, 0, 2))]
+    outcomes = {}
+    for on in (False, True):
+        out = tmp_path / str(on)
+        out.mkdir()
+        settings = RecordSettings(validate=validate, perceptual_hash=on)
+        outcomes[on] = write_shard_file(WriterConfig(str(out), "d", settings), "train", 0, [placed])
+        outcomes[on, "bytes"] = (out / outcomes[on].result.file).read_bytes()
+    assert outcomes[False].phashes == []
+    assert [(h.uri, h.split, h.label) for h in outcomes[True].phashes] == [("photo.jpg", "train", "cat")]
+    assert hamming(outcomes[True].phashes[0].phash, hash_bytes(PHOTO.read_bytes())) <= 4
+    assert outcomes[True, "bytes"] == outcomes[False, "bytes"]

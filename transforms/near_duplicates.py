@@ -1,0 +1,263 @@
+"""Near-duplicate images (resized, re-encoded, brightened or slightly cropped copies) across and within splits,
+by perceptual hash (shardsmith/core/perceptual_hash.py) and banded candidates (shardsmith/core/near_duplicates.py).
+
+`--near_duplicates report` takes the hashes from the shard writer, which decodes each image anyway: only
+(hash, split, label, URI, row position) leaves it. `drop` must decide before placement, so it reads and hashes
+every image in a pass of its own (a second read, as `--on_duplicate drop`) and turns the validation or test
+copy of a training image into an error row; both modes write near_duplicates.jsonl and a summary for
+metadata.json.
+
+Memory: the GroupByKey carries rows of a few dozen bytes keyed by (band, band value); one bucket holds at most
+MAX_BUCKET_MEMBERS + 1 of them in a worker (bigger ones are reported as capped, not expanded); the listing keeps
+the MAX_LISTED_PAIRS closest pairs, the counts cover them all.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import apache_beam as beam
+
+from shardsmith.core.load_images import read_bytes
+from shardsmith.core.near_duplicates import (
+    MAX_BUCKET_MEMBERS,
+    CappedBucket,
+    HashedImage,
+    NearPair,
+    bands,
+    drop_reason,
+    leaked_copy,
+    num_bands_for,
+    pairs_in_bucket,
+    take_bucket,
+)
+from shardsmith.core.perceptual_hash import hash_bytes
+from shardsmith.core.rows import ROWS_PER_BATCH, ErrorRow, ManifestRow, RowBatch
+from shardsmith.format.build_folder import write_atomically
+from shardsmith.format.metadata import near_duplicates_bytes
+from shardsmith.format.naming import NEAR_DUPLICATES_FILE, join
+from transforms import ERRORS
+from transforms.duplicates import STAGE
+from transforms.metrics import rejected
+from transforms.thread_pool import ThreadPoolDoFn
+
+MAX_LISTED_PAIRS = 100_000  # pairs written to near_duplicates.jsonl (the closest); counts cover every pair
+MAX_LISTED_CAPPED_BUCKETS = 20
+MAX_HASHES_IN_FLIGHT = 16
+CAPPED = "capped"
+
+
+def _keyed_bands(images: Iterable[HashedImage], num_bands: int) -> Iterator[tuple[tuple[int, int], HashedImage]]:
+    for image in images:
+        for band in bands(image.phash, num_bands):
+            yield band, image
+
+
+def _bucket_pairs(keyed, max_distance: int) -> Iterator:
+    (band, value), members = keyed
+    held, size = take_bucket(members, MAX_BUCKET_MEMBERS)
+    if size > MAX_BUCKET_MEMBERS:
+        yield beam.pvalue.TaggedOutput(CAPPED, CappedBucket(band, value, size, tuple(m.uri for m in held)))
+        return
+    for pair in pairs_in_bucket(held, max_distance):
+        yield pair.pair_key, pair
+
+
+def _first(keyed) -> NearPair:
+    _, pairs = keyed
+    return next(iter(pairs))  # the same pair from every band it was found in
+
+
+class NearPairs(NamedTuple):
+    pairs: beam.PCollection  # NearPair, each once
+    capped: beam.PCollection  # CappedBucket
+
+
+class FindNearPairs(beam.PTransform):
+    """HashedImages (one by one, or lists of them) -> every pair within `max_distance`, once, and the buckets
+    too big to expand."""
+
+    def __init__(self, max_distance: int, lists: bool = True):
+        super().__init__()
+        self._max_distance = max_distance
+        self._lists = lists
+
+    def expand(self, images):
+        num_bands = num_bands_for(self._max_distance)
+        if not self._lists:
+            images = images | "AsLists" >> beam.Map(lambda image: [image])
+        found = (
+            images
+            | "KeyByBand" >> beam.FlatMap(_keyed_bands, num_bands)
+            | "GroupByBand" >> beam.GroupByKey()
+            | "PairsInBucket" >> beam.FlatMap(_bucket_pairs, self._max_distance).with_outputs(CAPPED, main="pairs")
+        )
+        pairs = found.pairs | "GroupSamePair" >> beam.GroupByKey() | "OnePerPair" >> beam.Map(_first)
+        return NearPairs(pairs, found[CAPPED])
+
+
+@dataclass
+class NearDuplicateSummary:
+    num_pairs: int = 0
+    split_pairs: Counter = field(default_factory=Counter)  # "train-test" / "within train" -> pairs
+    num_label_mismatches: int = 0
+    closest: list = field(default_factory=list)  # heap of (-sort_key..) holding the MAX_LISTED_PAIRS closest
+
+
+class SummarizePairsFn(beam.CombineFn):
+    """Counts every pair and keeps the MAX_LISTED_PAIRS closest (by distance, then keys: deterministic)."""
+
+    def create_accumulator(self) -> NearDuplicateSummary:
+        return NearDuplicateSummary()
+
+    def add_input(self, summary: NearDuplicateSummary, pair: NearPair) -> NearDuplicateSummary:
+        summary.num_pairs += 1
+        summary.split_pairs[pair.splits] += 1
+        summary.num_label_mismatches += pair.labels_differ
+        summary.closest.append(pair)
+        if len(summary.closest) > 2 * MAX_LISTED_PAIRS:
+            summary.closest = heapq.nsmallest(MAX_LISTED_PAIRS, summary.closest, key=NearPair.sort_key)
+        return summary
+
+    def merge_accumulators(self, summaries: Iterable[NearDuplicateSummary]) -> NearDuplicateSummary:
+        merged = NearDuplicateSummary()
+        for s in summaries:
+            merged.num_pairs += s.num_pairs
+            merged.split_pairs.update(s.split_pairs)
+            merged.num_label_mismatches += s.num_label_mismatches
+            merged.closest = heapq.nsmallest(MAX_LISTED_PAIRS, merged.closest + s.closest, key=NearPair.sort_key)
+        return merged
+
+    def extract_output(self, summary: NearDuplicateSummary) -> NearDuplicateSummary:
+        summary.closest = heapq.nsmallest(MAX_LISTED_PAIRS, summary.closest, key=NearPair.sort_key)
+        return summary
+
+
+def write_near_duplicates(summary: NearDuplicateSummary, capped: list[CappedBucket], files_dir: str, mode: str,
+                          max_distance: int, num_dropped: int) -> dict:
+    """Writes near_duplicates.jsonl (closest pairs first) and returns metadata.json's `near_duplicates` entry."""
+    write_atomically(join(files_dir, NEAR_DUPLICATES_FILE), near_duplicates_bytes(p.to_dict() for p in summary.closest))
+    capped = sorted(capped, key=lambda c: (-c.size, c.band, c.value))
+    counts = {name: summary.split_pairs.get(name, 0)
+              for name in ("train-test", "train-validation", "validation-test")}
+    counts |= {name: n for name, n in sorted(summary.split_pairs.items()) if name not in counts}
+    return {
+        "mode": mode,
+        "max_distance": max_distance,
+        "hash": "imagehash pHash, 64 bits",
+        "num_pairs": summary.num_pairs,
+        "num_listed": len(summary.closest),
+        "file": NEAR_DUPLICATES_FILE,
+        "split_pairs": counts,
+        "num_label_mismatches": summary.num_label_mismatches,
+        "label_mismatches": [p.to_dict() for p in summary.closest if p.labels_differ][:20],
+        "num_dropped": num_dropped,
+        "num_capped_buckets": len(capped),
+        "max_bucket_members": MAX_BUCKET_MEMBERS,
+        "capped_buckets": [c.to_dict() for c in capped[:MAX_LISTED_CAPPED_BUCKETS]],
+    }
+
+
+class ReportNearDuplicates(beam.PTransform):
+    """NearPairs -> a one-element PCollection: metadata.json's `near_duplicates` entry, after
+    near_duplicates.jsonl is written into the build's folder."""
+
+    def __init__(self, files_dir: str, mode: str, max_distance: int, dropped=None):
+        super().__init__()
+        self._files_dir = files_dir
+        self._mode = mode
+        self._max_distance = max_distance
+        self._dropped = dropped  # ErrorRows of dropped copies, or None
+
+    def expand(self, found: NearPairs):
+        pipeline = found.pairs.pipeline
+        summary = found.pairs | "SummarizePairs" >> beam.CombineGlobally(SummarizePairsFn())
+        capped = found.capped | "CollectCapped" >> beam.combiners.ToList()
+        dropped = self._dropped if self._dropped is not None else pipeline | "NoneDropped" >> beam.Create([])
+        num_dropped = dropped | "CountDropped" >> beam.combiners.Count.Globally()
+        side = beam.pvalue.AsSingleton
+        return summary | "WriteNearDuplicatesJsonl" >> beam.Map(
+            write_near_duplicates, side(capped), self._files_dir, self._mode, self._max_distance, side(num_dropped))
+
+
+def row_key(row: ManifestRow) -> tuple[int, int, str]:
+    return (row.source_index, row.line, row.uri)
+
+
+def hashed(row: ManifestRow, phash: int) -> HashedImage:
+    return HashedImage(phash, row.split, row.label, row.uri, row.source_index, row.line)
+
+
+class HashRowsFn(ThreadPoolDoFn):
+    """RowBatch -> (row key, row) per row, and a HashedImage (tagged `hashes`) per row whose image decodes;
+    one that does not is left to the shard writer, which reads it again and reports why."""
+
+    pool_size = MAX_HASHES_IN_FLIGHT
+
+    def __init__(self, max_image_bytes: int):
+        super().__init__()
+        self._max_image_bytes = max_image_bytes
+
+    def _hash(self, row: ManifestRow) -> int | None:
+        try:
+            return hash_bytes(read_bytes(row.resolved_uri, self._max_image_bytes, row.size))
+        except Exception:
+            return None
+
+    def process(self, batch: RowBatch) -> Iterator:
+        for phash, row in zip(self._pool.map(self._hash, batch), batch, strict=True):
+            yield row_key(row), row
+            if phash is not None:
+                yield beam.pvalue.TaggedOutput("hashes", hashed(row, phash))
+
+
+def _drop_decision(pair: NearPair) -> Iterator:
+    copy = leaked_copy(pair)
+    if copy is not None:
+        yield copy.key, (pair.distance, pair.first.key, pair.first.uri)
+
+
+def _keep_or_drop(keyed) -> Iterator:
+    _, grouped = keyed
+    decisions = sorted(grouped["decisions"])
+    for row in grouped["rows"]:
+        if not decisions:
+            yield row
+            continue
+        distance, _, kept_uri = decisions[0]  # the closest training copy, then the first by key
+        yield rejected(ErrorRow.for_row(row, STAGE, "near duplicate dropped (--near_duplicates drop)",
+                                        drop_reason(kept_uri, distance)))
+
+
+class NearDistinct(NamedTuple):
+    rows: beam.PCollection  # RowBatches without the dropped copies
+    errors: beam.PCollection  # ErrorRows of the dropped copies
+    found: NearPairs
+
+
+class DropNearDuplicates(beam.PTransform):
+    """RowBatches -> RowBatches without the validation/test copies of training images (error rows instead),
+    and the pairs found. Rows go through a GroupByKey one by one: this mode reads every image twice anyway."""
+
+    def __init__(self, max_image_bytes: int, max_distance: int):
+        super().__init__()
+        self._max_image_bytes = max_image_bytes
+        self._max_distance = max_distance
+
+    def expand(self, batches):
+        keyed = batches | "HashImages" >> beam.ParDo(HashRowsFn(self._max_image_bytes)).with_outputs(
+            "hashes", main="rows")
+        found = keyed.hashes | "FindNearPairs" >> FindNearPairs(self._max_distance, lists=False)
+        decisions = found.pairs | "LeakedCopies" >> beam.FlatMap(_drop_decision)
+        decided = (
+            {"rows": keyed.rows, "decisions": decisions}
+            | "JoinDecisions" >> beam.CoGroupByKey()
+            | "KeepOrDrop" >> beam.FlatMap(_keep_or_drop).with_outputs(ERRORS, main="rows")
+        )
+        rows = decided.rows | "Rebatch" >> beam.BatchElements(min_batch_size=ROWS_PER_BATCH,
+                                                              max_batch_size=ROWS_PER_BATCH)
+        return NearDistinct(rows, decided[ERRORS], found)
