@@ -45,7 +45,11 @@ def live_names() -> frozenset[str]:
 def names() -> frozenset[str]:
     from pipeline.beam_flag_names import BEAM_VERSION, NAMES
 
-    return NAMES if installed_beam_version() == BEAM_VERSION else live_names()
+    try:
+        installed = installed_beam_version()
+    except metadata.PackageNotFoundError:  # launch.sh's bare Python, before .venv: the pinned Beam's list
+        return NAMES
+    return NAMES if installed == BEAM_VERSION else live_names()
 
 
 def generated() -> str:

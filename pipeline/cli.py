@@ -24,7 +24,7 @@ import time
 import traceback
 
 from pipeline.cloud import COMMANDS as CLOUD_COMMANDS
-from pipeline.quiet import quiet
+from pipeline.quiet import VERBOSE_ENV, quiet
 
 DEBUG_ENV = "SHARDSMITH_DEBUG"
 _LOG = logging.getLogger("shardsmith")
@@ -54,14 +54,18 @@ def _parser() -> argparse.ArgumentParser:
     from pipeline import schema
     from shardsmith.read import inspect, verify
 
-    verify.add_arguments(commands.add_parser(
+    verify_parser = commands.add_parser(
         "verify", help="read every record back and check it against metadata.json (exit 1 on any problem)",
         description="Read every record of every shard: framing checksums, Example keys, SHA-256, image decode and "
-                    "shape, counts and bytes against metadata.json. The last line is the verdict."))
-    inspect.add_arguments(commands.add_parser(
+                    "shape, counts and bytes against metadata.json. The last line is the verdict.")
+    inspect_parser = commands.add_parser(
         "inspect", help="report on a dataset: splits, labels, shard balance, errors; optional PNG plots",
         description="A readable report of a finished dataset; --contact_sheet, --heatmap and --shuffle_plot "
-                    "also write PNG images."))
+                    "also write PNG images.")
+    for add_arguments, command in ((verify.add_arguments, verify_parser), (inspect.add_arguments, inspect_parser)):
+        add_arguments(command)
+        command.add_argument("--verbose", action="store_true",
+                             help="keep TensorFlow's C++ log lines (the same as SHARDSMITH_VERBOSE=1)")
     schema.add_arguments(commands.add_parser(
         "schema", help="print --feature flags for a manifest's extra columns (types inferred from its first rows)",
         description="Infers the type of each column shardsmith does not read itself and prints the --feature "
@@ -94,6 +98,27 @@ def _temp_dir_for(given: str | None, beam_options) -> tuple[str, bool]:
     return tempfile.mkdtemp(prefix="shardsmith-tft-"), True
 
 
+def _checked_sources(options):
+    """The manifests and folders to read, after the checks that need no Beam: a local manifest that is missing,
+    unreadable or not a file, or a CSV header without the needed columns, is a usage error in well under a
+    second (Beam is imported only for a glob or a remote path)."""
+    from pipeline.preflight import check_inputs
+    from shardsmith.core.manifest import resolve_sources
+
+    sources = resolve_sources(options.manifests)
+    check_inputs(options, sources)
+    return sources
+
+
+def _progress_shown(local: bool):
+    """A local build draws its progress on stderr (pipeline/progress.py); a remote job's is on its page."""
+    if not local:
+        return contextlib.nullcontext()
+    from pipeline.progress import Progress
+
+    return Progress()
+
+
 def build(argv: list[str]) -> dict:
     """Parses `build` arguments, runs the pipeline to completion and returns metadata.json as a dict."""
     from pipeline import beam_flags
@@ -111,6 +136,7 @@ def build(argv: list[str]) -> dict:
 
     beam_args = absolute_beam_paths(beam_args)
     check_paths_for_runner(beam_args, options.manifests, options.output_dir, options.temp_dir)
+    sources = _checked_sources(options)
 
     from pipeline.transform_fn_process import transform_fn_process
 
@@ -123,28 +149,27 @@ def build(argv: list[str]) -> dict:
     if runs_here and not options.manifest.features and "tensorflow_transform.beam" not in sys.modules:
         transform_fn_writer = helper.enter_context(transform_fn_process())
     with helper:
-        return _run_build(options, beam_args, transform_fn_writer)
+        return _run_build(options, sources, beam_args, transform_fn_writer)
 
 
-def _run_build(options, beam_args: list[str], transform_fn_writer) -> dict:
+def _run_build(options, sources, beam_args: list[str], transform_fn_writer) -> dict:
     from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
     from pipeline.graph import build_graph
     from pipeline.preflight import prepare_output_dir
     from pipeline.runner import is_local, make_pipeline, writer_processes
-    from shardsmith.core.manifest import resolve_sources
+
     beam_options = PipelineOptions(beam_args)
     local = is_local(beam_options)
     processes = writer_processes(beam_options, options.writer_processes)
     _configure_logging(local)
-    sources = resolve_sources(options.manifests)
     lock = prepare_output_dir(options, sources)
     lock.start_heartbeat()
     temp_dir, made_temp = _temp_dir_for(options.temp_dir, beam_options)
     started = time.monotonic()
     waits = not beam_options.view_as(StandardOptions).no_wait_until_finish
     try:
-        with make_pipeline(beam_options) as pipeline:
+        with _progress_shown(local), make_pipeline(beam_options) as pipeline:
             build_graph(pipeline, options, sources, temp_dir, lock.build_id, processes, transform_fn_writer)
         result = pipeline.result  # set by the with-block's run(); holds the run's metrics, not the graph
         del pipeline  # its graph becomes garbage now, for main()'s collection
@@ -205,7 +230,7 @@ def summary(metadata: dict, output_dir: str, build_id: str, elapsed_s: float) ->
                      f"{info['num_bytes'] / 1e6:.1f} MB  ({counts})")
     if metadata["num_errors"]:
         lines.append(f"  errors     {metadata['num_errors']:>8} rows, listed in {files_dir}/errors.jsonl:")
-        lines += [f"    {n:>6}  {reason}" for reason, n in metadata["errors_by_reason"].items()]
+        lines += _error_reasons(metadata, files_dir)
     else:
         lines.append("  errors            0")
     duplicates = metadata.get("duplicates", {})
@@ -223,6 +248,19 @@ def summary(metadata: dict, output_dir: str, build_id: str, elapsed_s: float) ->
     lines.append(f"  output     {output_dir}  (metadata.json; this build's files, labels.txt among them, in "
                  f"builds/{build_id}; {len(metadata['labels'])} labels)")
     return "\n".join(lines)
+
+
+def _error_reasons(metadata: dict, files_dir: str) -> list[str]:
+    """The reasons rows failed, most common first, with one example each (from the build's errors.jsonl); only
+    the counts if that file cannot be read."""
+    from shardsmith.core.failures import error_rows, reason_table
+    from shardsmith.format.build_folder import read_bytes
+    from shardsmith.format.naming import ERRORS_FILE, join
+
+    try:
+        return reason_table(error_rows(read_bytes(join(files_dir, ERRORS_FILE)) or b""))
+    except (OSError, ValueError):
+        return [f"    {n:>6}  {reason}" for reason, n in metadata["errors_by_reason"].items()]
 
 
 def near_duplicates_summary(metadata: dict, files_dir: str) -> list[str]:
@@ -259,7 +297,9 @@ def run(argv: list[str] | None = None) -> dict | str | int:
     """Runs a subcommand and returns its result (a cloud command's: its exit status); raises on failure (see
     `main` for the exit codes)."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    quiet()  # TensorFlow's C++ log lines off unless SHARDSMITH_VERBOSE=1 (pipeline/quiet.py)
+    if argv[:1] in (["build"], ["verify"], ["inspect"]) and "--verbose" in argv[1:]:
+        os.environ[VERBOSE_ENV] = "1"  # before quiet(), and inherited by the writer processes
+    quiet()  # TensorFlow's C++ log lines off unless --verbose or SHARDSMITH_VERBOSE=1 (pipeline/quiet.py)
     if argv and argv[0] in CLOUD_COMMANDS:
         from pipeline.cloud.cli import main as cloud_main
 

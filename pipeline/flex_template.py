@@ -134,6 +134,9 @@ TABLE: dict[str, Console] = {
     "temp_dir": Console(
         "tf.transform scratch folder", "Cloud Storage folder for tensorflow-transform's scratch files (default: "
         "temp_location/shardsmith-tft)", GCS_FOLDER),
+    "verbose": Console(
+        "Verbose", "true: keep TensorFlow's and absl's C++ log lines (CUDA probing, libpng warnings) in the job's "
+        "log; default false"),
 }
 
 

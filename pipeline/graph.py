@@ -13,6 +13,7 @@ import apache_beam as beam
 
 from pipeline.options import BuildOptions
 from pipeline.transform_fn_process import TransformFnClient
+from shardsmith.core import progress_signal
 from shardsmith.core.shard_file import WriterConfig
 from shardsmith.format.build_folder import build_dir
 from transforms.duplicates import DropDuplicates, SummarizeDuplicates
@@ -80,6 +81,7 @@ def build_graph(pipeline: beam.Pipeline, options: BuildOptions, sources: list[So
         )
     errors = (*stage_errors, labelled.errors, written.errors) | "AllErrors" >> beam.Flatten()
     num_placed = plan | "NumPlacedRows" >> beam.Map(lambda p: sum(s.num_examples for s in p.splits.values()))
+    _ = num_placed | "NoteProgressTotal" >> beam.Map(progress_signal.set_total)  # a watching launcher's total
     duplicates = written.digests | "SummarizeDuplicates" >> SummarizeDuplicates(num_placed)
     report_inputs = {}
     if checks.near_duplicates == "report":

@@ -160,6 +160,9 @@ def add_build_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--temp_dir", default=None,
                         help="scratch folder for tensorflow-transform (default: --temp_location, or a local "
                              "temporary folder)")
+    parser.add_argument("--verbose", action="store_true",
+                        help="keep TensorFlow's and absl's C++ log lines (CUDA probing, libpng warnings), hidden "
+                             "by default; the same as SHARDSMITH_VERBOSE=1")
 
 
 def _parse_ratios(text: str) -> tuple[float, float, float]:

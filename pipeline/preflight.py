@@ -51,10 +51,9 @@ def _refusal(out: str, foreign: list[str]) -> str:
             "--output_dir")
 
 
-def prepare_output_dir(options: BuildOptions, sources: list[Source]) -> BuildLock:
-    """Checks the output folder, takes its lock and starts a new build in it; returns the held lock (its
-    `build_id` names the build). Nothing is written into a folder holding files shardsmith did not write, and
-    only unfinished builds of earlier runs (named by their build records) are removed."""
+def check_inputs(options: BuildOptions, sources: list[Source]) -> None:
+    """UsageError for a CSV header without the needed columns, or an input inside the output folder. Reads one
+    line per CSV manifest; imports neither Beam nor TensorFlow for local paths (pipeline/cli.py calls it first)."""
     out = options.output_dir
     for source in sources:
         problem = header_problem(source.path, options.manifest) if source.kind == "csv" else None
@@ -63,6 +62,15 @@ def prepare_output_dir(options: BuildOptions, sources: list[Source]) -> BuildLoc
         if _inside(source.path, out):
             raise UsageError(f"the input {source.path} is inside the output folder {out}; choose an --output_dir "
                              "that holds no inputs")
+
+
+def prepare_output_dir(options: BuildOptions, sources: list[Source]) -> BuildLock:
+    """Checks the inputs (check_inputs) and the output folder, takes its lock and starts a new build in it;
+    returns the held lock (its `build_id` names the build). Nothing is written into a folder holding files
+    shardsmith did not write, and only unfinished builds of earlier runs (named by their build records) are
+    removed."""
+    out = options.output_dir
+    check_inputs(options, sources)
     state = scan(out)
     if state.foreign:
         raise UsageError(_refusal(out, state.foreign))

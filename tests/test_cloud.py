@@ -280,3 +280,28 @@ def test_shardsmith_lists_and_runs_the_cloud_commands():
                           "SHARDSMITH_PROJECT; or put it in a --config file)\n"
     done = _shardsmith("-m", "pipeline", "image", "--help")
     assert done.returncode == 0 and done.stdout.startswith("usage: shardsmith {image,dataflow,template,run-template}")
+
+
+@pytest.mark.parametrize("extra, message", [
+    ([], None),
+    (["--num-shards", "4", "--verbose"], None),
+    (["--ouput_dir", "gs://my-bucket/x"], "build: unknown flag --ouput_dir (did you mean --output_dir?)"),
+    (["--max_error_fraction", "2"], "build: --max_error_fraction must be between 0 and 1"),
+])
+def test_the_dataflow_dry_run_checks_the_build_arguments_as_a_real_run(extra, message):
+    """On the bare standard library (launch.sh before .venv), as the build itself would check them."""
+    done = _shardsmith("-m", "pipeline.cloud", "dataflow", "--dry-run", *BUILD, *extra, python=[sys.executable, "-S"])
+    if message is None:
+        assert done.returncode == 0, done.stderr
+        build = shlex.split(done.stdout)
+        assert build[build.index("--manifest") + 1] == "gs://my-bucket/m.csv"
+        assert all(arg in build for arg in extra)
+    else:
+        assert done.returncode == 2 and done.stdout == ""
+        assert done.stderr.startswith(f"shardsmith: dataflow: {message}") and done.stderr.count("\n") == 1
+
+
+def test_the_dataflow_dry_run_without_a_manifest_is_a_usage_error():
+    done = _shardsmith("-m", "pipeline.cloud", "dataflow", "--dry-run", *BUILD[2:], python=[sys.executable, "-S"])
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == "shardsmith: dataflow: build: the following arguments are required: --manifest\n"

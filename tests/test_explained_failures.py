@@ -83,3 +83,40 @@ def test_top_reasons_are_ordered_by_count_and_limited():
                     "3 × lookup: file not found, e.g. b0.jpg (m.csv line 10); "
                     "1 × label: x, e.g. m.csv line 21")
     assert explain([row(1, "duplicate", "dropped")], ignore_stage="duplicate") == ""
+
+
+def test_a_successful_build_with_failed_rows_explains_them_in_its_summary_and_log(images, tmp_path, shardsmith,
+                                                                                  image_writer):
+    lines = ["split,image_uri,label"] + [f"{s},{images.root / u},{label}" for s, u, label in images.rows]
+    (tmp_path / "broken.jpg").write_bytes(b"not an image")
+    lines += [f"train,{tmp_path / 'broken.jpg'},cat", f"train,{tmp_path / 'gone.jpg'},dog",
+              f"train,{tmp_path / 'gone2.jpg'},dog"]
+    manifest = _manifest(tmp_path, images, "\n".join(lines) + "\n")
+    result = shardsmith("build", "--manifest", manifest, "--output_dir", tmp_path / "out", "--name", "x",
+                        "--max_error_fraction", "0.5")
+    assert result.code == 0, result.err
+    summary = result.out.splitlines()
+    at = summary.index(next(line for line in summary if line.startswith("  errors")))
+    assert summary[at + 1].split() == ["2", "lookup:", "file", "not", "found"]  # most common first
+    assert summary[at + 2].strip() == f"e.g. {tmp_path / 'gone.jpg'} (m.csv line 15): {tmp_path / 'gone.jpg'}"
+    assert summary[at + 3].split()[:4] == ["1", "load:", "not", "an"]
+    assert summary[at + 4].strip().startswith(f"e.g. {tmp_path / 'broken.jpg'} (m.csv line 14)")
+    # the report stage's log line, which a Dataflow job's log shows too
+    assert "built x with 3 of 15 rows failed: 2 × lookup: file not found" in result.err
+
+
+@pytest.mark.parametrize("command", ["verify", "inspect"])
+def test_verify_and_inspect_explain_a_build_that_did_not_finish(images, tmp_path, shardsmith, command):
+    lines = ["split,image_uri,label"] + [f"{s},{u},{label}" for s, u, label in images.rows]
+    manifest = _manifest(tmp_path, images, "\n".join(lines) + "\n")  # paths relative to the wrong folder
+    out = tmp_path / "out"
+    assert shardsmith("build", "--manifest", manifest, "--output_dir", out, "--name", "x").code == 1
+    build = next((out / "builds").iterdir())
+    for folder in (out, build):
+        result = shardsmith(command, folder)
+        assert result.code == 2 and result.out == ""
+        assert result.err.count("\n") == 1 and "Traceback" not in result.err
+        assert result.err.startswith(f"shardsmith: error: {folder} holds no metadata.json: the build did not "
+                                     f"finish (it failed its checks or was stopped); {len(images.rows)} rows failed: "
+                                     f"{len(images.rows)} × lookup: file not found")
+        assert f"see {build / 'errors.jsonl'}" in result.err

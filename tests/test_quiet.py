@@ -89,12 +89,15 @@ def test_a_load_epoch_over_a_colour_profiled_png(profiled_build, verbose):
         assert noise == [], done.stderr
 
 
-def test_verbose_build_shows_tensorflow_lines(tmp_path, profiled_build):
+@pytest.mark.parametrize("how", ["env", "flag"])
+def test_verbose_build_shows_tensorflow_lines(tmp_path, profiled_build, how):
+    """SHARDSMITH_VERBOSE=1 or --verbose."""
     out, _ = profiled_build
     manifest = out.parent / "manifest.csv"
+    flag = ["--verbose"] if how == "flag" else []
     done = subprocess.run([sys.executable, "-m", "pipeline", "build", "--manifest", str(manifest),
-                           "--output_dir", str(tmp_path / "out"), "--name", "quiet"], env=_env(True), cwd=ROOT,
-                          capture_output=True, text=True, timeout=300)
+                           "--output_dir", str(tmp_path / "out"), "--name", "quiet", *flag],
+                          env=_env(how == "env"), cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert any("absl::InitializeLog" in line for line in _noise(done.stderr)), done.stderr
 

@@ -91,6 +91,33 @@ def test_the_options_dataflows_launcher_passes_are_accepted_by_the_entrypoint():
     reject_unknown_flags(args, own_flag_names(), beam_flags.names())  # raises on any it does not know
 
 
+def _build_in_a_fresh_process(tmp_path: Path, manifest: Path) -> tuple[list[str], str]:
+    code = (
+        "import sys\n"
+        "from pipeline import cli\n"
+        f"status = cli.main(['build', '--manifest', {str(manifest)!r}, '--output_dir', {str(tmp_path / 'o')!r}, "
+        "'--name', 'x'])\n"
+        "print(status, 'apache_beam' in sys.modules, 'tensorflow' in sys.modules)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env)
+    return done.stdout.split(), done.stderr
+
+
+def test_a_missing_manifest_or_a_wrong_header_is_reported_before_beam_is_imported(tmp_path):
+    """Path and header checks come before `import apache_beam` (seconds; measured in docs/building.md)."""
+    missing = tmp_path / "missing.csv"
+    status, stderr = _build_in_a_fresh_process(tmp_path, missing)
+    assert status == ["2", "False", "False"], stderr
+    assert stderr == f"shardsmith: error: manifest not found: {missing}\n"
+    wrong = tmp_path / "wrong.csv"
+    wrong.write_text("split,image_uri,class\ntrain,a.jpg,cat\n")
+    status, stderr = _build_in_a_fresh_process(tmp_path, wrong)
+    assert status == ["2", "False", "False"], stderr
+    assert "--label_column class" in stderr and stderr.count("\n") == 1
+    assert not (tmp_path / "o").exists()
+
+
 def test_a_runner_that_cannot_see_this_disk_refuses_local_paths_naming_the_flag(shardsmith, tmp_path):
     """Dataflow's workers, a DOCKER environment and a job service on another machine never see the launcher's
     files: a local manifest, output folder or --temp_location is exit 2 naming the flag, before any folder is

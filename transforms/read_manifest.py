@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 import apache_beam as beam
 
+from shardsmith.core import progress_signal
 from shardsmith.core.manifest import ManifestFormat, ManifestParser, Source
 from shardsmith.core.rows import ROWS_PER_BATCH, ManifestRow, RowBatch
 from transforms import ERRORS, StageOutputs
@@ -19,7 +20,8 @@ from transforms.metrics import ROWS_READ, count, rejected
 
 class ReadSourceFn(beam.DoFn):
     """Streams one Source into batches of ManifestRows (main output, up to ROWS_PER_BATCH rows each, in file
-    order) and ErrorRows (tagged `errors`); counts rows_read and errors_manifest (transforms/metrics.py)."""
+    order) and ErrorRows (tagged `errors`); counts rows_read and errors_manifest (transforms/metrics.py), and
+    rows read for a watching launcher (shardsmith/core/progress_signal.py)."""
 
     def __init__(self, fmt: ManifestFormat):
         self._parser = ManifestParser(fmt)
@@ -29,15 +31,18 @@ class ReadSourceFn(beam.DoFn):
         for item in self._parser.parse(source):
             if not isinstance(item, ManifestRow):
                 count(ROWS_READ)  # a rejected line is a row read, as the accounting counts it
+                progress_signal.add(progress_signal.ROWS_READ)
                 yield rejected(item)
                 continue
             batch.append(item)
             if len(batch) == ROWS_PER_BATCH:
                 count(ROWS_READ, len(batch))
+                progress_signal.add(progress_signal.ROWS_READ, len(batch))
                 yield batch
                 batch = []
         if batch:
             count(ROWS_READ, len(batch))
+            progress_signal.add(progress_signal.ROWS_READ, len(batch))
             yield batch
 
 

@@ -251,6 +251,9 @@ def check_and_write_metadata(
         raise DatasetCheckFailed(f"build {config.build_id} no longer holds the lock of {config.output_dir} (another "
                                  "build took it over); it was not published")
     publish(config.output_dir, config.build_id, metadata)
+    if errors.explanation:  # also in a remote job's log, where no summary is printed
+        _LOG.info("built %s with %d of %d rows failed: %s", config.name, num_failed, num_input_rows,
+                  errors.explanation)
     retired = retire_builds(config.output_dir, config.build_id, config.keep_builds)
     if retired:
         _LOG.info("removed %d build(s) beyond --keep_builds=%d: %s", len(retired), config.keep_builds,

@@ -77,7 +77,19 @@ def dataflow(s: Settings, passed: list[str], python: str) -> list[list[str]]:
                      ("--network=", s.network), ("--subnetwork=", s.subnetwork)))
     build += ["--no_use_public_ips"] if s.no_public_ips else []
     build += [f"--labels={label}" for label in s.label_list]
+    _check_build(build[4:])
     return [build]
+
+
+def _check_build(argv: list[str]) -> None:
+    """The build's own argument checks (pipeline/build_args.py), for a dry run as for a real one."""
+    from pipeline.build_args import check_build_arguments
+    from shardsmith.errors import UsageError as BuildUsageError
+
+    try:
+        check_build_arguments(argv)
+    except BuildUsageError as e:
+        raise UsageError(f"build: {e}") from None
 
 
 def _given(flags: tuple[tuple[str, str], ...]) -> list[str]:

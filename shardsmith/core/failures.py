@@ -7,11 +7,13 @@ manifest and line) and the reason's detail, which carries the row's own values.
 
 from __future__ import annotations
 
+import dataclasses
 import posixpath
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
 from shardsmith.core.rows import ErrorRow
+from shardsmith.format.metadata import parse_errors
 
 MAX_REASONS_SHOWN = 3
 MAX_DETAIL_CHARS = 160
@@ -66,3 +68,37 @@ def explain_counts(counts: Mapping[str, int], first: Mapping[str, ErrorRow]) -> 
     top, top_count = ordered.most_common(1)[0]
     hint = _hint(top, first[top]) if top_count >= DOMINANT_SHARE * sum(ordered.values()) else ""
     return text + (f". Hint: {hint}" if hint else "")
+
+
+def error_rows(errors_jsonl: bytes) -> list[ErrorRow]:
+    """errors.jsonl's lines as ErrorRows (fields a later version added are ignored). Raises ValueError on a line
+    that is not an error row."""
+    known = {f.name for f in dataclasses.fields(ErrorRow)}
+    try:
+        return [ErrorRow(**{k: v for k, v in e.items() if k in known}) for e in parse_errors(errors_jsonl)]
+    except TypeError as e:
+        raise ValueError(f"not an errors.jsonl line: {e}") from None
+
+
+def reason_table(errors: Sequence[ErrorRow], indent: str = "    ") -> list[str]:
+    """Every reason as `   COUNT  stage: reason`, most common first; the MAX_REASONS_SHOWN most common with their
+    detail and an example (each reason's first line) on the next line; then the hint, if any. For a build's
+    summary."""
+    counts: Counter[str] = Counter()
+    first: dict[str, ErrorRow] = {}
+    for error in sorted(errors, key=ErrorRow.sort_key):
+        counts[f"{error.stage}: {error.reason}"] += 1
+        first.setdefault(f"{error.stage}: {error.reason}", error)
+    if not counts:
+        return []
+    ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    lines = []
+    for rank, (reason, count) in enumerate(ranked):
+        lines.append(f"{indent}{count:>6}  {reason}")
+        if rank < MAX_REASONS_SHOWN:
+            example = first[reason]
+            detail = f": {example.detail[:MAX_DETAIL_CHARS]}" if example.detail else ""
+            lines.append(f"{indent}        e.g. {_example(example)}{detail}")
+    top, top_count = ranked[0]
+    fix = _hint(top, first[top]) if top_count >= DOMINANT_SHARE * len(errors) else ""
+    return lines + ([f"{indent}hint: {fix}"] if fix else [])

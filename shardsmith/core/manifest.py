@@ -4,8 +4,9 @@ Beam-free and TensorFlow-free: the build's ReadManifest stage, preflight (listin
 `inspect` all read manifests through this module. Every data row comes out exactly once: as a ManifestRow or
 as an ErrorRow saying what is wrong with it. Blank lines and a CSV header are not data rows. No line can stop a
 read: one that cannot be parsed, for whatever reason, or that is longer than MAX_MANIFEST_LINE_BYTES is an
-ErrorRow. Reading streams each file and holds at most one line of it (up to that bound) in memory. Files are
-opened through Beam's FileSystems (local paths and gs:// alike), imported when a file is read, not before.
+ErrorRow. Reading streams each file and holds at most one line of it (up to that bound) in memory. Local files
+are opened directly, other URIs (gs://) through Beam's FileSystems, imported only then: the CLI checks local
+manifests before it imports Beam.
 """
 
 from __future__ import annotations
@@ -122,10 +123,7 @@ def manifest_lines(path: str) -> Iterator[tuple[int, str | None]]:
     """(line number, text without its line end) for each line of a manifest, or (line number, None) for a line
     longer than MAX_MANIFEST_LINE_BYTES, which is skipped to its end unread. A UTF-8 BOM at the start is dropped;
     undecodable bytes become U+FFFD, so that one bad line is one error row, not a dead job."""
-    from apache_beam.io.filesystem import CompressionTypes
-    from apache_beam.io.filesystems import FileSystems
-
-    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as raw:
+    with _open_binary(path) as raw:
         for number, line in enumerate(_bounded_lines(raw, MAX_MANIFEST_LINE_BYTES), start=1):
             if line is None:
                 yield number, None
@@ -133,6 +131,17 @@ def manifest_lines(path: str) -> Iterator[tuple[int, str | None]]:
             if number == 1 and line.startswith(codecs.BOM_UTF8):
                 line = line[len(codecs.BOM_UTF8):]
             yield number, line.decode("utf-8", "replace")
+
+
+def _open_binary(path: str) -> BinaryIO:
+    """A local file as Beam's LocalFileSystem opens it (uncompressed, binary), without importing Beam (the
+    header check runs before the CLI imports it); other URIs through Beam's FileSystems."""
+    if not is_remote(path):
+        return open(path, "rb")  # noqa: SIM115 (the caller's with-block closes it)
+    from apache_beam.io.filesystem import CompressionTypes
+    from apache_beam.io.filesystems import FileSystems
+
+    return FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
 
 
 # Column names people give the three columns shardsmith reads, each mapped to the flag that names it.
@@ -475,12 +484,13 @@ def _hidden(relative: str) -> bool:
 def resolve_sources(manifests: tuple[str, ...]) -> list[Source]:
     """Expands globs and tells manifests from folders. Sorted, so source indexes do not depend on the order
     the filesystem lists them in. A local manifest that is not a regular file is a UsageError: reading a FIFO
-    would wait for a writer forever, and a device such as /dev/zero never ends."""
-    from apache_beam.io.filesystems import FileSystems
-
+    would wait for a writer forever, and a device such as /dev/zero never ends. Beam's FileSystems is imported
+    only for a glob or a remote path: a missing local manifest is reported before Beam loads (seconds)."""
     paths: list[tuple[str, bool]] = []
     for given in manifests:
         if any(c in given for c in GLOB_CHARS):
+            from apache_beam.io.filesystems import FileSystems
+
             try:
                 matched = FileSystems.match([given])[0].metadata_list
             except Exception:
@@ -490,7 +500,7 @@ def resolve_sources(manifests: tuple[str, ...]) -> list[Source]:
             paths.extend((m.path, False) for m in matched)
         elif _is_folder(given):
             paths.append((given.rstrip("/"), True))
-        elif FileSystems.exists(given):
+        elif _exists(given):
             paths.append((given, False))
         else:
             raise UsageError(f"manifest not found: {given}")
@@ -507,6 +517,14 @@ def resolve_sources(manifests: tuple[str, ...]) -> list[Source]:
             raise UsageError(f"manifest {path} is {kind}, not a regular file")
     unique = sorted(set(paths))
     return [Source(path, index, source_kind(path, is_folder)) for index, (path, is_folder) in enumerate(unique)]
+
+
+def _exists(path: str) -> bool:
+    if not is_remote(path):
+        return os.path.exists(path)
+    from apache_beam.io.filesystems import FileSystems
+
+    return FileSystems.exists(path)
 
 
 def _is_folder(path: str) -> bool:

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from shardsmith.core import faults
+from shardsmith.core import faults, progress_signal
 from shardsmith.core.encode import encode_image_example
 from shardsmith.core.load_images import (
     ImageInfo,
@@ -141,6 +141,7 @@ def write_shard_file(config: WriterConfig, split: str, shard: int, dealt: Iterab
                 row = loaded.placed.row
                 if loaded.error is not None:
                     outcome.errors.append(ErrorRow.for_row(row, STAGE, loaded.error.reason, loaded.error.detail))
+                    progress_signal.add(progress_signal.IMAGES_REJECTED)
                     continue
                 record = encode_image_example(row, loaded.data, loaded.info, loaded.sha256, config.records.image_mode,
                                               loaded.mask)
@@ -155,6 +156,7 @@ def write_shard_file(config: WriterConfig, split: str, shard: int, dealt: Iterab
                 out.write(tail)
                 label_counts[row.label] += 1
                 num_rows += len(row.lines)
+                progress_signal.add(progress_signal.IMAGES_WRITTEN)
                 faults.reached("mid_shard")
     except BaseException:
         output.discard_temporary()  # a retry writes its own temporary file; do not leave this one behind

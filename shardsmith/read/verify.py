@@ -320,8 +320,12 @@ def load_metadata(output_dir: str) -> dict:
     try:
         metadata = read_metadata(output_dir)
     except MetadataMissing:
-        what = "does not exist" if not FileSystems.exists(output_dir) else "holds no metadata.json"
-        raise UsageError(f"{output_dir} {what}: not a finished shardsmith dataset") from None
+        if not FileSystems.exists(output_dir):
+            raise UsageError(f"{output_dir} does not exist: not a finished shardsmith dataset") from None
+        from shardsmith.read.unfinished import unfinished_build
+
+        raise UsageError(unfinished_build(output_dir)
+                         or f"{output_dir} holds no metadata.json: not a finished shardsmith dataset") from None
     except MetadataError as e:
         raise UsageError(str(e)) from None
     try:

@@ -1,0 +1,218 @@
+"""A local build's progress on stderr: rows read, images written of the total, images/s and time left.
+
+Where the numbers come from: the steps that read rows and write images add to counter files in a scratch
+folder this module names in SHARDSMITH_PROGRESS_DIR (shardsmith/core/progress_signal.py), one byte per row or
+image; the writer processes inherit the variable. The total is the number of rows placed, known once placement
+is done and before any image is read. A watcher thread reads the counters and draws them:
+
+- on a terminal, a live tqdm line redrawn TTY_REFRESH_S apart and removed when the build ends;
+- elsewhere (CI, Airflow's task log) a plain line at most NON_TTY_INTERVAL_S apart, and one last line with the
+  final counts when the build ends. SHARDSMITH_PROGRESS_INTERVAL (seconds) changes that interval.
+
+Only the local runner is watched (pipeline/cli.py): a remote runner's workers never see the variable, so their
+progress is on the job's page. Nothing here reads image bytes or changes what a build writes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from typing import TextIO
+
+from shardsmith.core import progress_signal as signal
+
+TTY_REFRESH_S = 0.25  # a live line redrawn a few times a second
+NON_TTY_INTERVAL_S = 5.0  # plain lines in a log: at most one this often
+INTERVAL_ENV = "SHARDSMITH_PROGRESS_INTERVAL"
+
+
+@dataclass(frozen=True)
+class Counts:
+    rows_read: int = 0
+    written: int = 0
+    rejected: int = 0
+    total: int = 0  # 0 until the rows are placed
+
+    @property
+    def done(self) -> int:
+        done = self.written + self.rejected
+        return min(done, self.total) if self.total else done  # a retried bundle counts twice: clamp
+
+    @classmethod
+    def read(cls, folder: str) -> Counts:
+        return cls(signal.read(folder, signal.ROWS_READ), signal.read(folder, signal.IMAGES_WRITTEN),
+                   signal.read(folder, signal.IMAGES_REJECTED), signal.read(folder, signal.TOTAL))
+
+
+def plain_line(counts: Counts, rate: float) -> str:
+    """`shardsmith: progress: 1200 rows read; 800 of 1200 images written (3 rejected), 95 images/s, about 4 s left`"""
+    text = f"shardsmith: progress: {counts.rows_read} rows read"
+    if counts.total or counts.done:
+        of = f" of {counts.total}" if counts.total else ""
+        rejected = f" ({counts.rejected} rejected)" if counts.rejected else ""
+        text += f"; {counts.done}{of} images written{rejected}"
+        text += f", {rate:.0f} images/s" if rate > 0 else ""
+        if counts.total and rate > 0 and counts.done < counts.total:
+            text += f", about {_duration((counts.total - counts.done) / rate)} left"
+    return text
+
+
+def _duration(seconds: float) -> str:
+    seconds = round(seconds)
+    if seconds < 60:
+        return f"{seconds} s"
+    minutes, seconds = divmod(seconds, 60)
+    return f"{minutes} min {seconds:02d} s" if minutes < 60 else f"{minutes // 60} h {minutes % 60:02d} min"
+
+
+def non_tty_interval() -> float:
+    """NON_TTY_INTERVAL_S, or the seconds SHARDSMITH_PROGRESS_INTERVAL gives (tests make it small)."""
+    with contextlib.suppress(KeyError, ValueError):
+        return max(0.01, float(os.environ[INTERVAL_ENV]))
+    return NON_TTY_INTERVAL_S
+
+
+class _Rate:
+    """Images per second since writing was first seen (start-up, reading and placement left out)."""
+
+    def __init__(self):
+        self._start: tuple[float, int] | None = None
+
+    def __call__(self, counts: Counts, now: float) -> float:
+        done = counts.done
+        if self._start is None:
+            if done or counts.total:
+                self._start = (now, done)
+            return 0.0
+        start_time, start_done = self._start
+        return (done - start_done) / (now - start_time) if now > start_time else 0.0
+
+
+class _TerminalLine:
+    """A tqdm bar of images written, with rows read beside it."""
+
+    def __init__(self, stream: TextIO):
+        from tqdm import tqdm
+
+        self._bar = tqdm(total=None, file=stream, unit=" images", desc="shardsmith: writing", leave=False,
+                         mininterval=0, dynamic_ncols=True)
+
+    def show(self, counts: Counts) -> None:
+        if counts.total and self._bar.total != counts.total:
+            self._bar.total = counts.total
+        self._bar.set_postfix_str(f"{counts.rows_read} rows read", refresh=False)
+        self._bar.update(counts.done - self._bar.n)  # redraws: mininterval=0, the watcher paces it
+
+    def close(self, counts: Counts) -> None:
+        self.show(counts)  # the final counts, drawn once
+        self._bar.close()  # leave=False: the line is cleared for the summary
+
+
+class _LogLines:
+    def __init__(self, stream: TextIO, interval: float):
+        self._stream = stream
+        self._interval = interval
+        self._rate = _Rate()
+        self._last: tuple[float, Counts] | None = None
+
+    def show(self, counts: Counts) -> None:
+        now = time.monotonic()
+        rate = self._rate(counts, now)
+        if self._last is not None and (now - self._last[0] < self._interval or self._last[1] == counts):
+            return
+        if self._last is None and counts == Counts():
+            return
+        self._last = (now, counts)
+        print(plain_line(counts, rate), file=self._stream, flush=True)
+
+    def close(self, counts: Counts) -> None:
+        if counts != Counts() and (self._last is None or self._last[1] != counts):
+            print(plain_line(counts, self._rate(counts, time.monotonic())), file=self._stream, flush=True)
+
+
+class Progress:
+    """Watches a local build's counters while in its with-block and draws them on `stream` (stderr)."""
+
+    def __init__(self, stream: TextIO | None = None):
+        self._given = stream
+        self._stream: TextIO = stream or sys.stderr
+        self._own_stream: TextIO | None = None
+        self._folder = ""
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._view = None
+        self._redirect = contextlib.ExitStack()
+
+    def __enter__(self) -> Progress:
+        self._folder = tempfile.mkdtemp(prefix="shardsmith-progress-")
+        os.environ[signal.PROGRESS_DIR_ENV] = self._folder
+        if self._given is None:
+            self._stream = self._own_stream = _stderr_copy()
+        tty = _isatty(self._stream)
+        if tty:
+            self._view = _TerminalLine(self._stream)
+            _log_above(self._redirect, self._stream)
+        else:
+            self._view = _LogLines(self._stream, non_tty_interval())
+        pace = TTY_REFRESH_S if tty else min(TTY_REFRESH_S, non_tty_interval())
+        self._thread = threading.Thread(target=self._watch, args=(pace,), name="shardsmith-progress", daemon=True)
+        self._thread.start()
+        return self
+
+    def _watch(self, pace: float) -> None:
+        while not self._stop.wait(pace):
+            self._view.show(Counts.read(self._folder))
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        if os.environ.get(signal.PROGRESS_DIR_ENV) == self._folder:
+            del os.environ[signal.PROGRESS_DIR_ENV]
+        self._view.close(Counts.read(self._folder))
+        self._redirect.close()
+        if self._own_stream is not None and self._own_stream is not sys.stderr:
+            self._own_stream.close()
+        signal.forget(self._folder)
+        shutil.rmtree(self._folder, ignore_errors=True)
+
+
+def _log_above(stack: contextlib.ExitStack, stream: TextIO) -> None:
+    """Log lines print above the live line (tqdm clears it, writes the line, redraws it) on the line's stream."""
+    from tqdm.contrib.logging import _TqdmLoggingHandler, logging_redirect_tqdm
+
+    stack.enter_context(logging_redirect_tqdm())
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, _TqdmLoggingHandler):
+            handler.stream = stream
+
+
+def _stderr_copy() -> TextIO:
+    """stderr on a file descriptor of its own: the quiet TensorFlow import (shardsmith/tensorflow_import.py)
+    points descriptor 2 at a temporary file while TensorFlow loads, which may happen mid-build; the progress
+    line must neither land in it nor glue itself to the load-time lines that import filters out."""
+    sys.stderr.flush()
+    try:
+        return os.fdopen(os.dup(sys.stderr.fileno()), "w", buffering=1, encoding="utf-8", errors="replace")
+    except (AttributeError, OSError, ValueError):  # a stderr without a descriptor (captured by a test)
+        return sys.stderr
+
+
+def _isatty(stream: TextIO) -> bool:
+    """A terminal a live line can be drawn on: one that says it is a terminal and, if it has a size, is not 0
+    columns wide (a pseudo-terminal no one sized, as under `script` in CI)."""
+    try:
+        if not stream.isatty():
+            return False
+    except (AttributeError, ValueError):
+        return False
+    try:
+        return os.get_terminal_size(stream.fileno()).columns > 0
+    except (AttributeError, OSError, ValueError):  # no file descriptor (a test's stream): trust isatty()
+        return True
