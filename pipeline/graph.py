@@ -79,7 +79,7 @@ def build_graph(pipeline: beam.Pipeline, options: BuildOptions, sources: list[So
             files_dir, temp_dir, after=written.shards if writer_processes or transform_fn_writer else None,
             writer=transform_fn_writer,
         )
-    errors = (*stage_errors, labelled.errors, written.errors) | "AllErrors" >> beam.Flatten()
+    errors = (*stage_errors, labelled.errors, written.errors)  # not flattened: the report writes each where made
     num_placed = plan | "NumPlacedRows" >> beam.Map(lambda p: sum(s.num_examples for s in p.splits.values()))
     _ = num_placed | "NoteProgressTotal" >> beam.Map(progress_signal.set_total)  # a watching launcher's total
     duplicates = written.digests | "SummarizeDuplicates" >> SummarizeDuplicates(num_placed)

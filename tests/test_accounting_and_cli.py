@@ -142,17 +142,18 @@ def test_python_dash_m_pipeline_is_the_same_command(tmp_path):
 
 def test_errors_jsonl_written_in_parts_is_the_same_sorted_file(bad_rows_manifest, shardsmith, tmp_path,
                                                                monkeypatch):
-    """errors.jsonl is written in bounded parts (transforms/report.py) joined in order: with parts of 3 lines,
-    over two manifests, the file is byte-identical to the one written in a single part, sorted by source and
-    line, and no part file is left in the build's folder."""
+    """errors.jsonl is written in bounded sorted parts (transforms/report.py) and merged: with parts of 3 lines
+    over two manifests, merged two at a time in rounds, the file is byte-identical to the one written in a
+    single part, sorted by source and line, and no part file is left in the build's folder."""
     from transforms import report
 
     manifest, _, num_bad = bad_rows_manifest
     second = manifest.with_name("again.csv")
     second.write_text(manifest.read_text())
     written = {}
-    for lines_per_part in (report.ERROR_LINES_PER_PART, 3):
+    for lines_per_part, merged_at_once in ((report.ERROR_LINES_PER_PART, report.PARTS_MERGED_AT_ONCE), (3, 2)):
         monkeypatch.setattr(report, "ERROR_LINES_PER_PART", lines_per_part)
+        monkeypatch.setattr(report, "PARTS_MERGED_AT_ONCE", merged_at_once)
         out = tmp_path / f"out{lines_per_part}"
         result = shardsmith("build", "--manifest", manifest, "--manifest", second, "--output_dir", out,
                             "--name", "ds", "--max_error_fraction", "0.5")

@@ -29,6 +29,7 @@ import json
 import os
 import secrets
 import time
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
 from shardsmith.format.metadata import MetadataMissing, metadata_bytes, read_metadata
@@ -261,28 +262,24 @@ def write_atomically(path: str, data: bytes) -> None:
     os.replace(temp, path)
 
 
-COPY_CHUNK_BYTES = 1 << 20  # write_atomically_from holds one chunk of a part at a time
+COPY_CHUNK_BYTES = 1 << 20  # write_atomically_from holds about one chunk at a time
 
 
-def write_atomically_from(path: str, parts: list[str]) -> None:
-    """Writes `path` as the concatenation of the files `parts`, in order, copied in chunks; like
+def write_atomically_from(path: str, chunks: Iterable[bytes]) -> None:
+    """Writes `path` as the concatenation of `chunks`, consumed one at a time (never all in memory); like
     write_atomically, `path` holds either its old content or all of it."""
-    from apache_beam.io.filesystems import FileSystems
-
-    def copy_into(out) -> None:
-        for part in parts:
-            with FileSystems.open(part, compression_type="uncompressed") as source:
-                while chunk := source.read(COPY_CHUNK_BYTES):
-                    out.write(chunk)
-
     if is_remote(path):
+        from apache_beam.io.filesystems import FileSystems
+
         with FileSystems.create(path) as out:
-            copy_into(out)
+            for chunk in chunks:
+                out.write(chunk)
         return
     folder, base = path.rsplit("/", 1)
     temp = f"{folder}/{TEMP_PREFIX}{base}.{secrets.token_hex(8)}"
     with open(temp, "wb") as out:
-        copy_into(out)
+        for chunk in chunks:
+            out.write(chunk)
     os.replace(temp, path)
 
 
