@@ -274,7 +274,7 @@ def test_help_documents_every_command_and_setting():
     for word in ("image", "dataflow", "template", "run-template", "--dry-run", "--config", "--no_public_ips",
                  "--no_wait_until_finish", "--max_num_workers", "--service_account_email", "--worker_machine_type",
                  "--sdk_container_image", "--no_use_public_ips", "--manifest, --feature or --path_map",
-                 "--overwrite or --break_lock"):
+                 "--overwrite, --break_lock or --verbose"):
         assert word in cloud.stdout, word
     for key in ("PROJECT", "REGION", "BUCKET", "TEMP_LOCATION", "STAGING_LOCATION", "TEMPLATE_FILE", "IMAGE",
                 "REPOSITORY", "IMAGE_TAG", "BUILDER", "SERVICE_ACCOUNT", "MACHINE_TYPE", "MAX_WORKERS",
@@ -317,6 +317,9 @@ EXAMPLES = {
     "max_image_bytes": ("67108864", "64MB"),
     "max_pixels": ("89478485", "0"),
     "temp_dir": ("gs://my-bucket/tmp/tft", "/tmp/tft"),
+    "near_duplicates": ("report", "maybe"),
+    "near_duplicate_distance": ("8", "17"),
+    "verbose": ("true", "loud"),
 }
 
 

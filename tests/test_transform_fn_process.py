@@ -70,6 +70,8 @@ def test_the_process_reports_a_failure_in_one_line_and_serves_the_next_request(t
 def test_the_process_and_its_socket_are_gone_when_the_build_ends():
     with transform_fn_process() as write:
         assert Path(write.address).name == SOCKET_NAME
+        with pytest.raises(RuntimeError, match="no such request"):  # it answers: it is up
+            write.wait("0" * 64)
         assert _processes_serving(write.address)
         clone = pickle.loads(pickle.dumps(write))  # a Beam step holds the client: it must travel
         assert clone == write
