@@ -101,8 +101,9 @@ class _TerminalLine:
     def __init__(self, stream: TextIO):
         from tqdm import tqdm
 
+        # miniters=1: tqdm's dynamic miniters would skip a redraw whose step is smaller than the last one's.
         self._bar = tqdm(total=None, file=stream, unit=" images", desc="shardsmith: writing", leave=False,
-                         mininterval=0, dynamic_ncols=True)
+                         mininterval=0, miniters=1, dynamic_ncols=True)
 
     def show(self, counts: Counts) -> None:
         if counts.total and self._bar.total != counts.total:
@@ -111,7 +112,8 @@ class _TerminalLine:
         self._bar.update(counts.done - self._bar.n)  # redraws: mininterval=0, the watcher paces it
 
     def close(self, counts: Counts) -> None:
-        self.show(counts)  # the final counts, drawn once
+        self.show(counts)
+        self._bar.refresh()  # the final counts, drawn once whatever tqdm's pacing decided
         self._bar.close()  # leave=False: the line is cleared for the summary
 
 

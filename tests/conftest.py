@@ -14,6 +14,7 @@ import json
 import os
 import random
 import shutil
+import subprocess
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -288,3 +289,19 @@ def placed_by(label_ids: list[int], metadata: dict) -> str:
 def checks():
     """Checks shared by the tests of each task: balance, byte-identical reruns, the placing label."""
     return SimpleNamespace(assert_balanced=assert_balanced, shard_bytes=shard_bytes, placed_by=placed_by)
+
+
+def stop_process(process: subprocess.Popen, timeout_s: float) -> None:
+    """Terminates a helper process a test started (a server, a worker pool); kills it if it lingers."""
+    process.terminate()
+    try:
+        process.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+@pytest.fixture(scope="session")
+def stopped():
+    """stop_process(process, timeout_s), for module fixtures that start servers."""
+    return stop_process

@@ -17,6 +17,8 @@ What had to be found out:
   transform_fn/ with tf.io.gfile) cannot write there. On real Cloud Storage both work. So: shards are read by
   downloading their bytes through Beam's FileSystems and parsing them with tf.data; and for the transform_fn/
   step only, TensorFlow's Python file API is bridged to Beam's GCS client for gs:// paths (_TensorFlowGcsBridge).
+  The bridge lives in this process, so the `gcs` fixture imports tensorflow-transform first: a build started from
+  a process that has it writes transform_fn there instead of in a tf.transform process of its own.
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def emulator():
+def emulator(stopped):
     """A gcp-storage-emulator process on a free port, in memory; stopped at the end of the module."""
     port = _free_port()
     host = f"http://127.0.0.1:{port}"
@@ -81,12 +83,7 @@ def emulator():
             time.sleep(0.1)
         yield host
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stopped(process, 10)
 
 
 class _Stat:
@@ -241,6 +238,7 @@ class _TensorFlowGcsBridge:
 def gcs(emulator):
     """Points Beam's GCS client (and google-cloud-storage) at the emulator, anonymously, and bridges TensorFlow's
     file API for gs:// (see the module docstring); restores everything afterwards. Yields a storage client."""
+    import tensorflow_transform.beam  # noqa: F401  (a process that has it writes transform_fn itself: here, bridged)
     from apache_beam.internal.gcp import auth
     from google.cloud import storage
     from tensorflow.python.lib.io import file_io

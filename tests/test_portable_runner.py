@@ -40,7 +40,7 @@ def _wait_listening(port: int, process: subprocess.Popen, what: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def portable(tmp_path_factory):
+def portable(tmp_path_factory, stopped):
     """A local job service and an external worker pool on free 127.0.0.1 ports; yields the runner's flags and
     the pool's working directory; stops both at the end."""
     job_port, pool_port = _free_port(), _free_port()
@@ -67,12 +67,7 @@ def portable(tmp_path_factory):
                "worker_cwd": worker_cwd}
     finally:
         for process, log in processes:
-            process.terminate()
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            stopped(process, 20)
             log.close()
 
 
