@@ -85,7 +85,7 @@ def build_graph(pipeline: beam.Pipeline, options: BuildOptions, sources: list[So
     duplicates = written.digests | "SummarizeDuplicates" >> SummarizeDuplicates(num_placed)
     report_inputs = {}
     if checks.near_duplicates == "report":
-        near_found = written.phashes | "FindNearPairs" >> FindNearPairs(checks.near_duplicate_distance)
+        near_found = written.signatures | "FindNearPairs" >> FindNearPairs(checks.near_duplicate_distance)
     if near_found is not None:
         report_inputs["near_duplicates"] = near_found | "ReportNearDuplicates" >> ReportNearDuplicates(
             files_dir, checks.near_duplicates, checks.near_duplicate_distance, near_dropped)

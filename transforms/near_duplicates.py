@@ -1,13 +1,14 @@
 """Near-duplicate images (resized, re-encoded, brightened or slightly cropped copies) across and within splits,
-by perceptual hash (shardsmith/core/perceptual_hash.py) and banded candidates (shardsmith/core/near_duplicates.py).
+by perceptual signature (shardsmith/core/perceptual_hash.py), banded candidates and their confirmation
+(shardsmith/core/near_duplicates.py).
 
-`--near_duplicates report` takes the hashes from the shard writer, which decodes each image anyway: only
-(hash, split, label, URI, row position) leaves it. `drop` must decide before placement, so it reads and hashes
+`--near_duplicates report` takes the signatures from the shard writer, which decodes each image anyway: only
+(signature, split, label, URI, row position) leaves it. `drop` must decide before placement, so it reads and hashes
 every image in a pass of its own (a second read, as `--on_duplicate drop`) and turns the validation or test
 copy of a training image into an error row; both modes write near_duplicates.jsonl and a summary for
 metadata.json.
 
-Memory: the GroupByKey carries rows of a few dozen bytes keyed by (band, band value); one bucket holds at most
+Memory: the GroupByKey carries rows of about 200 bytes keyed by (band, band value); one bucket holds at most
 MAX_BUCKET_MEMBERS + 1 of them in a worker (bigger ones are reported as capped, not expanded); the listing keeps
 the MAX_LISTED_PAIRS closest pairs, the counts cover them all.
 """
@@ -25,6 +26,7 @@ import apache_beam as beam
 from shardsmith.core.load_images import read_bytes
 from shardsmith.core.near_duplicates import (
     MAX_BUCKET_MEMBERS,
+    MIN_STRUCTURE_SIMILARITY,
     CappedBucket,
     HashedImage,
     NearPair,
@@ -35,7 +37,7 @@ from shardsmith.core.near_duplicates import (
     pairs_in_bucket,
     take_bucket,
 )
-from shardsmith.core.perceptual_hash import hash_bytes
+from shardsmith.core.perceptual_hash import ImageSignature, signature_of_bytes
 from shardsmith.core.rows import ROWS_PER_BATCH, ErrorRow, ManifestRow, RowBatch
 from shardsmith.format.build_folder import write_atomically
 from shardsmith.format.metadata import near_duplicates_bytes
@@ -105,6 +107,7 @@ class NearDuplicateSummary:
     num_pairs: int = 0
     split_pairs: Counter = field(default_factory=Counter)  # "train-test" / "within train" -> pairs
     num_label_mismatches: int = 0
+    num_low_detail: int = 0
     closest: list = field(default_factory=list)  # heap of (-sort_key..) holding the MAX_LISTED_PAIRS closest
 
 
@@ -118,6 +121,7 @@ class SummarizePairsFn(beam.CombineFn):
         summary.num_pairs += 1
         summary.split_pairs[pair.splits] += 1
         summary.num_label_mismatches += pair.labels_differ
+        summary.num_low_detail += pair.low_detail
         summary.closest.append(pair)
         if len(summary.closest) > 2 * MAX_LISTED_PAIRS:
             summary.closest = heapq.nsmallest(MAX_LISTED_PAIRS, summary.closest, key=NearPair.sort_key)
@@ -129,6 +133,7 @@ class SummarizePairsFn(beam.CombineFn):
             merged.num_pairs += s.num_pairs
             merged.split_pairs.update(s.split_pairs)
             merged.num_label_mismatches += s.num_label_mismatches
+            merged.num_low_detail += s.num_low_detail
             merged.closest = heapq.nsmallest(MAX_LISTED_PAIRS, merged.closest + s.closest, key=NearPair.sort_key)
         return merged
 
@@ -148,7 +153,9 @@ def write_near_duplicates(summary: NearDuplicateSummary, capped: list[CappedBuck
     return {
         "mode": mode,
         "max_distance": max_distance,
-        "hash": "imagehash pHash, 64 bits",
+        "hash": "imagehash pHash, 64 bits; pairs confirmed by structure and colour",
+        "min_structure_similarity": MIN_STRUCTURE_SIMILARITY,
+        "num_low_detail_pairs": summary.num_low_detail,
         "num_pairs": summary.num_pairs,
         "num_listed": len(summary.closest),
         "file": NEAR_DUPLICATES_FILE,
@@ -188,8 +195,8 @@ def row_key(row: ManifestRow) -> tuple[int, int, str]:
     return (row.source_index, row.line, row.uri)
 
 
-def hashed(row: ManifestRow, phash: int) -> HashedImage:
-    return HashedImage(phash, row.split, row.label, row.uri, row.source_index, row.line)
+def hashed(row: ManifestRow, signature: ImageSignature) -> HashedImage:
+    return HashedImage(signature, row.split, row.label, row.uri, row.source_index, row.line)
 
 
 class HashRowsFn(ThreadPoolDoFn):
@@ -202,17 +209,17 @@ class HashRowsFn(ThreadPoolDoFn):
         super().__init__()
         self._max_image_bytes = max_image_bytes
 
-    def _hash(self, row: ManifestRow) -> int | None:
+    def _hash(self, row: ManifestRow) -> ImageSignature | None:
         try:
-            return hash_bytes(read_bytes(row.resolved_uri, self._max_image_bytes, row.size))
+            return signature_of_bytes(read_bytes(row.resolved_uri, self._max_image_bytes, row.size))
         except Exception:
             return None
 
     def process(self, batch: RowBatch) -> Iterator:
-        for phash, row in zip(self._pool.map(self._hash, batch), batch, strict=True):
+        for signature, row in zip(self._pool.map(self._hash, batch), batch, strict=True):
             yield row_key(row), row
-            if phash is not None:
-                yield beam.pvalue.TaggedOutput("hashes", hashed(row, phash))
+            if signature is not None:
+                yield beam.pvalue.TaggedOutput("hashes", hashed(row, signature))
 
 
 def _drop_decision(pair: NearPair) -> Iterator:

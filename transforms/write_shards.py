@@ -33,7 +33,7 @@ from transforms import ERRORS
 from transforms.metrics import count_written, rejected
 
 DIGESTS = "digests"
-PHASHES = "phashes"  # --near_duplicates report: lists of HashedImage, one per shard
+SIGNATURES = "signatures"  # --near_duplicates report: lists of HashedImage, one per shard
 # Shards handed to the writer processes beyond one each: keeps them busy without holding every shard's rows.
 EXTRA_SHARDS_QUEUED_PER_PROCESS = 1
 _LOG = logging.getLogger("shardsmith")
@@ -42,7 +42,7 @@ _LOG = logging.getLogger("shardsmith")
 class WriteShardFn(beam.DoFn):
     """((split, shard), lists of PlacedRows) -> ShardResult, with ErrorRows (tagged `errors`) for rejected
     images, the shard's list of ImageDigests (tagged `digests`) and, with --near_duplicates report, of
-    HashedImages (tagged `phashes`). Counts records_written_<split>,
+    HashedImages (tagged `signatures`). Counts records_written_<split>,
     bytes_written_<split>, errors_load and image_bytes (transforms/metrics.py) as each shard's outputs leave.
 
     With `processes` > 0, shards are written by that many writer processes and their results come out as they
@@ -107,8 +107,8 @@ def _outputs(outcome: ShardOutcome):
         yield rejected(error)
     if outcome.digests:
         yield beam.pvalue.TaggedOutput(DIGESTS, outcome.digests)
-    if outcome.phashes:
-        yield beam.pvalue.TaggedOutput(PHASHES, outcome.phashes)
+    if outcome.signatures:
+        yield beam.pvalue.TaggedOutput(SIGNATURES, outcome.signatures)
     yield result
 
 
@@ -121,4 +121,4 @@ class WriteShards(beam.PTransform):
 
     def expand(self, shard_groups):
         fn = WriteShardFn(self._config, self._processes, self._while_writing)
-        return shard_groups | "WriteShard" >> beam.ParDo(fn).with_outputs(ERRORS, DIGESTS, PHASHES, main="shards")
+        return shard_groups | "WriteShard" >> beam.ParDo(fn).with_outputs(ERRORS, DIGESTS, SIGNATURES, main="shards")

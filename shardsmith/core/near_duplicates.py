@@ -1,10 +1,17 @@
-"""Near-duplicate candidates without all pairs: the pure logic under transforms/near_duplicates.py.
+"""Near-duplicate candidates without all pairs, and the test that confirms them: the pure logic under
+transforms/near_duplicates.py.
 
 Banding (pigeonhole): a HASH_BITS-bit hash is cut into `max_distance + 1` bands of consecutive bits; two hashes
 within Hamming distance d differ in at most d bits, so at least one of the d+1 bands is identical in both. Rows
 that share (band index, band value) are candidates; each candidate pair gets its exact distance, and only
 pairs within `max_distance` are kept. A pair found in several bands is the same NearPair (same keys, same
 order), so dropping repeats by `pair_key` is deterministic.
+
+Confirmation: a pHash distance alone pairs many distinct low-detail images (dark corners, blank walls, star
+fields: measured in docs/near_duplicates.md). A candidate within the distance is a pair only when the
+signatures' low-frequency structure agrees (cosine of the DCT coefficients at least MIN_STRUCTURE_SIMILARITY)
+and so does their coarse colour (`colours_agree`). Both are unchanged by resizing and re-encoding, and by
+design by brightness and (within the tolerance) contrast changes.
 
 Degenerate buckets (every all-black or all-white image has the same hash, so the same value in every band) are
 not expanded: a bucket holding more than MAX_BUCKET_MEMBERS rows is reported (its band, size and a few URIs)
@@ -17,27 +24,43 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from shardsmith.core.perceptual_hash import HASH_BITS
+import numpy as np
+
+from shardsmith.core.perceptual_hash import HASH_BITS, ImageSignature
 from shardsmith.format.naming import SPLITS
 
-DEFAULT_MAX_DISTANCE = 8
+# pHash bits a pair may differ in; 10 keeps 5% crops (docs/near_duplicates.md), the confirmation the false pairs.
+DEFAULT_MAX_DISTANCE = 10
 # Beyond a quarter of the bits, unrelated photos (about 32 bits apart) start to pair, and bands get too narrow.
 MAX_DISTANCE = 16
-# Rows in one band bucket that are compared pairwise; a bigger bucket is reported as capped and not expanded.
-MAX_BUCKET_MEMBERS = 2000
+# Cosine of two signatures' low-frequency DCT coefficients below which a candidate is not a near duplicate.
+MIN_STRUCTURE_SIMILARITY = 0.9
+# Opponent colour (over mean brightness) two copies' quarters may differ by: this much, plus a share of the
+# stronger colour, since a contrast change of x0.7-x1.3 scales colours.
+COLOUR_TOLERANCE = 0.1
+COLOUR_RELATIVE_TOLERANCE = 0.5
+# A pair is flagged low_detail when either image has fewer textured blocks (of 16) than this.
+LOW_DETAIL_BLOCKS = 12
+# Rows in one band bucket that are compared pairwise (vectorised Hamming distances, a few MB of rows); a bigger
+# bucket is reported as capped and not expanded.
+MAX_BUCKET_MEMBERS = 10_000
 CAPPED_BUCKET_EXAMPLES = 3  # URIs named per capped bucket in metadata.json
 
 
 @dataclass(frozen=True, slots=True)
 class HashedImage:
-    """One image's perceptual hash and whose it is: what leaves the writer (never pixels)."""
+    """One image's perceptual signature and whose it is: what leaves the writer (never pixels)."""
 
-    phash: int
+    signature: ImageSignature
     split: str
     label: str
     uri: str
     source_index: int
     line: int
+
+    @property
+    def phash(self) -> int:
+        return self.signature.phash
 
     @property
     def key(self) -> tuple[int, int, str]:
@@ -54,6 +77,12 @@ class NearPair:
     distance: int
     first: HashedImage  # the earlier split (the copy `drop` keeps)
     second: HashedImage
+    similarity: float = 1.0  # the structure cosine that confirmed the pair
+
+    @property
+    def low_detail(self) -> bool:
+        """Either image has little texture: such pairs are the likeliest to be distinct pictures."""
+        return min(self.first.signature.detail, self.second.signature.detail) < LOW_DETAIL_BLOCKS
 
     @property
     def pair_key(self) -> tuple:
@@ -77,6 +106,8 @@ class NearPair:
     def to_dict(self) -> dict:
         return {
             "distance": self.distance,
+            "similarity": round(self.similarity, 3),
+            "low_detail": self.low_detail,
             "splits": self.splits,
             "labels_differ": self.labels_differ,
             "first": {"uri": self.first.uri, "split": self.first.split, "label": self.first.label,
@@ -137,21 +168,48 @@ def take_bucket(members: Iterable[HashedImage], cap: int = MAX_BUCKET_MEMBERS) -
     return held, size
 
 
-def pair_of(a: HashedImage, b: HashedImage, distance: int) -> NearPair:
+def pair_of(a: HashedImage, b: HashedImage, distance: int, similarity: float = 1.0) -> NearPair:
     first, second = sorted((a, b), key=HashedImage.pair_order)
-    return NearPair(distance, first, second)
+    return NearPair(distance, first, second, similarity)
+
+
+def structure_similarity(a: ImageSignature, b: ImageSignature) -> float:
+    """Cosine of the two signatures' low-frequency DCT coefficients: 1 for copies, lower for other pictures."""
+    u, v = a.structure_vector(), b.structure_vector()
+    norms = float(np.linalg.norm(u) * np.linalg.norm(v))
+    if norms == 0:  # a flat image has no structure to compare: only another flat one matches it
+        return 1.0 if not u.any() and not v.any() else 0.0
+    return float(u @ v) / norms
+
+
+def colours_agree(a: ImageSignature, b: ImageSignature) -> bool:
+    """Every quarter's opponent colour within COLOUR_TOLERANCE plus COLOUR_RELATIVE_TOLERANCE of the stronger."""
+    u, v = a.colour_cells(), b.colour_cells()
+    strength = np.maximum(np.linalg.norm(u, axis=1), np.linalg.norm(v, axis=1))
+    return bool((np.linalg.norm(u - v, axis=1) <= COLOUR_TOLERANCE + COLOUR_RELATIVE_TOLERANCE * strength).all())
+
+
+def confirmed(a: ImageSignature, b: ImageSignature) -> tuple[bool, float]:
+    """Whether two signatures within the pHash distance are near copies: (yes or no, structure similarity)."""
+    similarity = structure_similarity(a, b)
+    return similarity >= MIN_STRUCTURE_SIMILARITY and colours_agree(a, b), similarity
 
 
 def pairs_in_bucket(members: list[HashedImage], max_distance: int) -> Iterator[NearPair]:
-    """Every pair of distinct rows in one bucket within `max_distance`, in a deterministic order."""
+    """Every confirmed pair of distinct rows in one bucket within `max_distance`, in a deterministic order.
+    Hamming distances are taken a row against the rest at once (numpy), so a full bucket costs
+    MAX_BUCKET_MEMBERS^2 / 2 popcounts, not as many Python steps."""
     members = sorted(members, key=lambda m: m.key)
+    hashes = np.array([m.phash for m in members], dtype=np.uint64)
     for i, a in enumerate(members):
-        for b in members[i + 1:]:
+        distances = np.bitwise_count(hashes[i + 1:] ^ hashes[i])
+        for offset in np.flatnonzero(distances <= max_distance):
+            b = members[i + 1 + int(offset)]
             if a.key == b.key:
                 continue
-            distance = hamming(a.phash, b.phash)
-            if distance <= max_distance:
-                yield pair_of(a, b, distance)
+            ok, similarity = confirmed(a.signature, b.signature)
+            if ok:
+                yield pair_of(a, b, int(distances[offset]), similarity)
 
 
 def leaked_copy(pair: NearPair) -> HashedImage | None:

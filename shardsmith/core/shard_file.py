@@ -32,7 +32,7 @@ from shardsmith.core.load_images import (
 )
 from shardsmith.core.masks import mask_png
 from shardsmith.core.near_duplicates import HashedImage
-from shardsmith.core.perceptual_hash import MIN_REDUCED_SIDE, hash_bytes, hash_image
+from shardsmith.core.perceptual_hash import MIN_REDUCED_SIDE, ImageSignature, signature_of_bytes, signature_of_image
 from shardsmith.core.reencode import reencode
 from shardsmith.core.rows import ErrorRow, ImageDigest, PlacedRow, ShardResult
 from shardsmith.core.settings import RecordSettings
@@ -63,7 +63,7 @@ class ShardOutcome:
     errors: list[ErrorRow] = field(default_factory=list)
     digests: list[ImageDigest] = field(default_factory=list)
     image_sizes: list[int] = field(default_factory=list)  # source bytes of each written image (Beam metrics)
-    phashes: list[HashedImage] = field(default_factory=list)  # --near_duplicates report: hash and row, no pixels
+    signatures: list[HashedImage] = field(default_factory=list)  # --near_duplicates report: signature and row
 
 
 @dataclass(frozen=True)
@@ -75,7 +75,7 @@ class _Loaded:
     error: ImageRejected | None = None
     mask: bytes | None = None  # segmentation: the class mask as stored
     source_size: int = 0  # bytes of the source file
-    phash: int | None = None  # perceptual hash of the source image, when asked for and it decodes
+    signature: ImageSignature | None = None  # perceptual signature of the source image, when asked for
 
 
 def _load(placed: PlacedRow, config: WriterConfig) -> _Loaded:
@@ -85,34 +85,34 @@ def _load(placed: PlacedRow, config: WriterConfig) -> _Loaded:
         sha256 = hashlib.sha256(data).hexdigest()
         changed = reencode(data, settings.reencoding, settings.max_pixels) if settings.reencoding.active else None
         if changed is not None:
-            phash = hash_bytes(data) if settings.perceptual_hash else None
-            return _Loaded(placed, *changed, sha256, source_size=len(data), phash=phash)
-        info, phash = _inspect(data, settings)
+            signature = signature_of_bytes(data) if settings.perceptual_hash else None
+            return _Loaded(placed, *changed, sha256, source_size=len(data), signature=signature)
+        info, signature = _inspect(data, settings)
     except ImageRejected as e:
         return _Loaded(placed, error=e)
     except OSError as e:
         return _Loaded(placed, error=ImageRejected("file cannot be read", f"{type(e).__name__}: {e}"[:300]))
     annotation = placed.row.annotation
     if annotation is None or not annotation.mask_uri:
-        return _Loaded(placed, data, info, sha256, source_size=len(data), phash=phash)
+        return _Loaded(placed, data, info, sha256, source_size=len(data), signature=signature)
     try:
         mask = mask_png(read_bytes(annotation.mask_uri, config.records.max_image_bytes), info.height, info.width)
     except ImageRejected as e:
         return _Loaded(placed, error=e)
     except OSError as e:
         return _Loaded(placed, error=ImageRejected("mask file cannot be read", f"{type(e).__name__}: {e}"[:300]))
-    return _Loaded(placed, data, info, sha256, mask=mask, source_size=len(data), phash=phash)
+    return _Loaded(placed, data, info, sha256, mask=mask, source_size=len(data), signature=signature)
 
 
-def _inspect(data: bytes, settings: RecordSettings) -> tuple[ImageInfo, int | None]:
-    """The image's info, and its perceptual hash when settings ask for one: from the pixels the decode
+def _inspect(data: bytes, settings: RecordSettings) -> tuple[ImageInfo, ImageSignature | None]:
+    """The image's info, and its perceptual signature when settings ask for one: from the pixels the decode
     validation holds anyway, else from a reduced decode of its own. No hashing work when not asked."""
     if not settings.perceptual_hash:
         return inspect_image(data, settings.validate, settings.max_pixels), None
-    hashes: list[int | None] = []
+    signatures: list[ImageSignature | None] = []
     info = inspect_image(data, settings.validate, settings.max_pixels, min_decoded_side=MIN_REDUCED_SIDE,
-                         on_pixels=lambda image: hashes.append(hash_image(image)))
-    return info, hashes[0] if hashes else hash_bytes(data)
+                         on_pixels=lambda image: signatures.append(signature_of_image(image)))
+    return info, signatures[0] if signatures else signature_of_bytes(data)
 
 
 def _loaded_in_order(rows: list[PlacedRow], config: WriterConfig) -> Iterator[_Loaded]:
@@ -147,9 +147,9 @@ def write_shard_file(config: WriterConfig, split: str, shard: int, dealt: Iterab
                                               loaded.mask)
                 outcome.digests.append(ImageDigest(loaded.sha256, split, row.uri, row.source_index, row.line))
                 outcome.image_sizes.append(loaded.source_size)
-                if loaded.phash is not None:
-                    outcome.phashes.append(HashedImage(loaded.phash, split, row.label, row.uri, row.source_index,
-                                                       row.line))
+                if loaded.signature is not None:
+                    outcome.signatures.append(HashedImage(loaded.signature, split, row.label, row.uri,
+                                                          row.source_index, row.line))
                 head, tail = frame(record)
                 out.write(head)
                 out.write(record)

@@ -1,19 +1,25 @@
 """How well --near_duplicates finds copies, and what it costs: recall per transform, false pairs among distinct
-images per threshold, and the extra CPU per image of the hash in --validate header and decode mode.
+images per threshold, and the extra CPU per image of the signature in --validate header and decode mode.
 
     pip install -e '.[bench]'   # scikit-image, for its bundled photos (no download)
     python tests/benchmarks/near_duplicates.py [--copies_of 300] [--max_distinct 12000]
 
-Images: the photos scikit-image ships (skimage.data's files; line drawings, binary and tiny ones left out) and
-the tensorflow-recorder photos in tests/data/tfrecorder. Distinct images are tiles of those photos: for each
-tile side of 256, 192, 160, 128, 112, 96, 80 and 64 pixels, a grid of non-overlapping tiles, and a second grid
-shifted by half a tile (so tiles of one grid overlap the other's by half: a hard case for false pairs); tiles
-whose grey standard deviation is below MIN_TILE_STD (flat sky, black background) are left out, since copies of
-nothing are not distinct pictures. Each is saved as a JPEG (quality 90). Copies of `--copies_of` of them
-(those of 128 pixels or more) are made under each transform and compared with their original.
+Images: the photos scikit-image ships (skimage.data's files; line drawings, binary and tiny ones left out, and
+motorcycle_right, the other eye of the motorcycle_left stereo pair), matplotlib's grace_hopper.jpg and the
+tensorflow-recorder photos in tests/data/tfrecorder. Tiles are cut from them: for each tile side of 256, 192,
+160, 128, 112, 96, 80 and 64 pixels, a grid of non-overlapping tiles and a second grid shifted by half a tile;
+tiles whose grey standard deviation is below MIN_TILE_STD (flat sky, black background) are left out. Each is
+saved as a JPEG (quality 90).
 
-The hash is shardsmith's own (shardsmith.core.perceptual_hash), computed from the encoded bytes as the writer
-does. CPU figures are time.process_time per image, on this machine's shared cores: compare within a run.
+Distinct pairs: two tiles that share no pixel of a photo. Tiles that overlap (a 128-pixel tile and the 112-pixel
+tile at the same corner are a 12% crop of each other) are not distinct pictures, and are not counted either way.
+False pairs are reported for every distinct pair, and apart for pairs of two tiles with detail (both with at
+least LOW_DETAIL_BLOCKS textured blocks: what the build does not flag `low_detail`), and for tiles of different
+photos. Copies of `--copies_of` tiles (those of 128 pixels or more) are made under each transform and compared
+with their original, through the same test the build applies (pHash distance, then the confirmation).
+
+The signature is shardsmith's own (shardsmith.core.perceptual_hash), computed from the encoded bytes as the
+writer does. CPU figures are time.process_time per image, on this machine's shared cores: compare within a run.
 """
 
 from __future__ import annotations
@@ -24,18 +30,22 @@ import random
 import time
 from pathlib import Path
 
+import matplotlib
 import numpy as np
 from PIL import Image, ImageEnhance, ImageOps
 
 from shardsmith.core.load_images import JPEG_VALIDATION_SCALE
-from shardsmith.core.perceptual_hash import MIN_REDUCED_SIDE, hash_bytes, hash_image
+from shardsmith.core.near_duplicates import DEFAULT_MAX_DISTANCE, LOW_DETAIL_BLOCKS, confirmed
+from shardsmith.core.perceptual_hash import MIN_REDUCED_SIDE, signature_of_bytes, signature_of_image
 
 ROOT = Path(__file__).resolve().parents[2]
 TILE_SIDES = (256, 192, 160, 128, 112, 96, 80, 64)
 MIN_TILE_STD = 12.0
 THRESHOLDS = (4, 6, 8, 10, 12)
 SKIPPED = {"horse.png", "logo.png", "phantom.png", "chessboard_GRAY.png", "chessboard_RGB.png", "binary_blobs",
-           "no_time_for_that_tiny.gif", "color.png", "clock_motion.png"}
+           "no_time_for_that_tiny.gif", "color.png", "clock_motion.png",
+           "motorcycle_right.png"}  # the same scene as motorcycle_left.png, seen from a few centimetres away
+SET_SIZE = 10_000  # false pairs are also given as the number expected among this many such images
 
 
 def source_photos() -> list[tuple[str, Image.Image]]:
@@ -43,6 +53,7 @@ def source_photos() -> list[tuple[str, Image.Image]]:
 
     folder = Path(skimage.data.__file__).parent
     paths = sorted(p for p in folder.iterdir() if p.suffix in (".png", ".jpg") and p.name not in SKIPPED)
+    paths.append(Path(matplotlib.get_data_path()) / "sample_data" / "grace_hopper.jpg")
     paths += sorted((ROOT / "tests/data/tfrecorder/images").rglob("*.jpg"))
     photos = []
     for path in paths:
@@ -63,9 +74,10 @@ def png(image: Image.Image) -> bytes:
     return out.getvalue()
 
 
-def distinct_tiles(photos, max_distinct: int) -> list[Image.Image]:
+def distinct_tiles(photos, max_distinct: int) -> tuple[list[Image.Image], list[tuple[int, int, int, int]]]:
+    """The tiles, and where each was cut: (photo index, left, top, side)."""
     tiles = []
-    for _, photo in photos:
+    for index, (_, photo) in enumerate(photos):
         width, height = photo.size
         for side in TILE_SIDES:
             for offset in (0, side // 2):
@@ -73,9 +85,16 @@ def distinct_tiles(photos, max_distinct: int) -> list[Image.Image]:
                     for left in range(offset, width - side + 1, side):
                         tile = photo.crop((left, top, left + side, top + side))
                         if np.asarray(tile.convert("L"), dtype=np.float32).std() >= MIN_TILE_STD:
-                            tiles.append(tile)
+                            tiles.append((tile, (index, left, top, side)))
     random.Random(0).shuffle(tiles)
-    return tiles[:max_distinct]
+    tiles = tiles[:max_distinct]
+    return [tile for tile, _ in tiles], [place for _, place in tiles]
+
+
+def _overlap(a: tuple[int, int, int, int], b: tuple[int, int, int, int]) -> bool:
+    (photo_a, left_a, top_a, side_a), (photo_b, left_b, top_b, side_b) = a, b
+    return (photo_a == photo_b and min(left_a + side_a, left_b + side_b) > max(left_a, left_b)
+            and min(top_a + side_a, top_b + side_b) > max(top_a, top_b))
 
 
 def _crop(image: Image.Image, fraction: float) -> Image.Image:
@@ -109,34 +128,61 @@ TRANSFORMS = {
 }
 
 
-def measure_recall(originals: list[Image.Image]) -> dict[str, list[int]]:
-    distances: dict[str, list[int]] = {name: [] for name in TRANSFORMS}
+NOT_CONFIRMED = 99  # the distance recorded for a copy the confirmation rejects: found at no threshold
+
+
+def measure_recall(originals: list[Image.Image]) -> dict[str, list[tuple[int, int]]]:
+    """Per transform, (pHash distance, distance or NOT_CONFIRMED after the confirmation) of each copy."""
+    distances: dict[str, list[tuple[int, int]]] = {name: [] for name in TRANSFORMS}
     for image in originals:
-        base = hash_bytes(jpeg(image))
-        base_png = hash_bytes(png(image))
+        base = signature_of_bytes(jpeg(image))
+        base_png = signature_of_bytes(png(image))
         for name, make in TRANSFORMS.items():
             reference = base_png if name == "png -> jpeg" else base
-            distances[name].append((reference ^ hash_bytes(make(image))).bit_count())
+            copy = signature_of_bytes(make(image))
+            distance = (reference.phash ^ copy.phash).bit_count()
+            distances[name].append((distance, distance if confirmed(reference, copy)[0] else NOT_CONFIRMED))
     return distances
 
 
-def false_pairs(hashes: np.ndarray, thresholds) -> dict[int, int]:
-    counts = dict.fromkeys(thresholds, 0)
+def false_pairs(signatures, places, thresholds) -> tuple[dict, int, int, int]:
+    """Per threshold, counts of false pairs among distinct tiles: pHash alone, confirmed, confirmed between tiles
+    with detail, confirmed between tiles of different photos; and how many distinct pairs (all, with detail,
+    across photos) were looked at."""
+    hashes = np.array([s.phash for s in signatures], dtype=np.uint64)
+    detailed = np.array([s.detail >= LOW_DETAIL_BLOCKS for s in signatures])
+    photo = np.array([p[0] for p in places])
+    counts = {d: dict.fromkeys(("phash", "confirmed", "detailed", "across"), 0) for d in thresholds}
+    pairs = detailed_pairs = across_pairs = 0
     for i in range(len(hashes) - 1):
         distances = np.bitwise_count(hashes[i + 1:] ^ hashes[i])
-        for d in thresholds:
-            counts[d] += int((distances <= d).sum())
-    return counts
+        overlapping = [j for j in np.flatnonzero(photo[i + 1:] == photo[i]) if _overlap(places[i], places[i + 1 + j])]
+        keep = np.ones(len(distances), dtype=bool)
+        keep[overlapping] = False
+        pairs += int(keep.sum())
+        if detailed[i]:
+            detailed_pairs += int((keep & detailed[i + 1:]).sum())
+        across_pairs += int((keep & (photo[i + 1:] != photo[i])).sum())
+        for j in np.flatnonzero(keep & (distances <= max(thresholds))):
+            other = i + 1 + int(j)
+            ok = confirmed(signatures[i], signatures[other])[0]
+            for d in thresholds:
+                if distances[j] <= d:
+                    counts[d]["phash"] += 1
+                    counts[d]["confirmed"] += ok
+                    counts[d]["detailed"] += ok and detailed[i] and detailed[other]
+                    counts[d]["across"] += ok and photo[i] != photo[other]
+    return counts, pairs, detailed_pairs, across_pairs
 
 
 def cpu_per_image(photos, repeats: int) -> tuple[float, float, float]:
     """(header-mode extra, decode-mode extra, the validating decode) in ms per image, on full-size photos as JPEG."""
     encoded = [jpeg(photo) for _, photo in photos]
-    hash_bytes(encoded[0])  # imports
+    signature_of_bytes(encoded[0])  # imports
     start = time.process_time()
     for _ in range(repeats):
         for data in encoded:
-            hash_bytes(data)
+            signature_of_bytes(data)
     header = time.process_time() - start
     decoded = []
     start = time.process_time()
@@ -150,7 +196,7 @@ def cpu_per_image(photos, repeats: int) -> tuple[float, float, float]:
     start = time.process_time()
     for _ in range(repeats):
         for image in decoded:
-            hash_image(image)
+            signature_of_image(image)
     in_decode = time.process_time() - start
     n = len(encoded)
     return header / n / repeats * 1e3, in_decode / n / repeats * 1e3, decode / n * 1e3
@@ -159,8 +205,8 @@ def cpu_per_image(photos, repeats: int) -> tuple[float, float, float]:
 def _print_cpu(photos, repeats: int) -> None:
     header, in_decode, decode = cpu_per_image(photos, repeats)
     print(f"\nextra CPU per image over {len(photos)} full-size photos (JPEG q90): header mode {header:.2f} ms "
-          f"(own reduced decode + pHash), decode mode {in_decode:.2f} ms (reduce + pHash of the decoded "
-          f"pixels); the validating decode alone costs {decode:.2f} ms")
+          f"(own reduced decode + signature), decode mode {in_decode:.2f} ms (reduce + signature of the "
+          f"decoded pixels); the validating decode alone costs {decode:.2f} ms")
 
 
 def main() -> None:
@@ -177,22 +223,35 @@ def main() -> None:
     if args.cpu_only:
         _print_cpu(photos, args.cpu_repeats)
         return
-    tiles = distinct_tiles(photos, args.max_distinct)
-    hashes = np.array([hash_bytes(jpeg(tile)) for tile in tiles], dtype=np.uint64)
-    pairs = false_pairs(hashes, THRESHOLDS)
-    print(f"\nfalse pairs among {len(tiles)} distinct tiles ({len(tiles) * (len(tiles) - 1) // 2} pairs)")
-    print("| threshold | false pairs | per 10,000 images |\n|---|---|---|")
+    tiles, places = distinct_tiles(photos, args.max_distinct)
+    signatures = [signature_of_bytes(jpeg(tile)) for tile in tiles]
+    counts, pairs, detailed_pairs, across_pairs = false_pairs(signatures, places, THRESHOLDS)
+    num_detailed = sum(s.detail >= LOW_DETAIL_BLOCKS for s in signatures)
+    print(f"\nfalse pairs among {len(tiles)} tiles: {pairs} distinct pairs (tiles sharing no pixel), "
+          f"{detailed_pairs} of them between the {num_detailed} tiles with detail, {across_pairs} across photos")
+    print(f"per 10k: false pairs x 10,000 / tiles; in a set of {SET_SIZE:,}: expected among "
+          f"{SET_SIZE * (SET_SIZE - 1) // 2:,} pairs at the measured rate per pair")
+
+    def rate(n: int, of_pairs: int, of_images: int) -> str:
+        return f"{n} | {n * 10_000 / of_images:.2f} | {n / of_pairs * SET_SIZE * (SET_SIZE - 1) / 2:.1f}"
+
+    print("| threshold | pHash alone: pairs / per 10k / in a set of 10k | confirmed | confirmed, both with detail "
+          "| confirmed, across photos |\n|---|---|---|---|---|")
     for d in THRESHOLDS:
-        print(f"| {d} | {pairs[d]} | {pairs[d] * 10_000 / len(tiles):.2f} |")
+        c = counts[d]
+        print(f"| {d}{' (default)' if d == DEFAULT_MAX_DISTANCE else ''} | {rate(c['phash'], pairs, len(tiles))} "
+              f"| {rate(c['confirmed'], pairs, len(tiles))} | {rate(c['detailed'], detailed_pairs, num_detailed)} "
+              f"| {rate(c['across'], across_pairs, len(tiles))} |")
     originals = [t for t in tiles if t.width >= 128][:args.copies_of]
     distances = measure_recall(originals)
-    print(f"\nrecall over {len(originals)} originals (tiles of 128-256 px) per transform and threshold")
+    print(f"\nrecall over {len(originals)} originals (tiles of 128-256 px) per transform and threshold, confirmed "
+          f"(pHash alone in brackets)")
     print("| transform | median distance | " + " | ".join(f"d<={d}" for d in THRESHOLDS) + " |")
     print("|---|---|" + "---|" * len(THRESHOLDS))
     for name, found in distances.items():
-        found_array = np.array(found)
-        cells = " | ".join(f"{(found_array <= d).mean():.3f}" for d in THRESHOLDS)
-        print(f"| {name} | {int(np.median(found_array))} | {cells} |")
+        phash_only, after = (np.array(column) for column in zip(*found, strict=True))
+        cells = " | ".join(f"{(after <= d).mean():.3f} ({(phash_only <= d).mean():.3f})" for d in THRESHOLDS)
+        print(f"| {name} | {int(np.median(phash_only))} | {cells} |")
     _print_cpu(photos, args.cpu_repeats)
 
 
