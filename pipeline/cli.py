@@ -274,6 +274,8 @@ def near_duplicates_summary(metadata: dict, files_dir: str) -> list[str]:
     pairs = ", ".join(f"{k} {n}" for k, n in near["split_pairs"].items() if n)
     line = (f"  near dups  {near['num_pairs']:>8} pairs within distance {near['max_distance']}"
             + (f" ({pairs})" if pairs else ""))
+    if near.get("num_low_detail_pairs"):
+        line += f"; {near['num_low_detail_pairs']} between low-detail images (review those first)"
     if near["num_label_mismatches"]:
         line += f"; {near['num_label_mismatches']} with different labels (likely label errors)"
     if near["num_dropped"]:

@@ -127,9 +127,14 @@ def test_drop_turns_the_test_copy_into_an_error_row(leaky_set, shardsmith, tmp_p
         (Path(published_dir(out)) / "errors.jsonl").read_bytes()
 
 
-def test_uniform_images_fill_a_capped_bucket_without_blowing_up(tmp_path, shardsmith, metadata_of):
+def test_uniform_images_fill_a_capped_bucket_without_blowing_up(tmp_path, shardsmith, metadata_of, monkeypatch):
+    import transforms.near_duplicates
+
+    cap = 200  # MAX_BUCKET_MEMBERS (10,000) images would take minutes to build; the rule is the same
+    assert cap < MAX_BUCKET_MEMBERS
+    monkeypatch.setattr(transforms.near_duplicates, "MAX_BUCKET_MEMBERS", cap)
     rows = ["split,image_uri,label"]
-    for i in range(MAX_BUCKET_MEMBERS + 5):
+    for i in range(cap + 5):
         Image.new("L", (16, 16), 0).save(tmp_path / f"black_{i}.png")
         rows.append(f"{('train', 'test')[i % 2]},black_{i}.png,{'ab'[i // 2 % 2]}")
     (tmp_path / "manifest.csv").write_text("\n".join(rows) + "\n")
@@ -138,7 +143,8 @@ def test_uniform_images_fill_a_capped_bucket_without_blowing_up(tmp_path, shards
                         "--near_duplicates", "report")
     assert result.code == 0, result.err
     near = metadata_of(out)["near_duplicates"]
-    assert near["num_capped_buckets"] >= 1 and near["capped_buckets"][0]["size"] == MAX_BUCKET_MEMBERS + 5
+    assert near["max_bucket_members"] == cap
+    assert near["num_capped_buckets"] >= 1 and near["capped_buckets"][0]["size"] == cap + 5
     assert near["num_pairs"] == 0 and "not compared" in result.out
 
 

@@ -153,7 +153,7 @@ def write_near_duplicates(summary: NearDuplicateSummary, capped: list[CappedBuck
     return {
         "mode": mode,
         "max_distance": max_distance,
-        "hash": "imagehash pHash, 64 bits; pairs confirmed by structure and colour",
+        "hash": "pHash (as imagehash 4.3.2), 64 bits; pairs confirmed by structure and colour",
         "min_structure_similarity": MIN_STRUCTURE_SIMILARITY,
         "num_low_detail_pairs": summary.num_low_detail,
         "num_pairs": summary.num_pairs,

@@ -148,6 +148,7 @@ def report(output_dir: str, metadata: dict) -> str:
     if near is not None:
         pairs = ", ".join(f"{k} {n}" for k, n in near["split_pairs"].items() if n) or "none"
         lines.append(f"near duplicates: {near['num_pairs']} pairs within distance {near['max_distance']} ({pairs}); "
+                     f"{near.get('num_low_detail_pairs', 0)} between low-detail images, "
                      f"{near['num_label_mismatches']} with different labels, {near['num_dropped']} dropped")
     return "\n".join(lines)
 
