@@ -34,6 +34,7 @@ import matplotlib
 import numpy as np
 from PIL import Image, ImageEnhance, ImageOps
 
+import shardsmith.core.near_duplicates as near_duplicates_core
 from shardsmith.core.load_images import JPEG_VALIDATION_SCALE
 from shardsmith.core.near_duplicates import DEFAULT_MAX_DISTANCE, LOW_DETAIL_BLOCKS, confirmed
 from shardsmith.core.perceptual_hash import MIN_REDUCED_SIDE, signature_of_bytes, signature_of_image
@@ -145,15 +146,16 @@ def measure_recall(originals: list[Image.Image]) -> dict[str, list[tuple[int, in
     return distances
 
 
-def false_pairs(signatures, places, thresholds) -> tuple[dict, int, int, int]:
+def false_pairs(signatures, places, thresholds) -> tuple[dict, int, int, int, list]:
     """Per threshold, counts of false pairs among distinct tiles: pHash alone, confirmed, confirmed between tiles
-    with detail, confirmed between tiles of different photos; and how many distinct pairs (all, with detail,
-    across photos) were looked at."""
+    with detail, confirmed between tiles of different photos; how many distinct pairs (all, with detail, across
+    photos) were looked at; and the confirmed false pairs between tiles with detail at the default distance."""
     hashes = np.array([s.phash for s in signatures], dtype=np.uint64)
     detailed = np.array([s.detail >= LOW_DETAIL_BLOCKS for s in signatures])
     photo = np.array([p[0] for p in places])
     counts = {d: dict.fromkeys(("phash", "confirmed", "detailed", "across"), 0) for d in thresholds}
     pairs = detailed_pairs = across_pairs = 0
+    detailed_false = []
     for i in range(len(hashes) - 1):
         distances = np.bitwise_count(hashes[i + 1:] ^ hashes[i])
         overlapping = [j for j in np.flatnonzero(photo[i + 1:] == photo[i]) if _overlap(places[i], places[i + 1 + j])]
@@ -166,13 +168,15 @@ def false_pairs(signatures, places, thresholds) -> tuple[dict, int, int, int]:
         for j in np.flatnonzero(keep & (distances <= max(thresholds))):
             other = i + 1 + int(j)
             ok = confirmed(signatures[i], signatures[other])[0]
+            if ok and detailed[i] and detailed[other] and distances[j] <= DEFAULT_MAX_DISTANCE:
+                detailed_false.append((int(distances[j]), places[i], places[other]))
             for d in thresholds:
                 if distances[j] <= d:
                     counts[d]["phash"] += 1
                     counts[d]["confirmed"] += ok
                     counts[d]["detailed"] += ok and detailed[i] and detailed[other]
                     counts[d]["across"] += ok and photo[i] != photo[other]
-    return counts, pairs, detailed_pairs, across_pairs
+    return counts, pairs, detailed_pairs, across_pairs, detailed_false
 
 
 def cpu_per_image(photos, repeats: int) -> tuple[float, float, float]:
@@ -215,7 +219,12 @@ def main() -> None:
     parser.add_argument("--max_distinct", type=int, default=12000)
     parser.add_argument("--cpu_repeats", type=int, default=5)
     parser.add_argument("--cpu_only", action="store_true", help="only the extra CPU per image")
+    parser.add_argument("--min_structure_similarity", type=float,
+                        default=near_duplicates_core.MIN_STRUCTURE_SIMILARITY,
+                        help="try another confirmation threshold (default: the build's)")
     args = parser.parse_args()
+    near_duplicates_core.MIN_STRUCTURE_SIMILARITY = args.min_structure_similarity
+    print(f"confirmation: structure cosine >= {args.min_structure_similarity}, colours agree")
     photos = source_photos()
     sizes = [p.size for _, p in photos]
     print(f"{len(photos)} source photos, {min(w * h for w, h in sizes) / 1e6:.2f}-"
@@ -225,7 +234,7 @@ def main() -> None:
         return
     tiles, places = distinct_tiles(photos, args.max_distinct)
     signatures = [signature_of_bytes(jpeg(tile)) for tile in tiles]
-    counts, pairs, detailed_pairs, across_pairs = false_pairs(signatures, places, THRESHOLDS)
+    counts, pairs, detailed_pairs, across_pairs, detailed_false = false_pairs(signatures, places, THRESHOLDS)
     num_detailed = sum(s.detail >= LOW_DETAIL_BLOCKS for s in signatures)
     print(f"\nfalse pairs among {len(tiles)} tiles: {pairs} distinct pairs (tiles sharing no pixel), "
           f"{detailed_pairs} of them between the {num_detailed} tiles with detail, {across_pairs} across photos")
@@ -242,6 +251,9 @@ def main() -> None:
         print(f"| {d}{' (default)' if d == DEFAULT_MAX_DISTANCE else ''} | {rate(c['phash'], pairs, len(tiles))} "
               f"| {rate(c['confirmed'], pairs, len(tiles))} | {rate(c['detailed'], detailed_pairs, num_detailed)} "
               f"| {rate(c['across'], across_pairs, len(tiles))} |")
+    for distance, a, b in detailed_false:
+        print(f"false pair between tiles with detail at distance {distance}: {photos[a[0]][0]} at {a[1:]} and "
+              f"{photos[b[0]][0]} at {b[1:]} (left, top, side)")
     originals = [t for t in tiles if t.width >= 128][:args.copies_of]
     distances = measure_recall(originals)
     print(f"\nrecall over {len(originals)} originals (tiles of 128-256 px) per transform and threshold, confirmed "
