@@ -24,8 +24,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-import numpy as np
-
 from shardsmith.core.perceptual_hash import HASH_BITS, ImageSignature
 from shardsmith.format.naming import SPLITS
 
@@ -175,6 +173,8 @@ def pair_of(a: HashedImage, b: HashedImage, distance: int, similarity: float = 1
 
 def structure_similarity(a: ImageSignature, b: ImageSignature) -> float:
     """Cosine of the two signatures' low-frequency DCT coefficients: 1 for copies, lower for other pictures."""
+    import numpy as np  # not at the top: pipeline/options.py reads this module's constants without numpy
+
     u, v = a.structure_vector(), b.structure_vector()
     norms = float(np.linalg.norm(u) * np.linalg.norm(v))
     if norms == 0:  # a flat image has no structure to compare: only another flat one matches it
@@ -184,6 +184,8 @@ def structure_similarity(a: ImageSignature, b: ImageSignature) -> float:
 
 def colours_agree(a: ImageSignature, b: ImageSignature) -> bool:
     """Every quarter's opponent colour within COLOUR_TOLERANCE plus COLOUR_RELATIVE_TOLERANCE of the stronger."""
+    import numpy as np
+
     u, v = a.colour_cells(), b.colour_cells()
     strength = np.maximum(np.linalg.norm(u, axis=1), np.linalg.norm(v, axis=1))
     return bool((np.linalg.norm(u - v, axis=1) <= COLOUR_TOLERANCE + COLOUR_RELATIVE_TOLERANCE * strength).all())
@@ -199,6 +201,8 @@ def pairs_in_bucket(members: list[HashedImage], max_distance: int) -> Iterator[N
     """Every confirmed pair of distinct rows in one bucket within `max_distance`, in a deterministic order.
     Hamming distances are taken a row against the rest at once (numpy), so a full bucket costs
     MAX_BUCKET_MEMBERS^2 / 2 popcounts, not as many Python steps."""
+    import numpy as np
+
     members = sorted(members, key=lambda m: m.key)
     hashes = np.array([m.phash for m in members], dtype=np.uint64)
     for i, a in enumerate(members):

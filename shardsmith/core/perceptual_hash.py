@@ -26,8 +26,8 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass
 
-import numpy as np
-
+# numpy, scipy and Pillow are imported where used: pipeline/options.py reads this module's constants (through
+# near_duplicates.py) on the bare standard library, for the dataflow command's argument checks.
 HASH_BITS = 64
 # The thumbnail pHash takes its DCT of is 32x32; decoding at least twice that keeps the Lanczos resize honest.
 MIN_REDUCED_SIDE = 64
@@ -47,10 +47,14 @@ class ImageSignature:
     colour: bytes  # COLOUR_CELLS**2 * 2 signed bytes: opponent colours per cell over mean brightness
     detail: int  # textured blocks of the thumbnail, 0-16
 
-    def structure_vector(self) -> np.ndarray:
+    def structure_vector(self):
+        import numpy as np
+
         return np.frombuffer(self.structure, dtype=np.int8).astype(np.float64)
 
-    def colour_cells(self) -> np.ndarray:
+    def colour_cells(self):
+        import numpy as np
+
         return np.frombuffer(self.colour, dtype=np.int8).astype(np.float64).reshape(-1, 2) / COLOUR_SCALE
 
 
@@ -74,6 +78,7 @@ def _as_rgb_or_grey(image):
 
 
 def _signature(image) -> ImageSignature:
+    import numpy as np
     import scipy.fftpack
     from PIL import Image
 
