@@ -265,25 +265,24 @@ def _error_reasons(metadata: dict, files_dir: str) -> list[str]:
 
 def near_duplicates_summary(metadata: dict, files_dir: str) -> list[str]:
     """The build summary's near-duplicate line (--near_duplicates report|drop), naming cross-split leaks first."""
-    from shardsmith.format.metadata import NEAR_DUPLICATES_KEY
-    from shardsmith.format.naming import NEAR_DUPLICATES_FILE
+    from shardsmith.format.metadata import NearDuplicatesEntry
 
-    near = metadata.get(NEAR_DUPLICATES_KEY)
+    near = NearDuplicatesEntry.of(metadata)
     if near is None:
         return []
-    pairs = ", ".join(f"{k} {n}" for k, n in near["split_pairs"].items() if n)
-    line = (f"  near dups  {near['num_pairs']:>8} pairs within distance {near['max_distance']}"
+    pairs = near.split_pairs_text()
+    line = (f"  near dups  {near.num_pairs:>8} pairs within distance {near.max_distance}"
             + (f" ({pairs})" if pairs else ""))
-    if near.get("num_low_detail_pairs"):
-        line += f"; {near['num_low_detail_pairs']} between low-detail images (review those first)"
-    if near["num_label_mismatches"]:
-        line += f"; {near['num_label_mismatches']} with different labels (likely label errors)"
-    if near["num_dropped"]:
-        line += f"; {near['num_dropped']} validation/test copies dropped"
-    if near["num_capped_buckets"]:
-        line += (f"; {near['num_capped_buckets']} hash buckets over {near['max_bucket_members']} images not "
+    if near.num_low_detail_pairs:
+        line += f"; {near.num_low_detail_pairs} between low-detail images (review those first)"
+    if near.num_label_mismatches:
+        line += f"; {near.num_label_mismatches} with different labels (likely label errors)"
+    if near.num_dropped:
+        line += f"; {near.num_dropped} validation/test copies dropped"
+    if near.num_capped_buckets:
+        line += (f"; {near.num_capped_buckets} hash buckets over {near.max_bucket_members} images not "
                  "compared (e.g. blank images)")
-    return [line + f"; see {files_dir}/{NEAR_DUPLICATES_FILE}"]
+    return [line + f"; see {files_dir}/{near.file}"]
 
 
 def sample(argv: list[str]) -> str:

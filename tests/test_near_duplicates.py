@@ -13,6 +13,7 @@ from PIL import Image
 
 from shardsmith.core.near_duplicates import (
     LOW_DETAIL_BLOCKS,
+    LOW_DETAIL_MIN_STRUCTURE_SIMILARITY,
     MAX_BUCKET_MEMBERS,
     MIN_STRUCTURE_SIMILARITY,
     HashedImage,
@@ -29,7 +30,7 @@ from shardsmith.core.near_duplicates import (
 )
 from shardsmith.core.perceptual_hash import MIN_REDUCED_SIDE, ImageSignature, signature_of_bytes
 from shardsmith.format.build_folder import published_dir
-from shardsmith.format.metadata import parse_near_duplicates
+from shardsmith.format.metadata import NearDuplicatesEntry, parse_near_duplicates
 
 PHOTOS = Path(__file__).parent / "data" / "tfrecorder" / "images"
 PHOTO = PHOTOS / "TRAIN" / "cat" / "cat-640x853-1.jpg"
@@ -90,6 +91,7 @@ def test_report_lists_the_resized_copy_and_changes_no_shard_byte(leaky_set, shar
     assert not [p for p in _pairs(report) if pictures & {p["first"]["uri"], p["second"]["uri"]}]
     near = metadata_of(report)["near_duplicates"]
     assert near["mode"] == "report" and near["split_pairs"]["train-test"] >= 1 and near["num_dropped"] == 0
+    assert NearDuplicatesEntry.of(metadata_of(report)).to_dict() == near
     assert "near dups" in result.out and "train-test" in result.out
     assert "near_duplicates" not in metadata_of(off)
     assert not (Path(published_dir(off)) / "near_duplicates.jsonl").exists()
@@ -160,6 +162,16 @@ def _image(phash: int, split: str = "train", line: int = 1, label: str = "a", **
     return HashedImage(_signature(phash, **signature), split, label, f"img/{line}.jpg", 0, line)
 
 
+def test_an_entry_from_before_the_low_detail_test_still_reads():
+    entry = {"mode": "report", "max_distance": 8, "hash": "pHash", "min_structure_similarity": 0.9, "num_pairs": 3,
+             "num_listed": 3, "file": "near_duplicates.jsonl", "split_pairs": {"train-test": 2, "validation-test": 0,
+             "test": 1}, "num_label_mismatches": 0, "num_dropped": 0, "num_capped_buckets": 0}
+    near = NearDuplicatesEntry.of({"near_duplicates": entry})
+    assert near.num_low_detail_pairs == 0 and near.low_detail_min_structure_similarity is None
+    assert near.split_pairs_text() == "train-test 2, test 1"
+    assert NearDuplicatesEntry.of({"name": "built without --near_duplicates"}) is None
+
+
 def test_bands_cover_every_bit_and_pigeonhole_holds():
     for num_bands in (1, 5, 9, 11, 64):
         edges = band_edges(num_bands)
@@ -199,6 +211,19 @@ def test_a_candidate_is_a_pair_only_when_structure_and_colour_agree():
     assert colours_agree(_signature(0, colour=reddish), _signature(0, colour=brighter_contrast))
     flat = _signature(0, structure=bytes(63))
     assert structure_similarity(flat, flat) == 1.0 and structure_similarity(flat, members[0].signature) == 0.0
+
+
+def test_low_detail_pairs_must_agree_more_closely():
+    """Patches of sky or wall with an edge in one corner hash alike and share their low frequencies: a pair with
+    a low-detail image needs a closer structure than a pair of textured pictures."""
+    looser_structure = bytes(30) + SOME_STRUCTURE[30:]
+    textured, low = _signature(0), _signature(0, detail=LOW_DETAIL_BLOCKS - 1)
+    similarity = structure_similarity(textured, _signature(0, structure=looser_structure))
+    assert MIN_STRUCTURE_SIMILARITY <= similarity < LOW_DETAIL_MIN_STRUCTURE_SIMILARITY
+    assert confirmed(textured, _signature(0, structure=looser_structure))[0]
+    assert not confirmed(low, _signature(0, structure=looser_structure))[0]
+    assert not confirmed(textured, _signature(0, structure=looser_structure, detail=LOW_DETAIL_BLOCKS - 1))[0]
+    assert confirmed(low, _signature(0))[0]  # a copy of a low-detail image is still found
 
 
 def test_tiles_that_only_hash_alike_are_not_confirmed(tmp_path):

@@ -25,6 +25,7 @@ import apache_beam as beam
 
 from shardsmith.core.load_images import read_bytes
 from shardsmith.core.near_duplicates import (
+    LOW_DETAIL_MIN_STRUCTURE_SIMILARITY,
     MAX_BUCKET_MEMBERS,
     MIN_STRUCTURE_SIMILARITY,
     CappedBucket,
@@ -40,7 +41,7 @@ from shardsmith.core.near_duplicates import (
 from shardsmith.core.perceptual_hash import ImageSignature, signature_of_bytes
 from shardsmith.core.rows import ROWS_PER_BATCH, ErrorRow, ManifestRow, RowBatch
 from shardsmith.format.build_folder import write_atomically
-from shardsmith.format.metadata import near_duplicates_bytes
+from shardsmith.format.metadata import NearDuplicatesEntry, near_duplicates_bytes
 from shardsmith.format.naming import NEAR_DUPLICATES_FILE, join
 from transforms import ERRORS
 from transforms.duplicates import STAGE
@@ -150,23 +151,24 @@ def write_near_duplicates(summary: NearDuplicateSummary, capped: list[CappedBuck
     counts = {name: summary.split_pairs.get(name, 0)
               for name in ("train-test", "train-validation", "validation-test")}
     counts |= {name: n for name, n in sorted(summary.split_pairs.items()) if name not in counts}
-    return {
-        "mode": mode,
-        "max_distance": max_distance,
-        "hash": "pHash (as imagehash 4.3.2), 64 bits; pairs confirmed by structure and colour",
-        "min_structure_similarity": MIN_STRUCTURE_SIMILARITY,
-        "num_low_detail_pairs": summary.num_low_detail,
-        "num_pairs": summary.num_pairs,
-        "num_listed": len(summary.closest),
-        "file": NEAR_DUPLICATES_FILE,
-        "split_pairs": counts,
-        "num_label_mismatches": summary.num_label_mismatches,
-        "label_mismatches": [p.to_dict() for p in summary.closest if p.labels_differ][:20],
-        "num_dropped": num_dropped,
-        "num_capped_buckets": len(capped),
-        "max_bucket_members": MAX_BUCKET_MEMBERS,
-        "capped_buckets": [c.to_dict() for c in capped[:MAX_LISTED_CAPPED_BUCKETS]],
-    }
+    return NearDuplicatesEntry(
+        mode=mode,
+        max_distance=max_distance,
+        hash="pHash (as imagehash 4.3.2), 64 bits; pairs confirmed by structure and colour",
+        min_structure_similarity=MIN_STRUCTURE_SIMILARITY,
+        low_detail_min_structure_similarity=LOW_DETAIL_MIN_STRUCTURE_SIMILARITY,
+        num_low_detail_pairs=summary.num_low_detail,
+        num_pairs=summary.num_pairs,
+        num_listed=len(summary.closest),
+        file=NEAR_DUPLICATES_FILE,
+        split_pairs=counts,
+        num_label_mismatches=summary.num_label_mismatches,
+        label_mismatches=[p.to_dict() for p in summary.closest if p.labels_differ][:20],
+        num_dropped=num_dropped,
+        num_capped_buckets=len(capped),
+        max_bucket_members=MAX_BUCKET_MEMBERS,
+        capped_buckets=[c.to_dict() for c in capped[:MAX_LISTED_CAPPED_BUCKETS]],
+    ).to_dict()
 
 
 class ReportNearDuplicates(beam.PTransform):

@@ -11,7 +11,11 @@ Confirmation: a pHash distance alone pairs many distinct low-detail images (dark
 fields: measured in docs/near_duplicates.md). A candidate within the distance is a pair only when the
 signatures' low-frequency structure agrees (cosine of the DCT coefficients at least MIN_STRUCTURE_SIMILARITY)
 and so does their coarse colour (`colours_agree`). Both are unchanged by resizing and re-encoding, and by
-design by brightness and (within the tolerance) contrast changes.
+design by brightness and (within the tolerance) contrast changes. The less texture a picture has, the less its
+hash and structure say about it: two patches of sky or wall with an edge in the same corner hash alike and share
+their low frequencies. When either image is low-detail (fewer than LOW_DETAIL_BLOCKS textured blocks), the pair
+must agree more closely: structure at least LOW_DETAIL_MIN_STRUCTURE_SIMILARITY. Such pairs are also flagged
+`low_detail`, for review.
 
 Degenerate buckets (every all-black or all-white image has the same hash, so the same value in every band) are
 not expanded: a bucket holding more than MAX_BUCKET_MEMBERS rows is reported (its band, size and a few URIs)
@@ -37,8 +41,12 @@ MIN_STRUCTURE_SIMILARITY = 0.9
 # stronger colour, since a contrast change of x0.7-x1.3 scales colours.
 COLOUR_TOLERANCE = 0.1
 COLOUR_RELATIVE_TOLERANCE = 0.5
-# A pair is flagged low_detail when either image has fewer textured blocks (of 16) than this.
+# A pair is flagged low_detail, and confirmed more strictly, when either image has fewer textured blocks (of 16)
+# than this.
 LOW_DETAIL_BLOCKS = 12
+# The structure cosine a low-detail pair needs: measured to cut false pairs between patches of sky and wall by
+# about four fifths while 5% crops stay found (docs/near_duplicates.md).
+LOW_DETAIL_MIN_STRUCTURE_SIMILARITY = 0.97
 # Rows in one band bucket that are compared pairwise (vectorised Hamming distances, a few MB of rows); a bigger
 # bucket is reported as capped and not expanded.
 MAX_BUCKET_MEMBERS = 10_000
@@ -80,7 +88,7 @@ class NearPair:
     @property
     def low_detail(self) -> bool:
         """Either image has little texture: such pairs are the likeliest to be distinct pictures."""
-        return min(self.first.signature.detail, self.second.signature.detail) < LOW_DETAIL_BLOCKS
+        return is_low_detail(self.first.signature, self.second.signature)
 
     @property
     def pair_key(self) -> tuple:
@@ -191,10 +199,16 @@ def colours_agree(a: ImageSignature, b: ImageSignature) -> bool:
     return bool((np.linalg.norm(u - v, axis=1) <= COLOUR_TOLERANCE + COLOUR_RELATIVE_TOLERANCE * strength).all())
 
 
+def is_low_detail(a: ImageSignature, b: ImageSignature) -> bool:
+    return min(a.detail, b.detail) < LOW_DETAIL_BLOCKS
+
+
 def confirmed(a: ImageSignature, b: ImageSignature) -> tuple[bool, float]:
-    """Whether two signatures within the pHash distance are near copies: (yes or no, structure similarity)."""
+    """Whether two signatures within the pHash distance are near copies: (yes or no, structure similarity).
+    Low-detail pairs must agree more closely (the module's docstring says why)."""
     similarity = structure_similarity(a, b)
-    return similarity >= MIN_STRUCTURE_SIMILARITY and colours_agree(a, b), similarity
+    needed = LOW_DETAIL_MIN_STRUCTURE_SIMILARITY if is_low_detail(a, b) else MIN_STRUCTURE_SIMILARITY
+    return similarity >= needed and colours_agree(a, b), similarity
 
 
 def pairs_in_bucket(members: list[HashedImage], max_distance: int) -> Iterator[NearPair]:

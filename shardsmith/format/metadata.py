@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field, fields
 
 from shardsmith.format.naming import METADATA_FILE, join
 
@@ -17,6 +18,45 @@ from shardsmith.format.naming import METADATA_FILE, join
 REQUIRED_KEYS = frozenset({"name", "splits", "labels", "features"})
 # metadata.json's summary of near-duplicate pairs (only with --near_duplicates report|drop).
 NEAR_DUPLICATES_KEY = "near_duplicates"
+
+
+@dataclass(frozen=True)
+class NearDuplicatesEntry:
+    """metadata.json's `near_duplicates` entry: how pairs were found and how many, per split pair. Written by
+    transforms/near_duplicates.py, read by the build's summary and `inspect`; the field names are the JSON keys."""
+
+    mode: str  # report | drop
+    max_distance: int
+    hash: str
+    min_structure_similarity: float
+    low_detail_min_structure_similarity: float | None  # None: a build from before the stricter low-detail test
+    num_low_detail_pairs: int
+    num_pairs: int
+    num_listed: int  # pairs in `file`, the closest first
+    file: str
+    split_pairs: dict[str, int]  # "train-test", "train-validation", "validation-test", then pairs within a split
+    num_label_mismatches: int
+    label_mismatches: list[dict] = field(default_factory=list)
+    num_dropped: int = 0
+    num_capped_buckets: int = 0
+    max_bucket_members: int = 0
+    capped_buckets: list[dict] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def of(cls, metadata: dict) -> NearDuplicatesEntry | None:
+        """The entry of a parsed metadata.json; None when the build ran without --near_duplicates."""
+        entry = metadata.get(NEAR_DUPLICATES_KEY)
+        if entry is None:
+            return None
+        defaults = {"low_detail_min_structure_similarity": None, "num_low_detail_pairs": 0}
+        return cls(**(defaults | {f.name: entry[f.name] for f in fields(cls) if f.name in entry}))
+
+    def split_pairs_text(self) -> str:
+        """'train-test 2, validation-test 1': the split pairs that hold pairs, in the entry's order."""
+        return ", ".join(f"{name} {n}" for name, n in self.split_pairs.items() if n)
 
 
 class MetadataError(ValueError):

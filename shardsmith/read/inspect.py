@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from shardsmith.errors import UsageError
 from shardsmith.format.build_folder import dataset_dir
+from shardsmith.format.metadata import NearDuplicatesEntry
 
 # Report ---------------------------------------------------------------------------------------------------
 
@@ -144,12 +145,11 @@ def report(output_dir: str, metadata: dict) -> str:
                      f"{duplicates.get('num_groups_across_splits', 0)} groups across splits)")
     else:
         lines.append("duplicates: none")
-    near = metadata.get("near_duplicates")
+    near = NearDuplicatesEntry.of(metadata)
     if near is not None:
-        pairs = ", ".join(f"{k} {n}" for k, n in near["split_pairs"].items() if n) or "none"
-        lines.append(f"near duplicates: {near['num_pairs']} pairs within distance {near['max_distance']} ({pairs}); "
-                     f"{near.get('num_low_detail_pairs', 0)} between low-detail images, "
-                     f"{near['num_label_mismatches']} with different labels, {near['num_dropped']} dropped")
+        lines.append(f"near duplicates: {near.num_pairs} pairs within distance {near.max_distance} "
+                     f"({near.split_pairs_text() or 'none'}); {near.num_low_detail_pairs} between low-detail images, "
+                     f"{near.num_label_mismatches} with different labels, {near.num_dropped} dropped")
     return "\n".join(lines)
 
 
@@ -182,7 +182,7 @@ def run(args) -> str:
         raise UsageError(f"split {args.split!r} is not in this dataset ({', '.join(metadata['splits'])})")
     if args.per_label < 1 or args.buffer < 0 or args.cycle_length < 1:
         raise UsageError("--per_label and --cycle_length must be 1 or more, --buffer 0 or more")
-    if args.near_duplicates and "near_duplicates" not in metadata:
+    if args.near_duplicates and NearDuplicatesEntry.of(metadata) is None:
         raise UsageError("this dataset was built without --near_duplicates report or drop: no pairs to draw")
     for target in (args.contact_sheet, args.heatmap, args.shuffle_plot, args.near_duplicates):
         if target and not os.path.isdir(os.path.dirname(os.path.abspath(target))):

@@ -263,7 +263,7 @@ def near_duplicate_pairs(output_dir: str, metadata: dict, path: str, max_pairs: 
     from PIL import Image
 
     from shardsmith.format.build_folder import dataset_dir, read_bytes
-    from shardsmith.format.metadata import parse_near_duplicates
+    from shardsmith.format.metadata import NearDuplicatesEntry, parse_near_duplicates
     from shardsmith.format.naming import NEAR_DUPLICATES_FILE, join
 
     data = read_bytes(join(dataset_dir(output_dir, metadata), NEAR_DUPLICATES_FILE))
@@ -297,7 +297,8 @@ def near_duplicate_pairs(output_dir: str, metadata: dict, path: str, max_pairs: 
             ax.set_title(f"{side['split']} / {side['label']}{mark}\n{side['uri'][-40:]}", fontsize=7)
         if pairs:
             axes[row][0].set_ylabel(f"distance {pairs[row]['distance']}", fontsize=9)
-    total = (metadata.get("near_duplicates") or {}).get("num_pairs", len(pairs))
+    near = NearDuplicatesEntry.of(metadata)
+    total = near.num_pairs if near else len(pairs)
     figure.suptitle(f"{metadata['name']}: {len(pairs)} closest of {total} near-duplicate pairs", fontsize=10)
     figure.tight_layout()
     figure.savefig(path, dpi=100)

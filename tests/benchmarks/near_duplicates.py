@@ -2,21 +2,27 @@
 images per threshold, and the extra CPU per image of the signature in --validate header and decode mode.
 
     pip install -e '.[bench]'   # scikit-image, for its bundled photos (no download)
-    python tests/benchmarks/near_duplicates.py [--copies_of 300] [--max_distinct 12000]
+    python tests/benchmarks/near_duplicates.py [--gcompris gcompris-qt-data_*.deb] [--max_distinct 20000]
 
-Images: the photos scikit-image ships (skimage.data's files; line drawings, binary and tiny ones left out, and
+Photos: the photos scikit-image ships (skimage.data's files; line drawings, binary and tiny ones left out, and
 motorcycle_right, the other eye of the motorcycle_left stereo pair), matplotlib's grace_hopper.jpg and the
-tensorflow-recorder photos in tests/data/tfrecorder. Tiles are cut from them: for each tile side of 256, 192,
-160, 128, 112, 96, 80 and 64 pixels, a grid of non-overlapping tiles and a second grid shifted by half a tile;
-tiles whose grey standard deviation is below MIN_TILE_STD (flat sky, black background) are left out. Each is
-saved as a JPEG (quality 90).
+tensorflow-recorder photos in tests/data/tfrecorder; with --gcompris, the 244 photographs of Debian's
+gcompris-qt-data (tests/benchmarks/photo_sets.py says how to get the .deb and which photos are read).
 
-Distinct pairs: two tiles that share no pixel of a photo. Tiles that overlap (a 128-pixel tile and the 112-pixel
-tile at the same corner are a 12% crop of each other) are not distinct pictures, and are not counted either way.
-False pairs are reported for every distinct pair, and apart for pairs of two tiles with detail (both with at
-least LOW_DETAIL_BLOCKS textured blocks: what the build does not flag `low_detail`), and for tiles of different
-photos. Copies of `--copies_of` tiles (those of 128 pixels or more) are made under each transform and compared
-with their original, through the same test the build applies (pHash distance, then the confirmation).
+Distinct images, two sets:
+- whole photos: every pair of different photos;
+- tiles cut from the photos, to have many more images: for each tile side of 256, 192, 160, 128, 112, 96, 80 and
+  64 pixels, a grid of non-overlapping tiles and a second grid shifted by half a tile; tiles whose grey standard
+  deviation is below MIN_TILE_STD (flat sky, black background) are left out, and --max_distinct of the rest are
+  drawn at random (--seed). Distinct pairs are tiles that share no pixel of a photo: overlapping tiles (a 128-pixel
+  tile and the 112-pixel tile at the same corner are a 12% crop of each other) are not distinct pictures, and are
+  not counted either way. Tiles are a harder set than photos: a 64-pixel patch of sky or wall with an edge in
+  one corner looks like many others. False pairs are also given apart for pairs of two tiles with detail (both
+  with at least LOW_DETAIL_BLOCKS textured blocks: what the build does not flag `low_detail`), and for tiles of
+  different photos.
+Each image is saved as a JPEG (quality 90). Copies of --copies_of tiles (those of 128 pixels or more) and of every
+whole photo are made under each transform and compared with their original, through the same test the build
+applies (pHash distance, then the confirmation).
 
 The signature is shardsmith's own (shardsmith.core.perceptual_hash), computed from the encoded bytes as the
 writer does. CPU figures are time.process_time per image, on this machine's shared cores: compare within a run.
@@ -35,7 +41,7 @@ import numpy as np
 from PIL import Image, ImageEnhance, ImageOps
 
 import shardsmith.core.near_duplicates as near_duplicates_core
-from shardsmith.core.load_images import JPEG_VALIDATION_SCALE
+from shardsmith.core.load_images import inspect_image
 from shardsmith.core.near_duplicates import DEFAULT_MAX_DISTANCE, LOW_DETAIL_BLOCKS, confirmed
 from shardsmith.core.perceptual_hash import MIN_REDUCED_SIDE, signature_of_bytes, signature_of_image
 
@@ -46,10 +52,11 @@ THRESHOLDS = (4, 6, 8, 10, 12)
 SKIPPED = {"horse.png", "logo.png", "phantom.png", "chessboard_GRAY.png", "chessboard_RGB.png", "binary_blobs",
            "no_time_for_that_tiny.gif", "color.png", "clock_motion.png",
            "motorcycle_right.png"}  # the same scene as motorcycle_left.png, seen from a few centimetres away
+DRAWN_SIDE = 128
 SET_SIZE = 10_000  # false pairs are also given as the number expected among this many such images
 
 
-def source_photos() -> list[tuple[str, Image.Image]]:
+def source_photos(gcompris: Path | None) -> list[tuple[str, Image.Image]]:
     import skimage.data
 
     folder = Path(skimage.data.__file__).parent
@@ -60,6 +67,10 @@ def source_photos() -> list[tuple[str, Image.Image]]:
     for path in paths:
         with Image.open(path) as image:
             photos.append((path.name, image.convert("RGB")))
+    if gcompris is not None:
+        from photo_sets import gcompris_photos
+
+        photos += gcompris_photos(gcompris)
     return photos
 
 
@@ -75,7 +86,7 @@ def png(image: Image.Image) -> bytes:
     return out.getvalue()
 
 
-def distinct_tiles(photos, max_distinct: int) -> tuple[list[Image.Image], list[tuple[int, int, int, int]]]:
+def distinct_tiles(photos, max_distinct: int, seed: int) -> tuple[list[Image.Image], list[tuple[int, int, int, int]]]:
     """The tiles, and where each was cut: (photo index, left, top, side)."""
     tiles = []
     for index, (_, photo) in enumerate(photos):
@@ -87,7 +98,7 @@ def distinct_tiles(photos, max_distinct: int) -> tuple[list[Image.Image], list[t
                         tile = photo.crop((left, top, left + side, top + side))
                         if np.asarray(tile.convert("L"), dtype=np.float32).std() >= MIN_TILE_STD:
                             tiles.append((tile, (index, left, top, side)))
-    random.Random(0).shuffle(tiles)
+    random.Random(seed).shuffle(tiles)
     tiles = tiles[:max_distinct]
     return [tile for tile, _ in tiles], [place for _, place in tiles]
 
@@ -149,13 +160,14 @@ def measure_recall(originals: list[Image.Image]) -> dict[str, list[tuple[int, in
 def false_pairs(signatures, places, thresholds) -> tuple[dict, int, int, int, list]:
     """Per threshold, counts of false pairs among distinct tiles: pHash alone, confirmed, confirmed between tiles
     with detail, confirmed between tiles of different photos; how many distinct pairs (all, with detail, across
-    photos) were looked at; and the confirmed false pairs between tiles with detail at the default distance."""
+    photos) were looked at; and the confirmed false pairs at the default distance: (distance, i, j, both with
+    detail)."""
     hashes = np.array([s.phash for s in signatures], dtype=np.uint64)
     detailed = np.array([s.detail >= LOW_DETAIL_BLOCKS for s in signatures])
     photo = np.array([p[0] for p in places])
     counts = {d: dict.fromkeys(("phash", "confirmed", "detailed", "across"), 0) for d in thresholds}
     pairs = detailed_pairs = across_pairs = 0
-    detailed_false = []
+    default_false = []
     for i in range(len(hashes) - 1):
         distances = np.bitwise_count(hashes[i + 1:] ^ hashes[i])
         overlapping = [j for j in np.flatnonzero(photo[i + 1:] == photo[i]) if _overlap(places[i], places[i + 1 + j])]
@@ -168,73 +180,82 @@ def false_pairs(signatures, places, thresholds) -> tuple[dict, int, int, int, li
         for j in np.flatnonzero(keep & (distances <= max(thresholds))):
             other = i + 1 + int(j)
             ok = confirmed(signatures[i], signatures[other])[0]
-            if ok and detailed[i] and detailed[other] and distances[j] <= DEFAULT_MAX_DISTANCE:
-                detailed_false.append((int(distances[j]), places[i], places[other]))
+            if ok and distances[j] <= DEFAULT_MAX_DISTANCE:
+                default_false.append((int(distances[j]), i, other, bool(detailed[i] and detailed[other])))
             for d in thresholds:
                 if distances[j] <= d:
                     counts[d]["phash"] += 1
                     counts[d]["confirmed"] += ok
                     counts[d]["detailed"] += ok and detailed[i] and detailed[other]
                     counts[d]["across"] += ok and photo[i] != photo[other]
-    return counts, pairs, detailed_pairs, across_pairs, detailed_false
+    return counts, pairs, detailed_pairs, across_pairs, sorted(default_false)
+
+
+def _process_ms(work, repeats: int, n: int) -> float:
+    start = time.process_time()
+    for _ in range(repeats):
+        work()
+    return (time.process_time() - start) / repeats / n * 1e3
 
 
 def cpu_per_image(photos, repeats: int) -> tuple[float, float, float]:
-    """(header-mode extra, decode-mode extra, the validating decode) in ms per image, on full-size photos as JPEG."""
+    """(header-mode extra, decode-mode extra, the validating decode) in ms per image, on full-size photos as
+    JPEG, through the writer's own calls (shardsmith/core/shard_file.py): in header mode the signature decodes on
+    its own; in decode mode it takes the pixels of the validating decode, which runs at the side it needs."""
     encoded = [jpeg(photo) for _, photo in photos]
     signature_of_bytes(encoded[0])  # imports
-    start = time.process_time()
-    for _ in range(repeats):
+
+    def header() -> None:
         for data in encoded:
             signature_of_bytes(data)
-    header = time.process_time() - start
-    decoded = []
-    start = time.process_time()
-    for data in encoded:  # as the writer's --validate decode does it (shardsmith/core/load_images.py)
-        image = Image.open(io.BytesIO(data))
-        scale = min(JPEG_VALIDATION_SCALE, max(1, min(image.size) // MIN_REDUCED_SIDE))
-        image.draft(None, (image.width // scale, image.height // scale))
-        image.load()
-        decoded.append(image)
-    decode = time.process_time() - start
-    start = time.process_time()
-    for _ in range(repeats):
-        for image in decoded:
-            signature_of_image(image)
-    in_decode = time.process_time() - start
+
+    def validate() -> None:  # the flag off
+        for data in encoded:
+            inspect_image(data, "decode")
+
+    def validate_and_sign() -> None:  # the flag on: the decode keeps at least the signature's side
+        for data in encoded:
+            inspect_image(data, "decode", min_decoded_side=MIN_REDUCED_SIDE, on_pixels=signature_of_image)
+
     n = len(encoded)
-    return header / n / repeats * 1e3, in_decode / n / repeats * 1e3, decode / n * 1e3
+    decode = _process_ms(validate, repeats, n)
+    with_signature = _process_ms(validate_and_sign, repeats, n)
+    return _process_ms(header, repeats, n), with_signature - decode, decode
 
 
 def _print_cpu(photos, repeats: int) -> None:
     header, in_decode, decode = cpu_per_image(photos, repeats)
     print(f"\nextra CPU per image over {len(photos)} full-size photos (JPEG q90): header mode {header:.2f} ms "
-          f"(own reduced decode + signature), decode mode {in_decode:.2f} ms (reduce + signature of the "
-          f"decoded pixels); the validating decode alone costs {decode:.2f} ms")
+          f"(own reduced decode + signature), decode mode {in_decode:.2f} ms (the validating decode with the "
+          f"flag on, less with it off); the validating decode alone costs {decode:.2f} ms")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--copies_of", type=int, default=300)
-    parser.add_argument("--max_distinct", type=int, default=12000)
-    parser.add_argument("--cpu_repeats", type=int, default=5)
-    parser.add_argument("--cpu_only", action="store_true", help="only the extra CPU per image")
-    parser.add_argument("--min_structure_similarity", type=float,
-                        default=near_duplicates_core.MIN_STRUCTURE_SIMILARITY,
-                        help="try another confirmation threshold (default: the build's)")
-    args = parser.parse_args()
-    near_duplicates_core.MIN_STRUCTURE_SIMILARITY = args.min_structure_similarity
-    print(f"confirmation: structure cosine >= {args.min_structure_similarity}, colours agree")
-    photos = source_photos()
-    sizes = [p.size for _, p in photos]
-    print(f"{len(photos)} source photos, {min(w * h for w, h in sizes) / 1e6:.2f}-"
-          f"{max(w * h for w, h in sizes) / 1e6:.2f} MP")
-    if args.cpu_only:
-        _print_cpu(photos, args.cpu_repeats)
-        return
-    tiles, places = distinct_tiles(photos, args.max_distinct)
+def whole_photo_pairs(signatures, thresholds) -> tuple[dict[int, int], list[tuple[int, int, int]]]:
+    """Per threshold, confirmed pairs among whole photos (every pair is of two different pictures), and the
+    pairs themselves at the largest threshold: (distance, index, index)."""
+    hashes = np.array([s.phash for s in signatures], dtype=np.uint64)
+    found = []
+    for i in range(len(hashes) - 1):
+        distances = np.bitwise_count(hashes[i + 1:] ^ hashes[i])
+        for j in np.flatnonzero(distances <= max(thresholds)):
+            if confirmed(signatures[i], signatures[i + 1 + int(j)])[0]:
+                found.append((int(distances[j]), i, i + 1 + int(j)))
+    return {d: sum(distance <= d for distance, _, _ in found) for d in thresholds}, sorted(found)
+
+
+def draw_pairs(tiles, found, path: Path) -> None:
+    """The pairs side by side, one pair per row, each tile scaled to DRAWN_SIDE: to look at what was paired."""
+    step = DRAWN_SIDE + 8
+    sheet = Image.new("RGB", (2 * step, max(1, len(found)) * step), "white")
+    for row, (_, i, j, _) in enumerate(found):
+        for column, index in enumerate((i, j)):
+            sheet.paste(tiles[index].resize((DRAWN_SIDE, DRAWN_SIDE)), (column * step, row * step))
+    sheet.save(path)
+
+
+def _print_false_pairs(photos, tiles, places, draw: Path | None) -> None:
     signatures = [signature_of_bytes(jpeg(tile)) for tile in tiles]
-    counts, pairs, detailed_pairs, across_pairs, detailed_false = false_pairs(signatures, places, THRESHOLDS)
+    counts, pairs, detailed_pairs, across_pairs, default_false = false_pairs(signatures, places, THRESHOLDS)
     num_detailed = sum(s.detail >= LOW_DETAIL_BLOCKS for s in signatures)
     print(f"\nfalse pairs among {len(tiles)} tiles: {pairs} distinct pairs (tiles sharing no pixel), "
           f"{detailed_pairs} of them between the {num_detailed} tiles with detail, {across_pairs} across photos")
@@ -251,19 +272,67 @@ def main() -> None:
         print(f"| {d}{' (default)' if d == DEFAULT_MAX_DISTANCE else ''} | {rate(c['phash'], pairs, len(tiles))} "
               f"| {rate(c['confirmed'], pairs, len(tiles))} | {rate(c['detailed'], detailed_pairs, num_detailed)} "
               f"| {rate(c['across'], across_pairs, len(tiles))} |")
-    for distance, a, b in detailed_false:
-        print(f"false pair between tiles with detail at distance {distance}: {photos[a[0]][0]} at {a[1:]} and "
-              f"{photos[b[0]][0]} at {b[1:]} (left, top, side)")
-    originals = [t for t in tiles if t.width >= 128][:args.copies_of]
+    print(f"confirmed false pairs at distance <= {DEFAULT_MAX_DISTANCE}" + (f", drawn in {draw}" if draw else "")
+          + ": (left, top, side) of each tile")
+    for distance, i, j, both_detailed in default_false:
+        a, b = places[i], places[j]
+        print(f"  {distance:>2}  {'detail     ' if both_detailed else 'low detail '} {photos[a[0]][0]} at {a[1:]}, "
+              f"{photos[b[0]][0]} at {b[1:]}")
+    if draw:
+        draw_pairs(tiles, default_false, draw)
+
+
+def _print_whole_photo_pairs(photos) -> None:
+    signatures = [signature_of_bytes(jpeg(photo)) for _, photo in photos]
+    counts, found = whole_photo_pairs(signatures, THRESHOLDS)
+    num_pairs = len(photos) * (len(photos) - 1) // 2
+    print(f"\nfalse pairs among {len(photos)} whole photos ({num_pairs} pairs of different pictures), confirmed: "
+          + ", ".join(f"d<={d}: {n}" for d, n in counts.items()))
+    for distance, a, b in found:
+        print(f"  at distance {distance}: {photos[a][0]} and {photos[b][0]}")
+
+
+def _print_recall(kind: str, originals) -> None:
     distances = measure_recall(originals)
-    print(f"\nrecall over {len(originals)} originals (tiles of 128-256 px) per transform and threshold, confirmed "
-          f"(pHash alone in brackets)")
+    print(f"\nrecall over {len(originals)} {kind} per transform and threshold, confirmed (pHash alone in brackets)")
     print("| transform | median distance | " + " | ".join(f"d<={d}" for d in THRESHOLDS) + " |")
     print("|---|---|" + "---|" * len(THRESHOLDS))
     for name, found in distances.items():
         phash_only, after = (np.array(column) for column in zip(*found, strict=True))
         cells = " | ".join(f"{(after <= d).mean():.3f} ({(phash_only <= d).mean():.3f})" for d in THRESHOLDS)
         print(f"| {name} | {int(np.median(phash_only))} | {cells} |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--gcompris", type=Path, metavar="DEB_OR_FOLDER",
+                        help="add the photos of gcompris-qt-data (its .deb, or a folder it was unpacked into)")
+    parser.add_argument("--copies_of", type=int, default=300)
+    parser.add_argument("--max_distinct", type=int, default=20_000)
+    parser.add_argument("--seed", type=int, default=0, help="which tiles are drawn")
+    parser.add_argument("--cpu_repeats", type=int, default=5)
+    parser.add_argument("--cpu_only", action="store_true", help="only the extra CPU per image")
+    parser.add_argument("--draw_false_pairs", type=Path, metavar="PNG",
+                        help="draw the confirmed false pairs between tiles at the default distance, side by side")
+    parser.add_argument("--min_structure_similarity", type=float,
+                        default=near_duplicates_core.MIN_STRUCTURE_SIMILARITY,
+                        help="try another confirmation threshold (default: the build's)")
+    args = parser.parse_args()
+    near_duplicates_core.MIN_STRUCTURE_SIMILARITY = args.min_structure_similarity
+    print(f"confirmation: structure cosine >= {args.min_structure_similarity} "
+          f"({near_duplicates_core.LOW_DETAIL_MIN_STRUCTURE_SIMILARITY} for low-detail pairs), colours agree")
+    photos = source_photos(args.gcompris)
+    sizes = [p.size for _, p in photos]
+    print(f"{len(photos)} source photos, {min(w * h for w, h in sizes) / 1e6:.2f}-"
+          f"{max(w * h for w, h in sizes) / 1e6:.2f} MP")
+    if args.cpu_only:
+        _print_cpu(photos, args.cpu_repeats)
+        return
+    _print_whole_photo_pairs(photos)
+    tiles, places = distinct_tiles(photos, args.max_distinct, args.seed)
+    _print_false_pairs(photos, tiles, places, args.draw_false_pairs)
+    _print_recall("tiles of 128-256 px", [t for t in tiles if t.width >= 128][:args.copies_of])
+    _print_recall("whole photos", [photo for _, photo in photos])
     _print_cpu(photos, args.cpu_repeats)
 
 
