@@ -162,12 +162,13 @@ def _image(phash: int, split: str = "train", line: int = 1, label: str = "a", **
     return HashedImage(_signature(phash, **signature), split, label, f"img/{line}.jpg", 0, line)
 
 
-def test_an_entry_from_before_the_low_detail_test_still_reads():
-    entry = {"mode": "report", "max_distance": 8, "hash": "pHash", "min_structure_similarity": 0.9, "num_pairs": 3,
+def test_an_entry_from_before_the_confirmation_still_reads():
+    entry = {"mode": "report", "max_distance": 8, "hash": "pHash", "num_pairs": 3,
              "num_listed": 3, "file": "near_duplicates.jsonl", "split_pairs": {"train-test": 2, "validation-test": 0,
              "test": 1}, "num_label_mismatches": 0, "num_dropped": 0, "num_capped_buckets": 0}
     near = NearDuplicatesEntry.of({"near_duplicates": entry})
     assert near.num_low_detail_pairs == 0 and near.low_detail_min_structure_similarity is None
+    assert near.min_structure_similarity is None  # the first version reported pHash distances alone
     assert near.split_pairs_text() == "train-test 2, test 1"
     assert NearDuplicatesEntry.of({"name": "built without --near_duplicates"}) is None
 

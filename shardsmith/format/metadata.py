@@ -28,7 +28,7 @@ class NearDuplicatesEntry:
     mode: str  # report | drop
     max_distance: int
     hash: str
-    min_structure_similarity: float
+    min_structure_similarity: float | None  # None: a build from before pairs were confirmed
     low_detail_min_structure_similarity: float | None  # None: a build from before the stricter low-detail test
     num_low_detail_pairs: int
     num_pairs: int
@@ -51,7 +51,8 @@ class NearDuplicatesEntry:
         entry = metadata.get(NEAR_DUPLICATES_KEY)
         if entry is None:
             return None
-        defaults = {"low_detail_min_structure_similarity": None, "num_low_detail_pairs": 0}
+        defaults = {"min_structure_similarity": None, "low_detail_min_structure_similarity": None,
+                    "num_low_detail_pairs": 0}
         return cls(**(defaults | {f.name: entry[f.name] for f in fields(cls) if f.name in entry}))
 
     def split_pairs_text(self) -> str:
