@@ -142,24 +142,25 @@ def test_python_dash_m_pipeline_is_the_same_command(tmp_path):
 
 def test_errors_jsonl_written_in_parts_is_the_same_sorted_file(bad_rows_manifest, shardsmith, tmp_path,
                                                                monkeypatch):
-    """errors.jsonl is written in bounded sorted parts (transforms/report.py) and merged: with parts of 3 lines
-    over two manifests, merged two at a time in rounds, the file is byte-identical to the one written in a
+    """errors.jsonl is written in bounded sorted parts (transforms/error_parts.py) and merged: with parts of 3
+    lines over two manifests, merged two at a time in rounds, the file is byte-identical to the one written in a
     single part, sorted by source and line, and no part file is left in the build's folder."""
-    from transforms import report
+    from transforms import error_parts
 
     manifest, _, num_bad = bad_rows_manifest
     second = manifest.with_name("again.csv")
     second.write_text(manifest.read_text())
     written = {}
-    for lines_per_part, merged_at_once in ((report.ERROR_LINES_PER_PART, report.PARTS_MERGED_AT_ONCE), (3, 2)):
-        monkeypatch.setattr(report, "ERROR_LINES_PER_PART", lines_per_part)
-        monkeypatch.setattr(report, "PARTS_MERGED_AT_ONCE", merged_at_once)
+    defaults = (error_parts.ERROR_LINES_PER_PART, error_parts.PARTS_MERGED_AT_ONCE)
+    for lines_per_part, merged_at_once in (defaults, (3, 2)):
+        monkeypatch.setattr(error_parts, "ERROR_LINES_PER_PART", lines_per_part)
+        monkeypatch.setattr(error_parts, "PARTS_MERGED_AT_ONCE", merged_at_once)
         out = tmp_path / f"out{lines_per_part}"
         result = shardsmith("build", "--manifest", manifest, "--manifest", second, "--output_dir", out,
                             "--name", "ds", "--max_error_fraction", "0.5")
         assert result.code == 0, result.err
         files = Path(published_dir(out))
-        assert not [p.name for p in files.iterdir() if report.ERROR_PART_PREFIX in p.name]
+        assert not [p.name for p in files.iterdir() if error_parts.ERROR_PART_PREFIX in p.name]
         written[lines_per_part] = (files / "errors.jsonl").read_bytes()
     single, parted = written.values()
     assert parted == single

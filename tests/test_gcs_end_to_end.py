@@ -537,20 +537,20 @@ def test_dataflow_submission_logs_the_job_id_and_console_url(gcs, fake_dataflow_
 
 
 def test_errors_jsonl_parts_are_merged_in_order_on_gs(gcs, monkeypatch):
-    """errors.jsonl's sorted parts (transforms/report.py) are merged line by line from gs:// objects, in rounds when
-    there are more than PARTS_MERGED_AT_ONCE of them, into the same bytes as sorting every line at once."""
+    """errors.jsonl's sorted parts (transforms/error_parts.py) are merged line by line from gs:// objects, in rounds
+    when there are more than PARTS_MERGED_AT_ONCE of them, into the same bytes as sorting every line at once."""
     from apache_beam.io.filesystems import FileSystems
 
     from shardsmith.format.build_folder import write_atomically
-    from transforms import report
+    from transforms import error_parts
 
     lines = [json.dumps({"line": n, "reason": "r", "source": "m.csv", "stage": "lookup", "uri": f"u{n}"},
                         sort_keys=True).encode() + b"\n" for n in range(200)]
     shuffled = random.Random(1).sample(lines, len(lines))
     parts = []
     for at in range(0, len(shuffled), 7):
-        parts.append(f"gs://{BUCKET}/errs/{TEMP_PREFIX}{report.ERROR_PART_PREFIX}{at:03d}")
-        write_atomically(parts[-1], b"".join(sorted(shuffled[at:at + 7], key=report._line_order)))
-    monkeypatch.setattr(report, "PARTS_MERGED_AT_ONCE", 4)
-    with FileSystems.open(report.merge_error_parts(None, parts, f"gs://{BUCKET}/errs")) as merged:
+        parts.append(f"gs://{BUCKET}/errs/{TEMP_PREFIX}{error_parts.ERROR_PART_PREFIX}{at:03d}")
+        write_atomically(parts[-1], b"".join(sorted(shuffled[at:at + 7], key=error_parts._line_order)))
+    monkeypatch.setattr(error_parts, "PARTS_MERGED_AT_ONCE", 4)
+    with FileSystems.open(error_parts.merge_error_parts(None, parts, f"gs://{BUCKET}/errs")) as merged:
         assert merged.read() == b"".join(lines)
