@@ -319,8 +319,12 @@ def main() -> None:
     parser.add_argument("--min_structure_similarity", type=float,
                         default=near_duplicates_core.MIN_STRUCTURE_SIMILARITY,
                         help="try another confirmation threshold (default: the build's)")
+    parser.add_argument("--low_detail_min_structure_similarity", type=float,
+                        default=near_duplicates_core.LOW_DETAIL_MIN_STRUCTURE_SIMILARITY,
+                        help="try another threshold for low-detail pairs (default: the build's; 0.9: none stricter)")
     args = parser.parse_args()
     near_duplicates_core.MIN_STRUCTURE_SIMILARITY = args.min_structure_similarity
+    near_duplicates_core.LOW_DETAIL_MIN_STRUCTURE_SIMILARITY = args.low_detail_min_structure_similarity
     print(f"confirmation: structure cosine >= {args.min_structure_similarity} "
           f"({near_duplicates_core.LOW_DETAIL_MIN_STRUCTURE_SIMILARITY} for low-detail pairs), colours agree")
     photos = source_photos(args.gcompris)
