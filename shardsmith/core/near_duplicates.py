@@ -45,7 +45,7 @@ COLOUR_RELATIVE_TOLERANCE = 0.5
 # than this.
 LOW_DETAIL_BLOCKS = 12
 # The structure cosine a low-detail pair needs: measured to cut false pairs between patches of sky and wall by
-# 70-90% while 5% crops of photos stay found (docs/near_duplicates.md).
+# three quarters for a point of 5% crop recall on photos (docs/near_duplicates.md).
 LOW_DETAIL_MIN_STRUCTURE_SIMILARITY = 0.97
 # Rows in one band bucket that are compared pairwise (vectorised Hamming distances, a few MB of rows); a bigger
 # bucket is reported as capped and not expanded.
