@@ -40,6 +40,8 @@ environment:
   SHARDSMITH_VENV  where the virtual environment lives (default: .venv in this folder)
   SHARDSMITH_AIRFLOW_VENV
                    where airflow-env installs Airflow (default: .venv-airflow in this folder)
+  SHARDSMITH_TEST_WORKERS
+                   test processes for `test` (default: auto, one per core; 0: none, all in one process)
 EOF
 }
 
@@ -97,7 +99,9 @@ cmd_test() {
   ensure_venv
   cd "$ROOT"
   "$VENV/bin/ruff" check .
-  "$VENV/bin/python" -m pytest "$@"
+  # One pytest worker per core; a file's tests stay on one worker, so its module fixtures are built once.
+  # SHARDSMITH_TEST_WORKERS=0 runs them in this process.
+  "$VENV/bin/python" -m pytest -n "${SHARDSMITH_TEST_WORKERS:-auto}" --dist loadfile "$@"
 }
 
 # image, dataflow, template and run-template are Python (pipeline/cloud/, also `shardsmith COMMAND`). It needs only
