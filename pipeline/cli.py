@@ -354,6 +354,12 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:  # the one place a traceback is turned into a sentence
         if os.environ.get(DEBUG_ENV):
             raise
+        from shardsmith.errors import worker_usage_error_in
+
+        usage = worker_usage_error_in(str(e))
+        if usage is not None:
+            print(f"shardsmith: error: {usage}", file=sys.stderr)
+            return 2
         traceback.clear_frames(e.__traceback__)  # their locals hold the failed graph: let finally collect it
         from transforms.report import CHECK_FAILED_MARKER
 

@@ -47,19 +47,20 @@ def build_graph(pipeline: beam.Pipeline, options: BuildOptions, sources: list[So
         images, box_errors = read_rows | "GroupBoxRows" >> GroupBoxRows(options.manifest.list_delimiter)
         stage_errors.append(box_errors)
     placement, records = options.placement, options.records
+    allowed = options.manifest.allowed_prefixes  # checked again where each image is opened
     rows = images | "AssignSplits" >> beam.Map(assign_splits, placement.split_ratios, placement.seed)
     sized = rows | "LookupSizes" >> LookupSizes(records.max_image_bytes)
     candidates = sized.rows
     stage_errors.append(sized.errors)
     if options.checks.on_duplicate == "drop":
-        distinct = candidates | "DropDuplicates" >> DropDuplicates(records.max_image_bytes)
+        distinct = candidates | "DropDuplicates" >> DropDuplicates(records.max_image_bytes, allowed)
         candidates = distinct.rows
         stage_errors.append(distinct.errors)
     checks = options.checks
     near_found = near_dropped = None
     if checks.near_duplicates == "drop":
         near = candidates | "DropNearDuplicates" >> DropNearDuplicates(records.max_image_bytes,
-                                                                       checks.near_duplicate_distance)
+                                                                       checks.near_duplicate_distance, allowed)
         candidates, near_found, near_dropped = near.rows, near.found, near.errors
         stage_errors.append(near.errors)
     vocabulary = candidates | "ComputeVocabulary" >> ComputeVocabulary()
@@ -67,7 +68,8 @@ def build_graph(pipeline: beam.Pipeline, options: BuildOptions, sources: list[So
     spec = ShardSpec(placement.num_shards, int(placement.target_shard_mb * MIB))
     shard_groups, plan = labelled.rows | "PlaceRows" >> PlaceRows(placement.seed, spec)
     written = shard_groups | "WriteShards" >> WriteShards(
-        WriterConfig(output_dir=files_dir, name=options.name, records=records),
+        WriterConfig(output_dir=files_dir, name=options.name, records=records,
+                     allowed_prefixes=allowed),
         writer_processes,
         while_writing=start_importing_tensorflow if writer_processes and not transform_fn_writer else None,
     )

@@ -139,13 +139,15 @@ class HashRowsFn(ThreadPoolDoFn):
 
     pool_size = MAX_HASHES_IN_FLIGHT
 
-    def __init__(self, max_image_bytes: int):
+    def __init__(self, max_image_bytes: int, allowed_prefixes: tuple[str, ...] = ()):
         super().__init__()
         self._max_image_bytes = max_image_bytes
+        self._allowed_prefixes = allowed_prefixes
 
     def _hash(self, row: ManifestRow) -> str:
         try:
-            return hashlib.sha256(read_bytes(row.resolved_uri, self._max_image_bytes, row.size)).hexdigest()
+            data = read_bytes(row.resolved_uri, self._max_image_bytes, row.size, self._allowed_prefixes)
+            return hashlib.sha256(data).hexdigest()
         except Exception:
             return ""
 
@@ -176,14 +178,15 @@ class DropDuplicates(beam.PTransform):
     """RowBatches -> RowBatches with one copy per distinct image, and error rows for the others (tagged
     `errors`). Rows go through the GroupByKey one by one here: this mode reads every image twice anyway."""
 
-    def __init__(self, max_image_bytes: int):
+    def __init__(self, max_image_bytes: int, allowed_prefixes: tuple[str, ...] = ()):
         super().__init__()
         self._max_image_bytes = max_image_bytes
+        self._allowed_prefixes = allowed_prefixes
 
     def expand(self, batches):
         kept = (
             batches
-            | "HashImages" >> beam.ParDo(HashRowsFn(self._max_image_bytes))
+            | "HashImages" >> beam.ParDo(HashRowsFn(self._max_image_bytes, self._allowed_prefixes))
             | "GroupBySha256" >> beam.GroupByKey()
             | "KeepFirstCopy" >> beam.FlatMap(_keep_first).with_outputs(ERRORS, main="rows")
         )

@@ -207,13 +207,15 @@ class HashRowsFn(ThreadPoolDoFn):
 
     pool_size = MAX_HASHES_IN_FLIGHT
 
-    def __init__(self, max_image_bytes: int):
+    def __init__(self, max_image_bytes: int, allowed_prefixes: tuple[str, ...] = ()):
         super().__init__()
         self._max_image_bytes = max_image_bytes
+        self._allowed_prefixes = allowed_prefixes
 
     def _hash(self, row: ManifestRow) -> ImageSignature | None:
         try:
-            return signature_of_bytes(read_bytes(row.resolved_uri, self._max_image_bytes, row.size))
+            return signature_of_bytes(read_bytes(row.resolved_uri, self._max_image_bytes, row.size,
+                                                 self._allowed_prefixes))
         except Exception:
             return None
 
@@ -252,14 +254,15 @@ class DropNearDuplicates(beam.PTransform):
     """RowBatches -> RowBatches without the validation/test copies of training images (error rows instead),
     and the pairs found. Rows go through a GroupByKey one by one: this mode reads every image twice anyway."""
 
-    def __init__(self, max_image_bytes: int, max_distance: int):
+    def __init__(self, max_image_bytes: int, max_distance: int, allowed_prefixes: tuple[str, ...] = ()):
         super().__init__()
         self._max_image_bytes = max_image_bytes
+        self._allowed_prefixes = allowed_prefixes
         self._max_distance = max_distance
 
     def expand(self, batches):
-        keyed = batches | "HashImages" >> beam.ParDo(HashRowsFn(self._max_image_bytes)).with_outputs(
-            "hashes", main="rows")
+        hash_rows = HashRowsFn(self._max_image_bytes, self._allowed_prefixes)
+        keyed = batches | "HashImages" >> beam.ParDo(hash_rows).with_outputs("hashes", main="rows")
         found = keyed.hashes | "FindNearPairs" >> FindNearPairs(self._max_distance, lists=False)
         decisions = found.pairs | "LeakedCopies" >> beam.FlatMap(_drop_decision)
         decided = (

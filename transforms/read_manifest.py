@@ -15,6 +15,7 @@ import apache_beam as beam
 from shardsmith.core import progress_signal
 from shardsmith.core.manifest import ManifestFormat, ManifestParser, Source
 from shardsmith.core.rows import ROWS_PER_BATCH, ManifestRow, RowBatch
+from shardsmith.errors import UsageError, WorkerUsageError
 from transforms import ERRORS, StageOutputs
 from transforms.metrics import ROWS_READ, count, rejected
 
@@ -28,6 +29,12 @@ class ReadSourceFn(beam.DoFn):
         self._parser = ManifestParser(fmt)
 
     def process(self, source: Source) -> Iterator:
+        try:
+            yield from self._batches(source)
+        except UsageError as e:  # the manifest changed since the launcher checked it
+            raise WorkerUsageError(str(e)) from None
+
+    def _batches(self, source: Source) -> Iterator:
         batch: RowBatch = []
         for item in self._parser.parse(source):
             if not isinstance(item, ManifestRow):

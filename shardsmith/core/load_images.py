@@ -28,6 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TypeVar
 
+from shardsmith.core.local_files import NotARegularFile, OutsideAllowedPrefixes, open_regular_file
 from shardsmith.format.naming import is_remote
 
 VALIDATE_MODES = ("header", "decode")
@@ -242,14 +243,27 @@ def _one_line(error: Exception) -> str:
     return f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"[:300]
 
 
-def read_bytes(uri: str, max_bytes: int, expected_size: int = -1) -> bytes:
+def read_bytes(uri: str, max_bytes: int, expected_size: int = -1, allowed_prefixes: tuple[str, ...] = (),
+               what: str = "image") -> bytes:
     """All bytes of one file: local paths with plain file I/O, anything else (gs://) through Beam's
     FileSystems, imported only then. Never decompresses.
+
+    A local file is judged as opened, not by its path (shardsmith/core/local_files.py): one that is not a regular
+    file is rejected without a read (a named pipe never makes this wait), and with `allowed_prefixes` (the
+    manifest's) one whose real path is under none of them is rejected as `what` "URI is outside
+    --allowed_prefixes", whatever the path looked like when the manifest was read.
 
     `expected_size` (from the size lookup) sizes the first read: asking for max_bytes at once would make
     Python allocate a buffer of max_bytes (64 MiB by default) for every image, which costs more than the read."""
     first = expected_size + 1 if 0 <= expected_size < max_bytes else READ_CHUNK_BYTES
-    with _open_for_reading(uri) as f:
+    try:
+        opened = _open_for_reading(uri, allowed_prefixes)
+    except NotARegularFile as e:
+        raise ImageRejected("file is not a regular file" if what == "image" else f"{what} file is not a regular file",
+                            e.kind) from None
+    except OutsideAllowedPrefixes:
+        raise ImageRejected(f"{what} URI is outside --allowed_prefixes", uri) from None
+    with opened as f:
         chunks = [f.read(min(first, max_bytes + 1))]
         total = len(chunks[0])
         while chunks[-1] and total <= max_bytes:
@@ -261,9 +275,9 @@ def read_bytes(uri: str, max_bytes: int, expected_size: int = -1) -> bytes:
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
-def _open_for_reading(uri: str):
+def _open_for_reading(uri: str, allowed_prefixes: tuple[str, ...]):
     if not is_remote(uri):
-        return open(uri, "rb")  # noqa: SIM115 (closed by the caller's with-block)
+        return open_regular_file(uri, allowed_prefixes)
     from apache_beam.io.filesystem import CompressionTypes
     from apache_beam.io.filesystems import FileSystems
 

@@ -29,6 +29,7 @@ from shardsmith.core.annotations import (
     features_from,
     split_labels,
 )
+from shardsmith.core.local_files import NotARegularFile, kind_of, open_regular_file
 from shardsmith.core.rows import Annotation, ErrorRow, ManifestRow
 from shardsmith.errors import UsageError
 from shardsmith.format.naming import canonical_split, is_remote
@@ -135,9 +136,13 @@ def manifest_lines(path: str) -> Iterator[tuple[int, str | None]]:
 
 def _open_binary(path: str) -> BinaryIO:
     """A local file as Beam's LocalFileSystem opens it (uncompressed, binary), without importing Beam (the
-    header check runs before the CLI imports it); other URIs through Beam's FileSystems."""
+    header check runs before the CLI imports it); other URIs through Beam's FileSystems. A local path that is not
+    a regular file when opened is a UsageError, at once."""
     if not is_remote(path):
-        return open(path, "rb")  # noqa: SIM115 (the caller's with-block closes it)
+        try:
+            return open_regular_file(path)
+        except NotARegularFile as e:  # replaced since resolve_sources looked: never wait on a named pipe
+            raise UsageError(f"manifest {path} is {e.kind}, not a regular file") from None
     from apache_beam.io.filesystem import CompressionTypes
     from apache_beam.io.filesystems import FileSystems
 
@@ -512,9 +517,7 @@ def resolve_sources(manifests: tuple[str, ...]) -> list[Source]:
         except OSError as e:
             raise UsageError(f"manifest cannot be read: {path}: {e.strerror}") from None
         if not stat.S_ISREG(mode):
-            kind = ("a named pipe (FIFO)" if stat.S_ISFIFO(mode)
-                    else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a special file")
-            raise UsageError(f"manifest {path} is {kind}, not a regular file")
+            raise UsageError(f"manifest {path} is {kind_of(mode)}, not a regular file")
     unique = sorted(set(paths))
     return [Source(path, index, source_kind(path, is_folder)) for index, (path, is_folder) in enumerate(unique)]
 

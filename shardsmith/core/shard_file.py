@@ -53,6 +53,9 @@ class WriterConfig:
     output_dir: str
     name: str
     records: RecordSettings = RecordSettings()
+    # --allowed_prefixes (real paths): checked again on each file as it is opened, since the manifest's check saw
+    # only the path, which a symlink swapped in since could lead elsewhere.
+    allowed_prefixes: tuple[str, ...] = ()
 
 
 @dataclass
@@ -81,7 +84,7 @@ class _Loaded:
 def _load(placed: PlacedRow, config: WriterConfig) -> _Loaded:
     try:
         settings = config.records
-        data = read_bytes(placed.row.resolved_uri, settings.max_image_bytes, placed.row.size)
+        data = read_bytes(placed.row.resolved_uri, settings.max_image_bytes, placed.row.size, config.allowed_prefixes)
         sha256 = hashlib.sha256(data).hexdigest()
         changed = reencode(data, settings.reencoding, settings.max_pixels) if settings.reencoding.active else None
         if changed is not None:
@@ -96,7 +99,9 @@ def _load(placed: PlacedRow, config: WriterConfig) -> _Loaded:
     if annotation is None or not annotation.mask_uri:
         return _Loaded(placed, data, info, sha256, source_size=len(data), signature=signature)
     try:
-        mask = mask_png(read_bytes(annotation.mask_uri, config.records.max_image_bytes), info.height, info.width)
+        mask_bytes = read_bytes(annotation.mask_uri, config.records.max_image_bytes,
+                                allowed_prefixes=config.allowed_prefixes, what="mask")
+        mask = mask_png(mask_bytes, info.height, info.width)
     except ImageRejected as e:
         return _Loaded(placed, error=e)
     except OSError as e:

