@@ -354,10 +354,13 @@ def main(argv: list[str] | None = None) -> int:
         from pipeline.cloud.cli import main as cloud_main
 
         return cloud_main(argv)
+    from pipeline.interrupts import Interrupts
     from pipeline.options import UsageError
 
+    interrupts = Interrupts()
     try:
-        result = run(argv)
+        with interrupts:
+            result = run(argv)
         return 0 if getattr(result, "ok", True) else 1  # verify: the verdict line is already printed
     except UsageError as e:
         print(f"shardsmith: error: {e}", file=sys.stderr)
@@ -366,6 +369,9 @@ def main(argv: list[str] | None = None) -> int:
         print("shardsmith: interrupted", file=sys.stderr)
         return 130
     except Exception as e:  # the one place a traceback is turned into a sentence
+        if interrupts.seen:
+            print("shardsmith: interrupted", file=sys.stderr)
+            return 130
         if os.environ.get(DEBUG_ENV):
             raise
         traceback.clear_frames(e.__traceback__)  # their locals hold the failed graph: let finally collect it
