@@ -110,6 +110,19 @@ def _checked_sources(options):
     return sources
 
 
+def _check_credentials(beam_args: list[str], options) -> None:
+    """A build on Dataflow or with gs:// paths and no Google Cloud credentials is a usage error in a second,
+    before Beam's clients spend minutes retrying (pipeline/credentials.py)."""
+    from pipeline.credentials import credentials_needed_for, credentials_problem
+    from pipeline.options import UsageError
+
+    needed_for = credentials_needed_for(beam_args, options.manifests, options.output_dir, options.temp_dir,
+                                        os.environ)
+    problem = credentials_problem(needed_for) if needed_for else None
+    if problem:
+        raise UsageError(problem)
+
+
 def _progress_shown(local: bool):
     """A local build draws its progress on stderr (pipeline/progress.py); a remote job's is on its page."""
     if not local:
@@ -136,6 +149,7 @@ def build(argv: list[str]) -> dict:
 
     beam_args = absolute_beam_paths(beam_args)
     check_paths_for_runner(beam_args, options.manifests, options.output_dir, options.temp_dir)
+    _check_credentials(beam_args, options)
     sources = _checked_sources(options)
 
     from pipeline.transform_fn_process import transform_fn_process
@@ -340,10 +354,13 @@ def main(argv: list[str] | None = None) -> int:
         from pipeline.cloud.cli import main as cloud_main
 
         return cloud_main(argv)
+    from pipeline.interrupts import Interrupts
     from pipeline.options import UsageError
 
+    interrupts = Interrupts()
     try:
-        result = run(argv)
+        with interrupts:
+            result = run(argv)
         return 0 if getattr(result, "ok", True) else 1  # verify: the verdict line is already printed
     except UsageError as e:
         print(f"shardsmith: error: {e}", file=sys.stderr)
@@ -352,6 +369,9 @@ def main(argv: list[str] | None = None) -> int:
         print("shardsmith: interrupted", file=sys.stderr)
         return 130
     except Exception as e:  # the one place a traceback is turned into a sentence
+        if interrupts.seen:
+            print("shardsmith: interrupted", file=sys.stderr)
+            return 130
         if os.environ.get(DEBUG_ENV):
             raise
         from shardsmith.errors import worker_usage_error_in

@@ -82,13 +82,25 @@ class TransformFnClient:
                 time.sleep(0.05)
 
 
+_RUNNING: set[subprocess.Popen] = set()
+
+
+def kill_all() -> None:
+    """Kills every tf.transform process this process runs (an interrupted build); their requests fail."""
+    for process in list(_RUNNING):
+        with contextlib.suppress(OSError):
+            process.kill()
+
+
 @contextlib.contextmanager
 def transform_fn_process() -> Iterator[TransformFnClient]:
     """Starts the process; yields its client; stops the process and removes its socket on exit."""
     socket_dir = tempfile.mkdtemp(prefix=_SOCKET_DIR_PREFIX)
     client = TransformFnClient(os.path.join(socket_dir, SOCKET_NAME), secrets.token_bytes(32))
+    # process_group=0: a terminal's Ctrl-C reaches only the launcher, which then closes stdin (the exit signal).
     process = subprocess.Popen([sys.executable, "-m", "pipeline.transform_fn_process", client.address],
-                               stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
+                               stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, process_group=0)
+    _RUNNING.add(process)
     try:
         process.stdin.write(client.authkey.hex().encode() + b"\n")
         process.stdin.flush()
@@ -101,6 +113,7 @@ def transform_fn_process() -> Iterator[TransformFnClient]:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+        _RUNNING.discard(process)
         shutil.rmtree(socket_dir, ignore_errors=True)
 
 

@@ -214,8 +214,8 @@ def test_image_dry_run_with_cloud_build_and_with_docker():
     result = launch("image", "--dry-run", "--builder", "docker", "--image", IMAGE)
     assert result.returncode == 0, result.stderr
     assert [shlex.split(line) for line in result.stdout.splitlines()] == [
-        ["gcloud", "auth", "configure-docker", "europe-west4-docker.pkg.dev", "--quiet"],
         ["docker", "build", "--platform=linux/amd64", f"--tag={IMAGE}", str(ROOT)],
+        ["gcloud", "auth", "configure-docker", "europe-west4-docker.pkg.dev", "--quiet"],
         ["docker", "push", IMAGE],
     ]
 

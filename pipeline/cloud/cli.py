@@ -1,7 +1,8 @@
 """main() of the cloud commands: `shardsmith COMMAND ARGS` and `python -m pipeline.cloud COMMAND ARGS`.
 
 Exit status: 0 when every step ran (or was printed); 2 with one line `PROG: COMMAND: ...` for a mistake in the
-arguments, the environment or the config file, before anything runs; else the status of the step that failed.
+arguments, the environment or the config file, or a failed check of what the steps need (commands.CHECKS: a
+Docker daemon, a gcloud account), before anything runs; else the status of the step that failed.
 """
 
 from __future__ import annotations
@@ -12,11 +13,11 @@ import sys
 from collections.abc import Mapping
 
 from pipeline.cloud import COMMANDS, UsageError
-from pipeline.cloud.commands import STEPS, default_tag
+from pipeline.cloud.commands import CHECKS, STEPS, default_tag
 from pipeline.cloud.config_file import read_config
 from pipeline.cloud.help import help_text
 from pipeline.cloud.settings import KEYS, gather, is_true, parse_command_line, resolve
-from pipeline.cloud.steps import run_steps
+from pipeline.cloud.steps import failed_check, run_steps
 
 
 def main(argv: list[str], prog: str = "shardsmith", python: str | None = None, launcher: str | None = None,
@@ -41,6 +42,10 @@ def main(argv: list[str], prog: str = "shardsmith", python: str | None = None, l
         steps = STEPS[command](settings, line.passed, python or sys.executable)
     except UsageError as e:
         print(f"{prog}: {command}: {e}", file=sys.stderr)
+        return 2
+    problem = None if dry_run else failed_check(CHECKS.get(command, lambda _: [])(settings))
+    if problem:
+        print(f"{prog}: {command}: {problem}", file=sys.stderr)
         return 2
     if command == "dataflow" and launcher and not dry_run:
         installed = subprocess.run(["bash", launcher, "install"]).returncode

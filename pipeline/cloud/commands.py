@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import subprocess
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.cloud import UsageError
@@ -59,11 +60,43 @@ def image(s: Settings, passed: list[str], python: str) -> list[list[str]]:
         # Cloud Build builds the Dockerfile in the cloud and pushes the image; TensorFlow makes a big layer.
         return [["gcloud", "builds", "submit", str(ROOT), f"--project={s.project}", f"--region={s.region}",
                  f"--tag={s.image}", "--timeout=3600s", "--machine-type=e2-highcpu-8", "--ignore-file=.dockerignore"]]
-    host = s.image.split("/", 1)[0]
-    login = [["gcloud", "auth", "configure-docker", host, "--quiet"]] if host.endswith((".pkg.dev", "gcr.io")) else []
-    # Dataflow workers are x86-64: build for that platform whatever the local machine is.
-    return [*login, ["docker", "build", "--platform=linux/amd64", f"--tag={s.image}", str(ROOT)],
+    # Dataflow workers are x86-64: build for that platform whatever the local machine is. The registry login
+    # edits ~/.docker/config.json: it comes after the build, and after the checks (image_checks) passed.
+    login = [["gcloud", "auth", "configure-docker", _google_registry(s), "--quiet"]] if _google_registry(s) else []
+    return [["docker", "build", "--platform=linux/amd64", f"--tag={s.image}", str(ROOT)], *login,
             ["docker", "push", s.image]]
+
+
+def _google_registry(s: Settings) -> str:
+    """The image's registry host if it is Google's (Artifact Registry, Container Registry), else ""."""
+    host = s.image.split("/", 1)[0]
+    return host if host.endswith((".pkg.dev", "gcr.io")) else ""
+
+
+@dataclass(frozen=True)
+class Check:
+    """A command run (output captured) before a command's steps; it passes if it exits 0 and, with
+    `needs_output`, prints something. `problem` is the line shown when it does not."""
+
+    argv: list[str]
+    problem: str
+    needs_output: bool = False
+
+
+def image_checks(s: Settings) -> list[Check]:
+    """What `image --builder docker` needs before it changes anything: a Docker daemon, and for a Google registry
+    an active gcloud account (`gcloud auth configure-docker` edits ~/.docker/config.json whether or not there is
+    one). Cloud Build needs neither: gcloud itself refuses at once without an account."""
+    if s.builder != "docker":
+        return []
+    checks = [Check(["docker", "info", "--format", "{{.ServerVersion}}"],
+                    "no Docker daemon is reachable (start Docker, or use --builder cloudbuild)")]
+    registry = _google_registry(s)
+    if registry:
+        checks.append(Check(["gcloud", "auth", "list", "--filter=status:ACTIVE", "--format=value(account)"],
+                            f"gcloud has no active account, which pushing to {registry} needs: run `gcloud auth "
+                            "login` first", needs_output=True))
+    return checks
 
 
 def dataflow(s: Settings, passed: list[str], python: str) -> list[list[str]]:
@@ -127,3 +160,4 @@ def run_template(s: Settings, passed: list[str], python: str) -> list[list[str]]
 STEPS: dict[str, Callable[[Settings, list[str], str], list[list[str]]]] = {
     "image": image, "dataflow": dataflow, "template": template, "run-template": run_template,
 }
+CHECKS: dict[str, Callable[[Settings], list[Check]]] = {"image": image_checks}

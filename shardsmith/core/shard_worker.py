@@ -23,6 +23,7 @@ import subprocess
 import sys
 import threading
 import traceback
+import weakref
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import BinaryIO
@@ -71,6 +72,17 @@ def main() -> None:
         _send(replies, reply)
 
 
+_POOLS: weakref.WeakSet[ShardWriterPool] = weakref.WeakSet()
+
+
+def kill_all_writers() -> None:
+    """Kills every writer process of this process's pools at once (an interrupted build: a shard they were
+    writing stays a temporary file in the unfinished build's folder, which the next run removes). Their jobs
+    fail with ShardWriterDied."""
+    for pool in list(_POOLS):
+        pool.kill()
+
+
 class ShardWriterPool:
     """`processes` worker processes; submit() returns a Future of the job's ShardOutcome. The workers die with
     this process, however it ends."""
@@ -96,13 +108,16 @@ class ShardWriterPool:
         for worker in self._workers:
             self._idle.put(worker)
         self._threads = ThreadPoolExecutor(processes)
+        _POOLS.add(self)
 
     def _start_and_stay(self, processes: int, env: dict[str, str], started: threading.Event,
                         failed: list[BaseException]) -> None:
         try:
             for _ in range(processes):
+                # A process group of their own: a terminal's Ctrl-C (SIGINT to the foreground group) reaches
+                # only the build, which stops them, instead of a traceback from each.
                 self._workers.append(subprocess.Popen([sys.executable, "-m", __name__], stdin=subprocess.PIPE,
-                                                      stdout=subprocess.PIPE, env=env))
+                                                      stdout=subprocess.PIPE, env=env, process_group=0))
         except BaseException as e:  # raised by __init__
             failed.append(e)
             for worker in self._workers:
@@ -128,6 +143,11 @@ class ShardWriterPool:
         if status != "ok":
             raise RuntimeError(f"writing a shard failed: {value}")
         return value
+
+    def kill(self) -> None:
+        for worker in self._workers:
+            with contextlib.suppress(OSError):
+                worker.kill()
 
     def close(self) -> None:
         self._threads.shutdown(wait=True)

@@ -206,6 +206,8 @@ def load(
     - `batch_size`: None yields single examples. `shuffle_buffer`: 0 or None reads in shard order (with
       `shuffle_files=False`, fully deterministic).
     - `seed`: fixes the file and record shuffles and makes the order deterministic (slower).
+    The dataset's `cardinality()` is known (records from metadata.json, or batches of them), so `model.fit`
+    needs no `steps_per_epoch`; `.repeat()`, `.filter()` or `.take()` on it change that as tf.data does.
     """
     tf = import_tensorflow()
 
@@ -237,6 +239,9 @@ def load(
         files, open_shard, len(shards), shuffle_buffer=shuffle_buffer,
         cycle_length=cycle_length, shuffle_files=shuffle_files, seed=seed,
     )
+    # The interleave hides how many records there are; metadata.json knows (and counted_records fails a shard
+    # that disagrees). Known, it survives map and batch, so Keras sees an epoch's batches and never runs out.
+    records = records.apply(tf.data.experimental.assert_cardinality(sum(s["num_examples"] for s in shards)))
 
     def parse(record):
         example = parse_record(record, spec)

@@ -1,0 +1,76 @@
+"""Ctrl-C on a terminal: one line and exit 130 in any phase of a build (pipeline/cli.py `main` uses it).
+
+A terminal sends SIGINT to its whole foreground process group. The shard writers and the tf.transform process
+start in process groups of their own, so only the launcher gets it; this module stops them (they are killed: a
+shard they were writing stays a temporary file in the unfinished build's folder, which the next run removes).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import threading
+
+
+class Interrupts:
+    """Ctrl-C during a command. The build's child processes (shard writers, tf.transform) are in process groups of
+    their own, so a terminal's SIGINT reaches only this process, which stops them at once: from the thread that
+    wakes on the signal (the kernel may deliver it to any thread, leaving the main thread blocked on a child's
+    reply until it answers), and again in Python's handler, which then raises KeyboardInterrupt as usual. The
+    interrupt is remembered: Beam turns a KeyboardInterrupt inside a step into a RuntimeError naming it.
+    Installed only over Python's default handler, from the main thread (never over a notebook's)."""
+
+    def __init__(self):
+        self.seen = False
+        self._installed = False
+        self._wakeup: tuple[int, int] | None = None
+        self._previous_wakeup_fd = -1
+        self._watcher: threading.Thread | None = None
+
+    def __enter__(self) -> Interrupts:
+        if (threading.current_thread() is not threading.main_thread()
+                or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
+            return self
+        signal.signal(signal.SIGINT, self._on_interrupt)
+        self._installed = True
+        read_end, write_end = os.pipe()
+        os.set_blocking(write_end, False)
+        self._wakeup = (read_end, write_end)
+        self._previous_wakeup_fd = signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
+        self._watcher = threading.Thread(target=self._watch, args=(read_end,), name="shardsmith-interrupts",
+                                         daemon=True)
+        self._watcher.start()
+        return self
+
+    def _watch(self, read_end: int) -> None:
+        while True:
+            received = os.read(read_end, 64)
+            if not received or 0 in received:  # 0: __exit__'s stop
+                return
+            if signal.SIGINT in received:
+                self._stop_children()
+
+    def _stop_children(self) -> None:
+        self.seen = True
+        for module, stop in (("shardsmith.core.shard_worker", "kill_all_writers"),
+                             ("pipeline.transform_fn_process", "kill_all")):
+            if module in sys.modules:
+                getattr(sys.modules[module], stop)()
+
+    def _on_interrupt(self, signum, frame) -> None:
+        self._stop_children()
+        raise KeyboardInterrupt
+
+    def __exit__(self, *exc) -> None:
+        if not self._installed:
+            return
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.set_wakeup_fd(self._previous_wakeup_fd)
+        read_end, write_end = self._wakeup
+        with contextlib.suppress(OSError):
+            os.write(write_end, b"\0")
+        self._watcher.join(timeout=5)
+        os.close(write_end)
+        os.close(read_end)

@@ -1,0 +1,184 @@
+"""Ctrl-C on a terminal stops a local build quietly in any phase: exit 130, one line, no traceback, and the next
+run cleans up and publishes.
+
+A terminal's Ctrl-C is SIGINT to its whole foreground process group, children included. The build runs here in a
+session of its own on a pseudo-terminal and gets os.killpg(its group, SIGINT), as from a terminal. Each phase is
+recognised from the build's own output and processes, never from sleeps: early (the tf.transform process has
+just started, Beam is being imported), while writing (the progress line shows images written; the writer
+processes are paused with SIGSTOP around the signal so that it lands while they hold shards), and while the build
+waits for tf.transform (every image written while the tf.transform process still imports TensorFlow, which
+takes seconds; it is paused with SIGSTOP around the signal).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import pty
+import re
+import signal
+import struct
+import subprocess
+import sys
+import termios
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PHASE_DEADLINE_S = 240.0
+EXIT_DEADLINE_S = 120.0
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+_WRITTEN = re.compile(r"(\d+)/(\d+) \[")
+
+
+def _children(pid: int) -> dict[int, str]:
+    """The build's child processes and their command lines (from /proc)."""
+    found = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+            parent = int(stat.rpartition(")")[2].split()[1])
+            if parent == pid:
+                found[int(entry)] = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except (OSError, ValueError, IndexError):
+            continue
+    return found
+
+
+class _TerminalBuild:
+    """A build whose stdin, stdout and stderr are a sized pseudo-terminal, in a session of its own."""
+
+    def __init__(self, args: list[str], env: dict[str, str]):
+        master, slave = pty.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 150, 0, 0))
+        self._master = master
+        self.output = bytearray()
+        self.process = subprocess.Popen([sys.executable, "-m", "pipeline", "build", *args], env=env, cwd=ROOT,
+                                        stdin=slave, stdout=slave, stderr=slave, start_new_session=True)
+        os.close(slave)
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        while True:
+            try:
+                chunk = os.read(self._master, 65536)
+            except OSError:  # EIO: the build and its children closed the terminal
+                return
+            if not chunk:
+                return
+            self.output.extend(chunk)
+
+    def text(self, start: int = 0) -> str:
+        return _ANSI.sub("", bytes(self.output[start:]).decode("utf-8", "replace"))
+
+    def wait_for(self, what: str, ready: Callable[[], object]):
+        deadline = time.monotonic() + PHASE_DEADLINE_S
+        while time.monotonic() < deadline:
+            found = ready()
+            if found:
+                return found
+            assert self.process.poll() is None, f"the build ended before {what}:\n{self.text()[-3000:]}"
+            time.sleep(0.02)
+        raise AssertionError(f"no {what} after {PHASE_DEADLINE_S:.0f} s:\n{self.text()[-3000:]}")
+
+    def children(self, module: str) -> list[int]:
+        return [pid for pid, command in _children(self.process.pid).items() if module in command]
+
+    def interrupt(self) -> int:
+        """Ctrl-C as a terminal sends it; returns where the output stood."""
+        mark = len(self.output)
+        os.killpg(self.process.pid, signal.SIGINT)
+        return mark
+
+    def finish(self) -> int:
+        try:
+            code = self.process.wait(timeout=EXIT_DEADLINE_S)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"still running {EXIT_DEADLINE_S:.0f} s after Ctrl-C:\n{self.text()[-3000:]}\n"
+                                 f"children: {_children(self.process.pid)}") from None
+        finally:
+            if self.process.poll() is None:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+        self._reader.join(timeout=10)
+        os.close(self._master)
+        return code
+
+    def written(self) -> tuple[int, int] | None:
+        matches = _WRITTEN.findall(self.text())
+        return (int(matches[-1][0]), int(matches[-1][1])) if matches else None
+
+
+def _lines_after(text: str) -> list[str]:
+    """What a person sees: each line as its last carriage-return redraw left it, blank ones dropped."""
+    shown = [line.rstrip("\r").split("\r")[-1].strip() for line in text.split("\n")]
+    return [line for line in shown if line]
+
+
+def _pause(pids: list[int]) -> None:
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)
+
+
+def _resume(pids: list[int]) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGCONT)
+
+
+def test_ctrl_c_in_each_phase_exits_130_in_one_line_and_the_rerun_publishes(tmp_path, image_set_factory):
+    images = image_set_factory(tmp_path / "data", {label: {"train": 60, "validation": 6, "test": 6}
+                                                   for label in ("cat", "dog", "emu")})
+    out = tmp_path / "out"
+    args = ["--manifest", str(images.manifest), "--output_dir", str(out), "--name", "pets",
+            "--num_shards", "train=24,validation=3,test=3", "--writer_processes", "2"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SHARDSMITH_", "TF_CPP_"))}
+    env["PYTHONPATH"] = str(ROOT)
+
+    def interrupted(phase: str, signal_when: Callable[[_TerminalBuild], Callable[[], None]]) -> None:
+        build = _TerminalBuild(args, env)
+        resume = signal_when(build)
+        mark = build.interrupt()
+        resume()
+        code = build.finish()
+        after = build.text(mark)
+        assert code == 130, (phase, code, build.text()[-4000:])
+        shown = _lines_after(after)
+        assert shown and shown[-1] == "shardsmith: interrupted", (phase, after)
+        assert len(shown) <= 3, (phase, shown)
+        assert "Traceback" not in build.text() and "Fatal Python error" not in build.text(), (phase, build.text())
+        assert not (out / "metadata.json").exists(), phase
+
+    def early(build: _TerminalBuild):
+        build.wait_for("tf.transform process", lambda: build.children("pipeline.transform_fn_process"))
+        return lambda: None
+
+    def while_writing(build: _TerminalBuild):
+        build.wait_for("images written", lambda: (build.written() or (0, 0))[0] > 0)
+        writers = build.children("shardsmith.core.shard_worker")
+        _pause(writers)
+        return lambda: _resume(writers)
+
+    def during_tf_transform(build: _TerminalBuild):
+        build.wait_for("every image written",
+                       lambda: (written := build.written()) and written[0] == written[1] == len(images.rows))
+        helper = build.children("pipeline.transform_fn_process")
+        _pause(helper)  # still importing TensorFlow (seconds): paused, it cannot finish before the signal
+        assert helper and not list(out.glob("builds/*/transform_fn")), "tf.transform finished before the signal"
+        return lambda: _resume(helper)
+
+    interrupted("early", early)
+    interrupted("while writing", while_writing)
+    interrupted("during tf.transform", during_tf_transform)
+
+    rerun = subprocess.run([sys.executable, "-m", "pipeline", "build", *args], env=env, cwd=ROOT,
+                           capture_output=True, text=True, timeout=600)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert (out / "metadata.json").exists()
+    assert len(list((out / "builds").iterdir())) == 1, "the interrupted builds' folders were removed"
