@@ -75,7 +75,7 @@ def build_graph(pipeline: beam.Pipeline, options: BuildOptions, sources: list[So
     )
     if options.manifest.features:
         transform_written = labelled.rows | "AnalyzeRows" >> AnalyzeRows(
-            vocabulary, files_dir, temp_dir, options.manifest.task, options.manifest.features)
+            vocabulary, files_dir, temp_dir, options.manifest.task, options.manifest.features, lock)
     else:
         transform_written = vocabulary | "AnalyzeLabels" >> AnalyzeLabels(
             files_dir, temp_dir, after=written.shards if writer_processes or transform_fn_writer else None,

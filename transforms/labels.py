@@ -200,8 +200,27 @@ def write_transform_fn(vocabulary: Vocabulary, output_dir: str, temp_dir: str, l
     ):
         instances = pipeline | "Labels" >> beam.Create(list(rank_weighted_instances(vocabulary)), reshuffle=False)
         transform_fn = (instances, raw_metadata) | "AnalyzeDataset" >> tft_beam.AnalyzeDataset(preprocessing_fn)
-        _ = transform_fn | "WriteTransformFn" >> tft_beam.WriteTransformFn(output_dir)
+        _ = gated_by_lock(transform_fn, lock) | "WriteTransformFn" >> tft_beam.WriteTransformFn(output_dir)
     return output_dir
+
+
+def gated_by_lock(transform_fn, lock: LockGuard | None):
+    """AnalyzeDataset's (saved model dir, metadata), each passed on only after `lock` is checked: tft's
+    WriteTransformFn creates the build's folder if it is missing, so it must not start for a build whose lock
+    was taken over (whose folder the new holder removed)."""
+    if lock is None:
+        return transform_fn
+    saved_model_dir, metadata = transform_fn
+    return (
+        saved_model_dir | "CheckLockBeforeTransformFn" >> beam.Map(_checked, lock),
+        metadata._replace(deferred_metadata=metadata.deferred_metadata
+                          | "CheckLockBeforeMetadata" >> beam.Map(_checked, lock)),
+    )
+
+
+def _checked(value, lock: LockGuard):
+    lock.check()
+    return value
 
 
 class TransformFnWriter(Protocol):
