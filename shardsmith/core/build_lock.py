@@ -183,7 +183,11 @@ class _LocalLock:
             return False
         except OSError:
             pass  # no flock here: an unreadable lock is then judged by its age alone
-        os.write(fd, data)
+        try:
+            os.write(fd, data)
+        except BaseException:
+            os.close(fd)  # an empty lock no process holds: the next build takes it over at once
+            raise
         self.close()
         self.held_fd = fd
         return True
