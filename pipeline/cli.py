@@ -332,15 +332,20 @@ def run(argv: list[str] | None = None) -> dict | str | int:
 
 
 def _one_line(error: BaseException) -> str:
+    from shardsmith.core.build_lock import LOCK_LOST_MARKER
     from transforms.report import CHECK_FAILED_MARKER
 
     text = str(error)
-    if CHECK_FAILED_MARKER in text:
-        # Runners wrap DoFn exceptions in their own text; keep the check's own sentence.
-        text = text[text.index(CHECK_FAILED_MARKER):]
+    for marker in (CHECK_FAILED_MARKER, LOCK_LOST_MARKER):
+        if marker not in text:
+            continue
+        # Runners (and the shard writer and tf.transform processes) wrap a step's exception in their own text;
+        # keep the step's own sentence.
+        text = text[text.index(marker):]
         for end in ("\n", " [while running", "\" [while running"):
             if end in text:
                 text = text[: text.index(end)]
+        break
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
     if not lines:
         return type(error).__name__
@@ -381,10 +386,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"shardsmith: error: {usage}", file=sys.stderr)
             return 2
         traceback.clear_frames(e.__traceback__)  # their locals hold the failed graph: let finally collect it
+        from shardsmith.core.build_lock import LOCK_LOST_MARKER
         from transforms.report import CHECK_FAILED_MARKER
 
         line = _one_line(e)
-        if CHECK_FAILED_MARKER in line:
+        if line.startswith((CHECK_FAILED_MARKER, LOCK_LOST_MARKER)):
             print(line, file=sys.stderr)
         else:
             print(f"shardsmith: the job failed: {type(e).__name__}: {line[:500]}\n"

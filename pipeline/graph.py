@@ -14,6 +14,7 @@ import apache_beam as beam
 from pipeline.options import BuildOptions
 from pipeline.transform_fn_process import TransformFnClient
 from shardsmith.core import progress_signal
+from shardsmith.core.build_lock import LockGuard
 from shardsmith.core.shard_file import WriterConfig
 from shardsmith.format.build_folder import build_dir
 from transforms.duplicates import DropDuplicates, SummarizeDuplicates
@@ -36,6 +37,7 @@ def build_graph(pipeline: beam.Pipeline, options: BuildOptions, sources: list[So
     (pipeline/runner.py says when); `transform_fn_writer`, if given, writes transform_fn in a process of its
     own (pipeline/transform_fn_process.py), beside the writing."""
     files_dir = build_dir(options.output_dir, build_id)
+    lock = LockGuard(options.output_dir, build_id)  # checked before each write into files_dir
     # Only the list of manifest paths is inlined; the rows are read by workers, and travel in RowBatches.
     read_rows, manifest_errors = (
         pipeline
@@ -69,17 +71,17 @@ def build_graph(pipeline: beam.Pipeline, options: BuildOptions, sources: list[So
     shard_groups, plan = labelled.rows | "PlaceRows" >> PlaceRows(placement.seed, spec)
     written = shard_groups | "WriteShards" >> WriteShards(
         WriterConfig(output_dir=files_dir, name=options.name, records=records,
-                     allowed_prefixes=allowed),
+                     allowed_prefixes=allowed, lock=lock),
         writer_processes,
         while_writing=start_importing_tensorflow if writer_processes and not transform_fn_writer else None,
     )
     if options.manifest.features:
         transform_written = labelled.rows | "AnalyzeRows" >> AnalyzeRows(
-            vocabulary, files_dir, temp_dir, options.manifest.task, options.manifest.features)
+            vocabulary, files_dir, temp_dir, options.manifest.task, options.manifest.features, lock)
     else:
         transform_written = vocabulary | "AnalyzeLabels" >> AnalyzeLabels(
             files_dir, temp_dir, after=written.shards if writer_processes or transform_fn_writer else None,
-            writer=transform_fn_writer,
+            writer=transform_fn_writer, lock=lock,
         )
     errors = (*stage_errors, labelled.errors, written.errors)  # not flattened: the report writes each where made
     num_placed = plan | "NumPlacedRows" >> beam.Map(lambda p: sum(s.num_examples for s in p.splits.values()))

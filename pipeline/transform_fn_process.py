@@ -47,10 +47,12 @@ class TransformFnClient:
     address: str
     authkey: bytes
 
-    def start(self, vocabulary, output_dir: str, temp_dir: str) -> str:
-        """Returns the request's key: the same request gives the same key, and is done once."""
-        key = hashlib.sha256(pickle.dumps((vocabulary, output_dir, temp_dir))).hexdigest()
-        self._ask(("start", key, (vocabulary, output_dir, temp_dir)))
+    def start(self, vocabulary, output_dir: str, temp_dir: str, lock=None) -> str:
+        """Returns the request's key: the same request gives the same key, and is done once. `lock` (a
+        LockGuard) is checked before transform_fn is written."""
+        request = (vocabulary, output_dir, temp_dir, lock)
+        key = hashlib.sha256(pickle.dumps(request)).hexdigest()
+        self._ask(("start", key, request))
         return key
 
     def wait(self, key: str) -> str:
@@ -59,8 +61,8 @@ class TransformFnClient:
             raise RuntimeError(f"tf.transform could not write transform_fn: {value}")
         return value
 
-    def __call__(self, vocabulary, output_dir: str, temp_dir: str) -> str:
-        return self.wait(self.start(vocabulary, output_dir, temp_dir))
+    def __call__(self, vocabulary, output_dir: str, temp_dir: str, lock=None) -> str:
+        return self.wait(self.start(vocabulary, output_dir, temp_dir, lock))
 
     def _ask(self, message):
         with self._connect() as connection:
@@ -153,9 +155,9 @@ class _Requests:
 
     def work(self, write) -> None:
         while True:
-            key, (vocabulary, output_dir, temp_dir) = self._queue.get()
+            key, request = self._queue.get()
             try:
-                self._results[key] = (True, write(vocabulary, output_dir, temp_dir))
+                self._results[key] = (True, write(*request))
             except Exception as error:  # the launcher raises it in the build, with this text
                 self._results[key] = (False, _one_line(error))
             self._done[key].set()

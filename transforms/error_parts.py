@@ -23,6 +23,7 @@ from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
+from shardsmith.core.build_lock import LockGuard
 from shardsmith.core.failures import explain_counts
 from shardsmith.core.rows import ErrorRow
 from shardsmith.format.build_folder import COPY_CHUNK_BYTES, write_atomically, write_atomically_from
@@ -112,8 +113,9 @@ class WriteErrorPartsFn(beam.DoFn):
     the bundle attempt: only paths emitted by committed bundles are merged, and the parts of failed attempts are
     removed with the build's other temporary files before metadata.json is written."""
 
-    def __init__(self, output_dir: str):
+    def __init__(self, output_dir: str, lock: LockGuard | None = None):
         self._output_dir = output_dir
+        self._lock = lock  # checked before each part is written
         self._summarize = SummarizeErrorsFn()
 
     def start_bundle(self) -> None:
@@ -135,6 +137,8 @@ class WriteErrorPartsFn(beam.DoFn):
         self._summary = self._summarize.create_accumulator()
 
     def _write_part(self) -> str:
+        if self._lock is not None:
+            self._lock.check()
         self._lines.sort()
         path = join(self._output_dir, f"{TEMP_PREFIX}{ERROR_PART_PREFIX}{uuid.uuid4().hex}")
         write_atomically(path, b"".join(line for _, line in self._lines))
@@ -162,10 +166,13 @@ def _in_chunks(lines: Iterable[bytes]) -> Iterator[bytes]:
         yield b"".join(chunk)
 
 
-def merge_error_parts(_, parts: list[str], output_dir: str) -> str:
+def merge_error_parts(_, parts: list[str], output_dir: str, lock: LockGuard | None = None) -> str:
     """errors.jsonl as the merge of the sorted parts, streamed (memory: one buffered reader per open part) to a
     temporary name and renamed: the same bytes as sorting every line at once. With more than
-    PARTS_MERGED_AT_ONCE parts, groups of them are first merged into larger temporary parts."""
+    PARTS_MERGED_AT_ONCE parts, groups of them are first merged into larger temporary parts. With `lock`,
+    nothing is written unless the build still holds the folder."""
+    if lock is not None:
+        lock.check()
     parts = sorted(parts)
     while len(parts) > PARTS_MERGED_AT_ONCE:
         merged = []
@@ -183,14 +190,15 @@ class WriteErrors(beam.PTransform):
     """A tuple of PCollections of ErrorRows (each stage's, not flattened) -> {"summary": a one-element
     PCollection of ErrorSummary, "written": errors.jsonl's path once it is written into `files_dir`}."""
 
-    def __init__(self, files_dir: str):
+    def __init__(self, files_dir: str, lock: LockGuard | None = None):
         super().__init__()
         self._files_dir = files_dir
+        self._lock = lock
 
     def expand(self, errors: tuple):
         written = [
-            stage_errors | f"WriteErrorParts{i}" >> beam.ParDo(WriteErrorPartsFn(self._files_dir)).with_outputs(
-                SUMMARIES, main=ERROR_PARTS)
+            stage_errors | f"WriteErrorParts{i}" >> beam.ParDo(
+                WriteErrorPartsFn(self._files_dir, self._lock)).with_outputs(SUMMARIES, main=ERROR_PARTS)
             for i, stage_errors in enumerate(errors)
         ]
         summary = (
@@ -202,6 +210,7 @@ class WriteErrors(beam.PTransform):
         errors_written = (
             errors[0].pipeline
             | "MergeTrigger" >> beam.Create([None])
-            | "WriteErrorsJsonl" >> beam.Map(merge_error_parts, beam.pvalue.AsList(part_paths), self._files_dir)
+            | "WriteErrorsJsonl" >> beam.Map(merge_error_parts, beam.pvalue.AsList(part_paths), self._files_dir,
+                                              self._lock)
         )
         return {"summary": summary, "written": errors_written}

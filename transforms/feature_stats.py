@@ -20,8 +20,9 @@ from collections.abc import Iterator
 
 import apache_beam as beam
 
+from shardsmith.core.build_lock import LockGuard
 from shardsmith.core.rows import RowBatch
-from transforms.labels import TRANSFORM_VOCAB_NAME, Vocabulary, labels_of
+from transforms.labels import TRANSFORM_VOCAB_NAME, Vocabulary, gated_by_lock, labels_of
 
 SINGLE_LABEL_TASKS = ("classification", "segmentation")
 
@@ -100,8 +101,9 @@ class AnalyzeRows(beam.PTransform):
     of `output_dir` once written). `vocabulary`: the one-element PCollection of the Vocabulary."""
 
     def __init__(self, vocabulary, output_dir: str, temp_dir: str, task: str,
-                 features: tuple[tuple[str, str], ...]):
+                 features: tuple[tuple[str, str], ...], lock: LockGuard | None = None):
         super().__init__()
+        self._lock = lock  # checked before transform_fn is written
         self._vocabulary = vocabulary
         self._output_dir = output_dir
         self._temp_dir = temp_dir
@@ -119,5 +121,6 @@ class AnalyzeRows(beam.PTransform):
         with tft_beam.Context(temp_dir=self._temp_dir, force_tf_compat_v1=False):
             transform_fn = (instances, raw_metadata) | "AnalyzeDataset" >> tft_beam.AnalyzeDataset(
                 make_preprocessing_fn(self._features))
-            published = transform_fn | "WriteTransformFn" >> tft_beam.WriteTransformFn(self._output_dir)
+            published = gated_by_lock(transform_fn, self._lock) | "WriteTransformFn" >> tft_beam.WriteTransformFn(
+                self._output_dir)
         return published | "TransformFnDone" >> beam.Map(lambda _, output_dir: output_dir, self._output_dir)

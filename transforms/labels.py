@@ -18,6 +18,7 @@ from typing import Protocol
 
 import apache_beam as beam
 
+from shardsmith.core.build_lock import LockGuard
 from shardsmith.core.rows import ErrorRow, ManifestRow, RowBatch, placing_label_id
 from transforms import ERRORS
 from transforms.metrics import rejected
@@ -159,9 +160,11 @@ def start_importing_tensorflow() -> None:
     threading.Thread(target=import_quietly, name="import-tensorflow", daemon=True).start()
 
 
-def write_transform_fn(vocabulary: Vocabulary, output_dir: str, temp_dir: str) -> str:
+def write_transform_fn(vocabulary: Vocabulary, output_dir: str, temp_dir: str, lock: LockGuard | None = None) -> str:
     """Runs tensorflow-transform over the vocabulary, in a small local Beam pipeline of its own (one instance
     per label), and writes transform_fn/ and transformed_metadata/ into `output_dir`. Returns `output_dir`.
+    With `lock`, checks first (after TensorFlow's import, seconds) that the build still holds the folder: tft
+    creates `output_dir` if it is missing, so a build whose lock was taken over must not get that far.
 
     TensorFlow is imported here and nowhere else in the build (0.7 GB and seconds of start-up per process).
     Rewriting gives the same vocabulary file; a retried attempt overwrites a partial one."""
@@ -171,6 +174,8 @@ def write_transform_fn(vocabulary: Vocabulary, output_dir: str, temp_dir: str) -
     from apache_beam.runners.portability.fn_api_runner import FnApiRunner
     from tensorflow_transform.tf_metadata import dataset_metadata, schema_utils
 
+    if lock is not None:
+        lock.check()
     raw_metadata = dataset_metadata.DatasetMetadata(
         schema_utils.schema_from_feature_spec(
             {
@@ -195,15 +200,35 @@ def write_transform_fn(vocabulary: Vocabulary, output_dir: str, temp_dir: str) -
     ):
         instances = pipeline | "Labels" >> beam.Create(list(rank_weighted_instances(vocabulary)), reshuffle=False)
         transform_fn = (instances, raw_metadata) | "AnalyzeDataset" >> tft_beam.AnalyzeDataset(preprocessing_fn)
-        _ = transform_fn | "WriteTransformFn" >> tft_beam.WriteTransformFn(output_dir)
+        _ = gated_by_lock(transform_fn, lock) | "WriteTransformFn" >> tft_beam.WriteTransformFn(output_dir)
     return output_dir
+
+
+def gated_by_lock(transform_fn, lock: LockGuard | None):
+    """AnalyzeDataset's (saved model dir, metadata), each passed on only after `lock` is checked: tft's
+    WriteTransformFn creates the build's folder if it is missing, so it must not start for a build whose lock
+    was taken over (whose folder the new holder removed)."""
+    if lock is None:
+        return transform_fn
+    saved_model_dir, metadata = transform_fn
+    return (
+        saved_model_dir | "CheckLockBeforeTransformFn" >> beam.Map(_checked, lock),
+        metadata._replace(deferred_metadata=metadata.deferred_metadata
+                          | "CheckLockBeforeMetadata" >> beam.Map(_checked, lock)),
+    )
+
+
+def _checked(value, lock: LockGuard):
+    lock.check()
+    return value
 
 
 class TransformFnWriter(Protocol):
     """Writes transform_fn elsewhere (pipeline/transform_fn_process.py): `start` hands over a request and
     returns its key at once, `wait(key)` returns `output_dir` when it is written."""
 
-    def start(self, vocabulary: Vocabulary, output_dir: str, temp_dir: str) -> str: ...
+    def start(self, vocabulary: Vocabulary, output_dir: str, temp_dir: str, lock: LockGuard | None = None) -> str:
+        ...
 
     def wait(self, key: str) -> str: ...
 
@@ -221,23 +246,25 @@ class AnalyzeLabels(beam.PTransform):
     `temp_dir` receives tft's scratch files and must lie outside the published output folder.
     """
 
-    def __init__(self, output_dir: str, temp_dir: str, after=None, writer: TransformFnWriter | None = None):
+    def __init__(self, output_dir: str, temp_dir: str, after=None, writer: TransformFnWriter | None = None,
+                 lock: LockGuard | None = None):
         super().__init__()
         self._output_dir = output_dir
         self._temp_dir = temp_dir
         self._after = after
         self._writer = writer
+        self._lock = lock
 
     def expand(self, vocabulary):
         waits = [beam.pvalue.AsList(self._after)] if self._after is not None else []
         writer = self._writer
         if writer is None:
             return vocabulary | "WriteTransformFn" >> beam.Map(
-                lambda vocab, output_dir, temp_dir, *_: write_transform_fn(vocab, output_dir, temp_dir),
-                self._output_dir, self._temp_dir, *waits,
+                lambda vocab, output_dir, temp_dir, lock, *_: write_transform_fn(vocab, output_dir, temp_dir, lock),
+                self._output_dir, self._temp_dir, self._lock, *waits,
             )
         return (
             vocabulary
-            | "StartTransformFn" >> beam.Map(writer.start, self._output_dir, self._temp_dir)
+            | "StartTransformFn" >> beam.Map(writer.start, self._output_dir, self._temp_dir, self._lock)
             | "AwaitTransformFn" >> beam.Map(lambda key, *_: writer.wait(key), *waits)
         )

@@ -24,7 +24,7 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
 from shardsmith.core import faults
-from shardsmith.core.build_lock import holds_lock, release_lock
+from shardsmith.core.build_lock import LockGuard, release_lock
 from shardsmith.core.rows import ShardResult
 from shardsmith.core.settings import CheckSettings, RecordSettings
 from shardsmith.format.build_folder import (
@@ -73,6 +73,10 @@ class ReportConfig:
     @property
     def files_dir(self) -> str:
         return build_dir(self.output_dir, self.build_id)
+
+    @property
+    def lock(self) -> LockGuard:
+        return LockGuard(self.output_dir, self.build_id)
 
 
 def build_metadata(
@@ -167,14 +171,13 @@ def check_and_write_metadata(
             "--on_duplicate error (use drop to keep one copy, keep to allow them)"
         )
     files_dir = config.files_dir
+    config.lock.check()  # LockLost: a build whose lock was taken over writes nothing more
     write_atomically(join(files_dir, LABELS_FILE), labels_bytes(vocabulary.labels))
     for file_name, content in tfds_metadata_files(metadata).items():  # TFDS: builder_from_directory(files_dir)
         write_atomically(join(files_dir, file_name), content)
     _remove_temporary_files(files_dir)
     faults.reached("before_metadata")
-    if not holds_lock(config.output_dir, config.build_id):
-        raise DatasetCheckFailed(f"build {config.build_id} no longer holds the lock of {config.output_dir} (another "
-                                 "build took it over); it was not published")
+    config.lock.check()
     publish(config.output_dir, config.build_id, metadata)
     if errors.explanation:  # also in a remote job's log, where no summary is printed
         _LOG.info("built %s with %d of %d rows failed: %s", config.name, num_failed, num_input_rows,
@@ -207,7 +210,7 @@ class WriteReport(beam.PTransform):
 
     def expand(self, inputs: dict):
         pipeline = inputs["errors"][0].pipeline
-        errors = tuple(inputs["errors"]) | "WriteErrors" >> WriteErrors(self._config.files_dir)
+        errors = tuple(inputs["errors"]) | "WriteErrors" >> WriteErrors(self._config.files_dir, self._config.lock)
         num_input_rows = inputs["input_row_counts"] | "CountInputRows" >> beam.CombineGlobally(sum)
         side = beam.pvalue.AsSingleton
         return (

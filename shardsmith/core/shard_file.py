@@ -22,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from shardsmith.core import faults, progress_signal
+from shardsmith.core.build_lock import LockGuard
 from shardsmith.core.encode import encode_image_example
 from shardsmith.core.load_images import (
     ImageInfo,
@@ -47,8 +48,8 @@ MAX_IMAGES_IN_FLIGHT = 16
 
 @dataclass(frozen=True)
 class WriterConfig:
-    """Where a shard writer writes (the build's folder), the dataset name its files carry, and how it makes
-    each record."""
+    """Where a shard writer writes (the build's folder), the dataset name its files carry, how it makes each
+    record, and the build's lock, checked before each shard is started and before it is renamed into place."""
 
     output_dir: str
     name: str
@@ -56,6 +57,7 @@ class WriterConfig:
     # --allowed_prefixes (real paths): checked again on each file as it is opened, since the manifest's check saw
     # only the path, which a symlink swapped in since could lead elsewhere.
     allowed_prefixes: tuple[str, ...] = ()
+    lock: LockGuard | None = None
 
 
 @dataclass
@@ -132,7 +134,11 @@ def _loaded_with_read_ahead(rows: list[PlacedRow], config: WriterConfig) -> Iter
 
 
 def write_shard_file(config: WriterConfig, split: str, shard: int, dealt: Iterable[list[PlacedRow]]) -> ShardOutcome:
-    """Writes shard `shard` of `split` from its rows (in any order, in any number of lists)."""
+    """Writes shard `shard` of `split` from its rows (in any order, in any number of lists). A build that no
+    longer holds its lock (config.lock) writes nothing: LockLost before the temporary file, and before the rename
+    (the temporary file is removed)."""
+    if config.lock is not None:
+        config.lock.check()
     ordered = sorted((p for rows in dealt for p in rows), key=lambda p: p.order_key)
     num_shards = ordered[0].num_shards
     final_name = shard_file_name(config.name, split, shard, num_shards, config.records.compression)
@@ -163,6 +169,8 @@ def write_shard_file(config: WriterConfig, split: str, shard: int, dealt: Iterab
                 num_rows += len(row.lines)
                 progress_signal.add(progress_signal.IMAGES_WRITTEN)
                 faults.reached("mid_shard")
+        if config.lock is not None:
+            config.lock.check()
     except BaseException:
         output.discard_temporary()  # a retry writes its own temporary file; do not leave this one behind
         raise
