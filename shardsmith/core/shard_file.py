@@ -158,6 +158,7 @@ def write_shard_file(config: WriterConfig, split: str, shard: int, dealt: Iterab
                 num_rows += len(row.lines)
                 progress_signal.add(progress_signal.IMAGES_WRITTEN)
                 faults.reached("mid_shard")
+                faults.reached(faults.WRITER_KILLED)
     except BaseException:
         output.discard_temporary()  # a retry writes its own temporary file; do not leave this one behind
         raise
