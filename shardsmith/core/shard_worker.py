@@ -159,8 +159,8 @@ class ShardWriterPool:
                         "out-of-memory killer: use fewer --writer_processes or smaller shards (--target_shard_mb), "
                         "then run the same command again") from None
                 first_death = str(died)
-                _LOG.warning("a shard writer process died writing %s (%s); rewriting it once in a new process",
-                             shard, died)
+                _LOG.warning("a shard writer process died before it finished %s (%s); rewriting it once in a new "
+                             "process", shard, died)
                 continue
             except ShardWriterStuck:
                 self._replace(worker)
@@ -213,6 +213,9 @@ class ShardWriterPool:
         if worker.poll() is None:
             worker.kill()
         _reap(worker)
+        for pipe in (worker.stdin, worker.stdout):
+            with contextlib.suppress(OSError):
+                pipe.close()
         with self._workers_lock:
             if worker in self._workers:
                 self._workers.remove(worker)
