@@ -13,19 +13,19 @@ from pathlib import Path
 
 import pytest
 
-from shardsmith.core.faults import FAULT_ENV
+from shardsmith.core.faults import FAULT_ENV, WRITER_KILLED
 from shardsmith.format.build_folder import published_dir
 from shardsmith.format.naming import BUILD_RECORD, BUILDS_DIR, LOCK_FILE, TEMP_PREFIX
 
 
-def build(manifest: Path, out: Path, fault: str = "") -> subprocess.CompletedProcess:
+def build(manifest: Path, out: Path, fault: str = "", *extra: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
     env.pop(FAULT_ENV, None)
     if fault:
         env[FAULT_ENV] = fault
     return subprocess.run(
         [sys.executable, "-m", "pipeline", "build", "--manifest", str(manifest), "--output_dir", str(out),
-         "--name", "pets", "--num_shards", "train=4,validation=2,test=2"],
+         "--name", "pets", "--num_shards", "train=4,validation=2,test=2", *extra],
         capture_output=True, text=True, env=env, timeout=300,
     )
 
@@ -76,6 +76,19 @@ def test_killed_run_leaves_no_false_final_file_and_rerun_is_identical(fault, und
     assert "taking over the lock" in rerun.stderr and "its process is gone" in rerun.stderr
     assert sorted(p.name for p in out.iterdir()) == [BUILDS_DIR, "metadata.json"]
     assert only_build(out) != killed_folder, "the unfinished build's folder was removed"
+    assert files_of(Path(published_dir(out))) == undisturbed
+
+
+def test_a_killed_writer_process_rewrites_its_shard_once_and_the_output_is_identical(undisturbed, label_sorted_set,
+                                                                                    tmp_path):
+    """Each of the two first writer processes is killed (SIGKILL, as the out-of-memory killer does) 5 records
+    into its first shard; a new process rewrites that shard once and the build completes, byte-identical."""
+    out = tmp_path / "out"
+    done = build(label_sorted_set.manifest, out, f"{WRITER_KILLED}:5", "--writer_processes", "2")
+    assert done.returncode == 0, done.stderr[-2000:]
+    retried = [line for line in done.stderr.splitlines() if "rewriting it once in a new process" in line]
+    assert len(retried) == 2, done.stderr[-2000:]
+    assert all("killed by signal 9 (SIGKILL)" in line for line in retried), retried
     assert files_of(Path(published_dir(out))) == undisturbed
 
 

@@ -4,6 +4,9 @@ call here is a no-op.
 
 Points: `mid_shard:N` (N records into a shard's temporary file), `after_shards:N` (after N shards are renamed
 into place in this process), `before_metadata` (after errors.jsonl and labels.txt, before metadata.json).
+In a shard writer process, those kill the whole build (FAULT_ALSO_KILL_ENV). Two more kill only the writer,
+N records into a shard, as the out-of-memory killer would: `writer_killed:N` in the writers a build starts
+first (the pool starts their replacements without it), `writer_killed_always:N` in every writer.
 """
 
 from __future__ import annotations
@@ -14,6 +17,9 @@ import signal
 FAULT_ENV = "SHARDSMITH_FAULT"
 # Set by the shard writer pool in its workers: the process to kill first, so a fault takes the whole build down.
 FAULT_ALSO_KILL_ENV = "SHARDSMITH_FAULT_ALSO_KILL"
+WRITER_KILLED = "writer_killed"
+WRITER_KILLED_ALWAYS = "writer_killed_always"
+_WRITER_ONLY = (WRITER_KILLED, WRITER_KILLED_ALWAYS)
 _counts: dict[str, int] = {}
 
 
@@ -26,13 +32,25 @@ def _configured() -> tuple[str, int] | None:
 
 
 def reached(point: str) -> None:
-    """Counts one arrival at `point`; kills the process when the configured count is reached."""
+    """Counts one arrival at `point`; kills the process when the configured count is reached. Arriving at
+    `writer_killed` also counts for `writer_killed_always`."""
     configured = _configured()
-    if configured is None or configured[0] != point:
+    if configured is None:
         return
-    _counts[point] = _counts.get(point, 0) + 1
-    if _counts[point] >= configured[1]:
+    name, count = configured
+    if name != point and not (point == WRITER_KILLED and name == WRITER_KILLED_ALWAYS):
+        return
+    _counts[name] = _counts.get(name, 0) + 1
+    if _counts[name] >= count:
         also = os.environ.get(FAULT_ALSO_KILL_ENV)
-        if also:
+        if also and name not in _WRITER_ONLY:
             os.kill(int(also), signal.SIGKILL)
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+def replacement_environment(env: dict[str, str]) -> dict[str, str]:
+    """The environment for a writer that replaces a dead one: without a `writer_killed` fault, so that the
+    fault kills each first writer once and the retry can succeed."""
+    if env.get(FAULT_ENV, "").partition(":")[0] == WRITER_KILLED:
+        return {name: value for name, value in env.items() if name != FAULT_ENV}
+    return env

@@ -169,6 +169,7 @@ def write_shard_file(config: WriterConfig, split: str, shard: int, dealt: Iterab
                 num_rows += len(row.lines)
                 progress_signal.add(progress_signal.IMAGES_WRITTEN)
                 faults.reached("mid_shard")
+                faults.reached(faults.WRITER_KILLED)
         if config.lock is not None:
             config.lock.check()
     except BaseException:

@@ -7,17 +7,21 @@ protobuf and crc32c only. Why not multiprocessing: its spawn and forkserver star
 __main__ module (here, the CLI and Beam) in every child.
 
 Jobs and replies are pickles framed by an 8-byte length on the worker's stdin and stdout. A worker that dies
-(killed, out of memory) fails the job that was on it, which fails the bundle: the runner's retry rewrites the
-shard from scratch, as for any other lost attempt. A build that dies takes its workers with it
-(shardsmith/core/lifeline.py): none renames a shard into place after the build is gone.
+(killed, out of memory) while it holds a shard is replaced, and the new process writes that shard once more from
+scratch (the local runner does not retry a failed bundle); a second death on the same shard fails the build,
+naming the shard. A worker that gives no answer within SHARD_DEADLINE_S is killed and its shard fails. A build
+that dies takes its workers with it (shardsmith/core/lifeline.py): none renames a shard into place after the
+build is gone.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import pickle
 import queue
+import signal
 import struct
 import subprocess
 import sys
@@ -31,11 +35,21 @@ from typing import BinaryIO
 from shardsmith.core import faults, lifeline
 
 _LENGTH = struct.Struct("<Q")
+# A shard job must come back (sent, written, answered) within this, or its writer is killed as stuck: far more
+# than the largest shard needs (1 GiB read at 1 MB/s takes 17 minutes).
+SHARD_DEADLINE_S = 3600.0
+# Starting a writer process (Popen returns once it is running) takes milliseconds; this is for a machine in trouble.
+START_DEADLINE_S = 60.0
+_LOG = logging.getLogger("shardsmith")
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[1])
 
 
 class ShardWriterDied(RuntimeError):
-    pass
+    """A shard could not be written because its writer processes died (or none could be started)."""
+
+
+class ShardWriterStuck(RuntimeError):
+    """A writer gave no answer on a shard within the deadline and was killed."""
 
 
 def _send(stream: BinaryIO, message) -> None:
@@ -85,81 +99,200 @@ def kill_all_writers() -> None:
 
 class ShardWriterPool:
     """`processes` worker processes; submit() returns a Future of the job's ShardOutcome. The workers die with
-    this process, however it ends."""
+    this process, however it ends.
 
-    def __init__(self, processes: int):
+    A writer that dies on a shard (killed, out of memory) is replaced by a new process, which writes that shard
+    once more from scratch: the same bytes under the same final name, since a shard's bytes depend only on its
+    rows (the dead writer's temporary file is removed when the build is published). A second death on the same
+    shard fails it, naming the shard. A writer that gives no answer within `shard_deadline_s` is killed and its
+    shard fails, naming it: every wait here has a deadline."""
+
+    def __init__(self, processes: int, shard_deadline_s: float = SHARD_DEADLINE_S):
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [_PACKAGE_ROOT, env.get("PYTHONPATH")]))
         env[lifeline.PARENT_ENV] = str(os.getpid())
         if faults.FAULT_ENV in env:
             env[faults.FAULT_ALSO_KILL_ENV] = str(os.getpid())  # a fault kills the whole build, as a lost machine
+        self._env = env
+        self._killed = threading.Event()  # kill(): an interrupted build; a dead writer is not replaced
+        self._shard_deadline_s = shard_deadline_s
         self._workers: list[subprocess.Popen] = []
-        self._closed = threading.Event()
-        started = threading.Event()
-        failed: list[BaseException] = []
+        self._workers_lock = threading.Lock()
+        self._start_requests: queue.Queue[tuple[Future, dict[str, str]] | None] = queue.Queue()
         # PR_SET_PDEATHSIG fires when the *thread* that started a process ends, and the runner may retire the
-        # thread that calls this: the workers are started from a thread of their own that lives until close().
-        threading.Thread(target=self._start_and_stay, args=(processes, env, started, failed), name="shard-writers",
-                         daemon=True).start()
-        started.wait()
-        if failed:
-            raise failed[0]
+        # thread that calls this: every writer, first or replacement, is started by a thread of its own that
+        # lives until close().
+        threading.Thread(target=self._start_on_request, name="shard-writers", daemon=True).start()
         self._idle: queue.Queue[subprocess.Popen] = queue.Queue()
-        for worker in self._workers:
-            self._idle.put(worker)
+        try:
+            for _ in range(processes):
+                self._idle.put(self._new_worker(env))
+        except BaseException:
+            self._stop_workers(grace_s=0)
+            raise
         self._threads = ThreadPoolExecutor(processes)
         _POOLS.add(self)
 
-    def _start_and_stay(self, processes: int, env: dict[str, str], started: threading.Event,
-                        failed: list[BaseException]) -> None:
-        try:
-            for _ in range(processes):
+    def _start_on_request(self) -> None:
+        while (request := self._start_requests.get()) is not None:
+            started, env = request
+            try:
                 # A process group of their own: a terminal's Ctrl-C (SIGINT to the foreground group) reaches
                 # only the build, which stops them, instead of a traceback from each.
-                self._workers.append(subprocess.Popen([sys.executable, "-m", __name__], stdin=subprocess.PIPE,
-                                                      stdout=subprocess.PIPE, env=env, process_group=0))
-        except BaseException as e:  # raised by __init__
-            failed.append(e)
-            for worker in self._workers:
-                worker.kill()
-                worker.wait()
-            return
-        finally:
-            started.set()
-        self._closed.wait()
+                started.set_result(subprocess.Popen([sys.executable, "-m", __name__], stdin=subprocess.PIPE,
+                                                    stdout=subprocess.PIPE, env=env, process_group=0))
+            except BaseException as e:  # raised by _new_worker
+                started.set_exception(e)
+
+    def _new_worker(self, env: dict[str, str]) -> subprocess.Popen:
+        started: Future = Future()
+        self._start_requests.put((started, env))
+        try:
+            worker = started.result(timeout=START_DEADLINE_S)
+        except TimeoutError:
+            raise ShardWriterDied(f"a shard writer process did not start within {START_DEADLINE_S:.0f} s: the "
+                                  "machine may be overloaded; run the same command again") from None
+        with self._workers_lock:
+            self._workers.append(worker)
+        return worker
 
     def submit(self, *job) -> Future:
         return self._threads.submit(self._run, job)
 
     def _run(self, job):
-        worker = self._idle.get()
+        shard = _describe(job)
+        first_death = ""
+        while True:
+            worker = self._take_idle_worker()
+            try:
+                (status, value), killed_as_it_answered = self._exchange(worker, job, shard)
+            except _WriterDied as died:
+                if self._killed.is_set():
+                    raise ShardWriterDied(f"the build was stopped while a writer wrote {shard}") from None
+                self._replace(worker)
+                if first_death:
+                    raise ShardWriterDied(
+                        f"a shard writer process died twice writing {shard} (first {first_death}, then {died}): "
+                        "nothing was published. A writer killed by SIGKILL was most likely killed by the "
+                        "out-of-memory killer: use fewer --writer_processes or smaller shards (--target_shard_mb), "
+                        "then run the same command again") from None
+                first_death = str(died)
+                _LOG.warning("a shard writer process died before it finished %s (%s); rewriting it once in a new "
+                             "process", shard, died)
+                continue
+            except ShardWriterStuck:
+                self._replace(worker)
+                raise
+            if killed_as_it_answered:
+                self._replace(worker)
+            else:
+                self._idle.put(worker)
+            if status != "ok":
+                raise RuntimeError(f"writing a shard failed: {value}")
+            return value
+
+    def _take_idle_worker(self) -> subprocess.Popen:
+        # Each job thread holds one writer at a time, for at most one exchange and one replacement.
+        wait_s = self._shard_deadline_s + 2 * START_DEADLINE_S
+        try:
+            return self._idle.get(timeout=wait_s)
+        except queue.Empty:
+            raise ShardWriterDied(f"no shard writer process was free within {wait_s:.0f} s") from None
+
+    def _exchange(self, worker: subprocess.Popen, job, shard: str) -> tuple[tuple[str, object], bool]:
+        """Sends the job and returns the writer's reply, and whether the deadline killed the writer as it
+        answered (the answer stands, the writer does not)."""
+        expired = threading.Event()
+
+        def expire() -> None:
+            expired.set()
+            worker.kill()
+
+        timer = threading.Timer(self._shard_deadline_s, expire)
+        timer.daemon = True
+        timer.start()
         try:
             _send(worker.stdin, job)
-            status, value = _receive(worker.stdout)
-        except (EOFError, OSError):
-            raise ShardWriterDied(f"a shard writer process died (exit status {worker.wait()})") from None
+            reply = _receive(worker.stdout)
+        except (EOFError, OSError, pickle.UnpicklingError):
+            how = _exit_described(_reap(worker))
+            if expired.is_set():
+                raise ShardWriterStuck(
+                    f"a shard writer process gave no answer on {shard} within {self._shard_deadline_s:.0f} s and "
+                    "was killed: reading an image may hang (an unresponsive network file system?); nothing was "
+                    "published; run the same command again") from None
+            raise _WriterDied(how) from None
         finally:
-            self._idle.put(worker)  # a dead one too: the next job on it fails at once instead of waiting
-        if status != "ok":
-            raise RuntimeError(f"writing a shard failed: {value}")
-        return value
+            timer.cancel()
+        return reply, expired.is_set()
+
+    def _replace(self, worker: subprocess.Popen) -> None:
+        """Puts a new writer in the dead (or killed) one's place."""
+        if worker.poll() is None:
+            worker.kill()
+        _reap(worker)
+        for pipe in (worker.stdin, worker.stdout):
+            with contextlib.suppress(OSError):
+                pipe.close()
+        with self._workers_lock:
+            if worker in self._workers:
+                self._workers.remove(worker)
+        self._idle.put(self._new_worker(faults.replacement_environment(self._env)))
 
     def kill(self) -> None:
-        for worker in self._workers:
+        self._killed.set()
+        with self._workers_lock:
+            workers = list(self._workers)
+        for worker in workers:
             with contextlib.suppress(OSError):
                 worker.kill()
 
     def close(self) -> None:
+        """Waits for the jobs in hand (each has a deadline), then ends the writers: 10 s to exit, then killed."""
         self._threads.shutdown(wait=True)
-        for worker in self._workers:
+        self._stop_workers(grace_s=10)
+
+    def _stop_workers(self, grace_s: float) -> None:
+        with self._workers_lock:
+            workers = list(self._workers)
+        for worker in workers:
             with contextlib.suppress(OSError):
-                worker.stdin.close()
-        for worker in self._workers:
+                worker.stdin.close()  # a writer's signal to exit
+        for worker in workers:
             try:
-                worker.wait(timeout=10)
+                worker.wait(timeout=grace_s)
             except subprocess.TimeoutExpired:
                 worker.kill()
-        self._closed.set()
+                _reap(worker)
+        self._start_requests.put(None)  # the starting thread ends after the writers it started
+
+
+class _WriterDied(Exception):
+    """A writer process ended while it held a job; its text says how (exit code or signal)."""
+
+
+def _reap(worker: subprocess.Popen) -> int:
+    """The exit status of a writer whose pipes closed: it has exited or is exiting; killed if not within 10 s."""
+    try:
+        return worker.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        worker.kill()
+        return worker.wait(timeout=10)
+
+
+def _exit_described(status: int) -> str:
+    if status < 0:
+        with contextlib.suppress(ValueError):
+            return f"killed by signal {-status} ({signal.Signals(-status).name})"
+        return f"killed by signal {-status}"
+    return f"exit code {status}"
+
+
+def _describe(job) -> str:
+    """'train shard 3 of 8' for a job (config, split, shard, lists of rows)."""
+    _, split, shard, dealt = job
+    num_shards = next((rows[0].num_shards for rows in dealt if rows), "?")
+    return f"{split} shard {shard + 1} of {num_shards}"
 
 
 if __name__ == "__main__":
