@@ -293,9 +293,14 @@ def near_duplicates_summary(metadata: dict, files_dir: str) -> list[str]:
         line += f"; {near.num_label_mismatches} with different labels (likely label errors)"
     if near.num_dropped:
         line += f"; {near.num_dropped} validation/test copies dropped"
+    if near.num_identical_groups == 1:
+        line += f"; 1 group of {near.num_identical_images} identical-looking images (compared once)"
+    elif near.num_identical_groups:
+        line += (f"; {near.num_identical_groups} groups of identical-looking images, {near.num_identical_images} "
+                 f"in all, the largest {near.identical_groups[0]['size']} (each compared once)")
     if near.num_capped_buckets:
-        line += (f"; {near.num_capped_buckets} hash buckets over {near.max_bucket_members} images not "
-                 "compared (e.g. blank images)")
+        line += (f"; {near.num_capped_buckets} hash buckets over {near.max_bucket_members} images or "
+                 f"{near.max_bucket_candidates} candidate pairs not compared (e.g. near-blank images)")
     return [line + f"; see {files_dir}/{near.file}"]
 
 

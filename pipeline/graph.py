@@ -61,8 +61,8 @@ def build_graph(pipeline: beam.Pipeline, options: BuildOptions, sources: list[So
     checks = options.checks
     near_found = near_dropped = None
     if checks.near_duplicates == "drop":
-        near = candidates | "DropNearDuplicates" >> DropNearDuplicates(records.max_image_bytes,
-                                                                       checks.near_duplicate_distance, allowed)
+        near = candidates | "DropNearDuplicates" >> DropNearDuplicates(
+            records.max_image_bytes, checks.near_duplicate_distance, records.max_pixels, allowed)
         candidates, near_found, near_dropped = near.rows, near.found, near.errors
         stage_errors.append(near.errors)
     vocabulary = candidates | "ComputeVocabulary" >> ComputeVocabulary()

@@ -129,10 +129,13 @@ def test_drop_turns_the_test_copy_into_an_error_row(leaky_set, shardsmith, tmp_p
         (Path(published_dir(out)) / "errors.jsonl").read_bytes()
 
 
-def test_uniform_images_fill_a_capped_bucket_without_blowing_up(tmp_path, shardsmith, metadata_of, monkeypatch):
+def test_uniform_images_are_one_group_compared_once_not_a_capped_bucket(tmp_path, shardsmith, metadata_of,
+                                                                        monkeypatch):
+    """Identical signatures are grouped before the bands: a full bucket is never made of them (the bounds on
+    1,000 of them under a memory cap: tests/test_near_duplicate_bounds.py)."""
     import transforms.near_duplicates
 
-    cap = 200  # MAX_BUCKET_MEMBERS (10,000) images would take minutes to build; the rule is the same
+    cap = 200
     assert cap < MAX_BUCKET_MEMBERS
     monkeypatch.setattr(transforms.near_duplicates, "MAX_BUCKET_MEMBERS", cap)
     rows = ["split,image_uri,label"]
@@ -145,9 +148,10 @@ def test_uniform_images_fill_a_capped_bucket_without_blowing_up(tmp_path, shards
                         "--near_duplicates", "report")
     assert result.code == 0, result.err
     near = metadata_of(out)["near_duplicates"]
-    assert near["max_bucket_members"] == cap
-    assert near["num_capped_buckets"] >= 1 and near["capped_buckets"][0]["size"] == cap + 5
-    assert near["num_pairs"] == 0 and "not compared" in result.out
+    assert near["num_capped_buckets"] == 0 and near["num_pairs"] == 0
+    assert near["num_identical_groups"] == 1 and near["identical_groups"][0]["size"] == cap + 5
+    assert near["identical_groups"][0]["splits"] == {"train": 103, "test": 102}
+    assert "1 group of 205 identical-looking images" in result.out
 
 
 SOME_STRUCTURE = bytes(range(1, 64))

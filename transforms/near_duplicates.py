@@ -8,9 +8,11 @@ every image in a pass of its own (a second read, as `--on_duplicate drop`) and t
 copy of a training image into an error row; both modes write near_duplicates.jsonl and a summary for
 metadata.json.
 
-Memory: the GroupByKey carries rows of about 200 bytes keyed by (band, band value); one bucket holds at most
-MAX_BUCKET_MEMBERS + 1 of them in a worker (bigger ones are reported as capped, not expanded); the listing keeps
-the MAX_LISTED_PAIRS closest pairs, the counts cover them all.
+Memory and work: rows of one signature are first grouped (shardsmith/core/identical_groups.py), so a thousand
+blank images are one group and one row to compare, not half a million pairs. The band GroupByKey carries rows of
+about 200 bytes keyed by (band, band value); one bucket holds at most MAX_BUCKET_MEMBERS + 1 of them in a worker,
+and at most MAX_BUCKET_CANDIDATES candidates are counted before any pair is formed (bigger buckets are reported as
+capped, not expanded); the listing keeps the MAX_LISTED_PAIRS closest pairs, the counts cover them all.
 """
 
 from __future__ import annotations
@@ -23,19 +25,23 @@ from typing import NamedTuple
 
 import apache_beam as beam
 
-from shardsmith.core.load_images import read_bytes
+from shardsmith.core.identical_groups import MAX_EXPANDED_GROUP
+from shardsmith.core.load_images import DEFAULT_MAX_PIXELS, read_bytes
 from shardsmith.core.near_duplicates import (
+    CAPPED_BUCKET_EXAMPLES,
     LOW_DETAIL_MIN_STRUCTURE_SIMILARITY,
+    MAX_BUCKET_CANDIDATES,
     MAX_BUCKET_MEMBERS,
     MIN_STRUCTURE_SIMILARITY,
     CappedBucket,
     HashedImage,
     NearPair,
     bands,
+    bucket_candidates,
+    confirmed_pairs,
     drop_reason,
     leaked_copy,
     num_bands_for,
-    pairs_in_bucket,
     take_bucket,
 )
 from shardsmith.core.perceptual_hash import ImageSignature, signature_of_bytes
@@ -45,6 +51,7 @@ from shardsmith.format.metadata import NearDuplicatesEntry, near_duplicates_byte
 from shardsmith.format.naming import NEAR_DUPLICATES_FILE, join
 from transforms import ERRORS
 from transforms.duplicates import STAGE
+from transforms.identical_groups import CollapseIdentical, FollowerDecisions, GroupsSummary, SummarizeGroupsFn
 from transforms.metrics import rejected
 from transforms.thread_pool import ThreadPoolDoFn
 
@@ -54,10 +61,9 @@ MAX_HASHES_IN_FLIGHT = 16
 CAPPED = "capped"
 
 
-def _keyed_bands(images: Iterable[HashedImage], num_bands: int) -> Iterator[tuple[tuple[int, int], HashedImage]]:
-    for image in images:
-        for band in bands(image.phash, num_bands):
-            yield band, image
+def _keyed_bands(image: HashedImage, num_bands: int) -> Iterator[tuple[tuple[int, int], HashedImage]]:
+    for band in bands(image.phash, num_bands):
+        yield band, image
 
 
 def _bucket_pairs(keyed, max_distance: int) -> Iterator:
@@ -66,7 +72,12 @@ def _bucket_pairs(keyed, max_distance: int) -> Iterator:
     if size > MAX_BUCKET_MEMBERS:
         yield beam.pvalue.TaggedOutput(CAPPED, CappedBucket(band, value, size, tuple(m.uri for m in held)))
         return
-    for pair in pairs_in_bucket(held, max_distance):
+    candidates = bucket_candidates(held, max_distance, MAX_BUCKET_CANDIDATES)
+    if candidates.over(MAX_BUCKET_CANDIDATES):
+        examples = tuple(m.uri for m in candidates.members[:CAPPED_BUCKET_EXAMPLES])
+        yield beam.pvalue.TaggedOutput(CAPPED, CappedBucket(band, value, size, examples, candidates.count))
+        return
+    for pair in confirmed_pairs(candidates):
         yield pair.pair_key, pair
 
 
@@ -78,29 +89,34 @@ def _first(keyed) -> NearPair:
 class NearPairs(NamedTuple):
     pairs: beam.PCollection  # NearPair, each once
     capped: beam.PCollection  # CappedBucket
+    groups: beam.PCollection  # IdenticalGroup: more than MAX_EXPANDED_GROUP rows with one signature
+    followers: beam.PCollection  # (representative key, follower...) of those groups (`with_followers` only)
 
 
 class FindNearPairs(beam.PTransform):
-    """HashedImages (one by one, or lists of them) -> every pair within `max_distance`, once, and the buckets
-    too big to expand."""
+    """HashedImages (one by one, or lists of them) -> every pair within `max_distance`, once (a collapsed
+    group's representative standing for its rows), the groups of identical signatures, and the buckets too big
+    to expand."""
 
-    def __init__(self, max_distance: int, lists: bool = True):
+    def __init__(self, max_distance: int, lists: bool = True, with_followers: bool = False):
         super().__init__()
         self._max_distance = max_distance
         self._lists = lists
+        self._with_followers = with_followers
 
     def expand(self, images):
         num_bands = num_bands_for(self._max_distance)
-        if not self._lists:
-            images = images | "AsLists" >> beam.Map(lambda image: [image])
+        if self._lists:
+            images = images | "OnePerImage" >> beam.FlatMap(lambda images: images)
+        collapsed = images | "CollapseIdentical" >> CollapseIdentical(self._with_followers)
         found = (
-            images
+            collapsed.compared
             | "KeyByBand" >> beam.FlatMap(_keyed_bands, num_bands)
             | "GroupByBand" >> beam.GroupByKey()
             | "PairsInBucket" >> beam.FlatMap(_bucket_pairs, self._max_distance).with_outputs(CAPPED, main="pairs")
         )
         pairs = found.pairs | "GroupSamePair" >> beam.GroupByKey() | "OnePerPair" >> beam.Map(_first)
-        return NearPairs(pairs, found[CAPPED])
+        return NearPairs(pairs, found[CAPPED], collapsed.groups, collapsed.followers)
 
 
 @dataclass
@@ -144,8 +160,9 @@ class SummarizePairsFn(beam.CombineFn):
 
 
 def write_near_duplicates(summary: NearDuplicateSummary, capped: list[CappedBucket], files_dir: str, mode: str,
-                          max_distance: int, num_dropped: int) -> dict:
+                          max_distance: int, num_dropped: int, groups: GroupsSummary | None = None) -> dict:
     """Writes near_duplicates.jsonl (closest pairs first) and returns metadata.json's `near_duplicates` entry."""
+    groups = groups or GroupsSummary()
     write_atomically(join(files_dir, NEAR_DUPLICATES_FILE), near_duplicates_bytes(p.to_dict() for p in summary.closest))
     capped = sorted(capped, key=lambda c: (-c.size, c.band, c.value))
     counts = {name: summary.split_pairs.get(name, 0)
@@ -168,6 +185,11 @@ def write_near_duplicates(summary: NearDuplicateSummary, capped: list[CappedBuck
         num_capped_buckets=len(capped),
         max_bucket_members=MAX_BUCKET_MEMBERS,
         capped_buckets=[c.to_dict() for c in capped[:MAX_LISTED_CAPPED_BUCKETS]],
+        max_bucket_candidates=MAX_BUCKET_CANDIDATES,
+        identical_group_min_size=MAX_EXPANDED_GROUP + 1,
+        num_identical_groups=groups.num_groups,
+        num_identical_images=groups.num_images,
+        identical_groups=[g.to_dict() for g in groups.largest],
     ).to_dict()
 
 
@@ -186,11 +208,13 @@ class ReportNearDuplicates(beam.PTransform):
         pipeline = found.pairs.pipeline
         summary = found.pairs | "SummarizePairs" >> beam.CombineGlobally(SummarizePairsFn())
         capped = found.capped | "CollectCapped" >> beam.combiners.ToList()
+        groups = found.groups | "SummarizeGroups" >> beam.CombineGlobally(SummarizeGroupsFn())
         dropped = self._dropped if self._dropped is not None else pipeline | "NoneDropped" >> beam.Create([])
         num_dropped = dropped | "CountDropped" >> beam.combiners.Count.Globally()
         side = beam.pvalue.AsSingleton
         return summary | "WriteNearDuplicatesJsonl" >> beam.Map(
-            write_near_duplicates, side(capped), self._files_dir, self._mode, self._max_distance, side(num_dropped))
+            write_near_duplicates, side(capped), self._files_dir, self._mode, self._max_distance, side(num_dropped),
+            side(groups))
 
 
 def row_key(row: ManifestRow) -> tuple[int, int, str]:
@@ -207,15 +231,17 @@ class HashRowsFn(ThreadPoolDoFn):
 
     pool_size = MAX_HASHES_IN_FLIGHT
 
-    def __init__(self, max_image_bytes: int, allowed_prefixes: tuple[str, ...] = ()):
+    def __init__(self, max_image_bytes: int, max_pixels: int = DEFAULT_MAX_PIXELS,
+                 allowed_prefixes: tuple[str, ...] = ()):
         super().__init__()
         self._max_image_bytes = max_image_bytes
+        self._max_pixels = max_pixels
         self._allowed_prefixes = allowed_prefixes
 
     def _hash(self, row: ManifestRow) -> ImageSignature | None:
         try:
-            return signature_of_bytes(read_bytes(row.resolved_uri, self._max_image_bytes, row.size,
-                                                 self._allowed_prefixes))
+            data = read_bytes(row.resolved_uri, self._max_image_bytes, row.size, self._allowed_prefixes)
+            return signature_of_bytes(data, self._max_pixels)  # through the writer's decompression-bomb guard
         except Exception:
             return None
 
@@ -254,17 +280,21 @@ class DropNearDuplicates(beam.PTransform):
     """RowBatches -> RowBatches without the validation/test copies of training images (error rows instead),
     and the pairs found. Rows go through a GroupByKey one by one: this mode reads every image twice anyway."""
 
-    def __init__(self, max_image_bytes: int, max_distance: int, allowed_prefixes: tuple[str, ...] = ()):
+    def __init__(self, max_image_bytes: int, max_distance: int, max_pixels: int = DEFAULT_MAX_PIXELS,
+                 allowed_prefixes: tuple[str, ...] = ()):
         super().__init__()
         self._max_image_bytes = max_image_bytes
         self._allowed_prefixes = allowed_prefixes
         self._max_distance = max_distance
+        self._max_pixels = max_pixels
 
     def expand(self, batches):
-        hash_rows = HashRowsFn(self._max_image_bytes, self._allowed_prefixes)
+        hash_rows = HashRowsFn(self._max_image_bytes, self._max_pixels, self._allowed_prefixes)
         keyed = batches | "HashImages" >> beam.ParDo(hash_rows).with_outputs("hashes", main="rows")
-        found = keyed.hashes | "FindNearPairs" >> FindNearPairs(self._max_distance, lists=False)
-        decisions = found.pairs | "LeakedCopies" >> beam.FlatMap(_drop_decision)
+        found = keyed.hashes | "FindNearPairs" >> FindNearPairs(self._max_distance, lists=False, with_followers=True)
+        pair_decisions = found.pairs | "LeakedCopies" >> beam.FlatMap(_drop_decision)
+        followers = (pair_decisions, found.followers) | "LeakedFollowers" >> FollowerDecisions()
+        decisions = (pair_decisions, followers) | "AllDecisions" >> beam.Flatten()
         decided = (
             {"rows": keyed.rows, "decisions": decisions}
             | "JoinDecisions" >> beam.CoGroupByKey()

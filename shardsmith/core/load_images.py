@@ -78,31 +78,14 @@ def inspect_image(data: bytes, validate: str = "decode", max_pixels: int = DEFAU
         plain = _plain_jpeg_shape(data)
         if plain is not None and 0 < plain[0] * plain[1] <= max_pixels:
             return ImageInfo("jpeg", *plain)
-    from PIL import Image, UnidentifiedImageError
-
-    # Our own pixel limit below applies before any pixel is allocated; Pillow's global one would warn or
-    # raise from inside open() in ways that depend on process-wide warning filters.
-    Image.MAX_IMAGE_PIXELS = None
-    try:
-        image = Image.open(io.BytesIO(data))
-    except UnidentifiedImageError:
-        raise ImageRejected("not an image file (no known image format)") from None
-    except Exception as e:
-        raise ImageRejected("image header cannot be parsed", _one_line(e)) from None
-    with image:
+    with open_image(data, max_pixels) as image:
         width, height = image.size
         fmt = _FORMAT_NAMES.get(image.format or "")
         if fmt is None:
             raise ImageRejected(f"{image.format} images cannot be decoded by TensorFlow",
                                 "supported: JPEG, PNG, GIF, BMP, WebP")
-        if width * height > max_pixels:
-            raise ImageRejected("image has too many pixels (decompression bomb guard)",
-                                f"{width}x{height} > {max_pixels} pixels")
         if fmt == "gif":
             height, width = _gif_extent(data)
-            if width * height > max_pixels:
-                raise ImageRejected("image has too many pixels (decompression bomb guard)",
-                                    f"{width}x{height} > {max_pixels} pixels")
         if width == 0 or height == 0:
             raise ImageRejected("image has zero width or height")
         channels = _channels(image, data)
@@ -117,6 +100,31 @@ def inspect_image(data: bytes, validate: str = "decode", max_pixels: int = DEFAU
             if on_pixels is not None:
                 on_pixels(image)
     return ImageInfo(fmt, height, width, channels)
+
+
+def open_image(data: bytes, max_pixels: int = DEFAULT_MAX_PIXELS):
+    """Pillow's image of `data`, opened (header parsed, no pixel decoded) and within `max_pixels` (a GIF by its
+    largest frame, as TensorFlow decodes it); raises ImageRejected otherwise. Every decode in shardsmith (the
+    writer's validation and re-encoding, the perceptual hash of `--near_duplicates`) opens images here, so a
+    decompression bomb is an error row before any pixel is allocated, whichever pass meets it first."""
+    from PIL import Image, UnidentifiedImageError
+
+    # Our own limit below applies before any pixel is allocated; Pillow's global one would warn or raise from
+    # inside open() in ways that depend on process-wide warning filters.
+    Image.MAX_IMAGE_PIXELS = None
+    try:
+        image = Image.open(io.BytesIO(data))
+    except UnidentifiedImageError:
+        raise ImageRejected("not an image file (no known image format)") from None
+    except Exception as e:
+        raise ImageRejected("image header cannot be parsed", _one_line(e)) from None
+    extents = [image.size] + ([_gif_extent(data)[::-1]] if image.format == "GIF" else [])
+    for width, height in extents:
+        if width * height > max_pixels:
+            image.close()
+            raise ImageRejected("image has too many pixels (decompression bomb guard)",
+                                f"{width}x{height} > {max_pixels} pixels")
+    return image
 
 
 # Start-of-frame markers of 8-bit Huffman JPEGs: baseline, extended sequential, progressive.

@@ -50,6 +50,10 @@ LOW_DETAIL_MIN_STRUCTURE_SIMILARITY = 0.97
 # Rows in one band bucket that are compared pairwise (vectorised Hamming distances, a few MB of rows); a bigger
 # bucket is reported as capped and not expanded.
 MAX_BUCKET_MEMBERS = 10_000
+# Candidates (pairs within the distance) one bucket may hold before any is formed or confirmed; a bucket with
+# more is dense with distinct look-alikes (near-blank frames, noise) and is reported as capped like a full one.
+# Random hashes give a few dozen in a full bucket; identical signatures never get here (identical_groups.py).
+MAX_BUCKET_CANDIDATES = 100_000
 CAPPED_BUCKET_EXAMPLES = 3  # URIs named per capped bucket in metadata.json
 
 
@@ -63,6 +67,7 @@ class HashedImage:
     uri: str
     source_index: int
     line: int
+    identical_images: int = 1  # > 1: the representative of that many rows with this signature (identical_groups.py)
 
     @property
     def phash(self) -> int:
@@ -76,6 +81,12 @@ class HashedImage:
     def pair_order(self) -> tuple:
         """Which of two copies comes first in a pair: the earlier split (train, validation, test), then the key."""
         return (SPLITS.index(self.split) if self.split in SPLITS else len(SPLITS), self.key)
+
+    def to_dict(self) -> dict:
+        """A pair's side in near_duplicates.jsonl; a group's representative also says how many rows it stands for."""
+        side = {"uri": self.uri, "split": self.split, "label": self.label, "source_index": self.source_index,
+                "line": self.line}
+        return side | ({"identical_images": self.identical_images} if self.identical_images > 1 else {})
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,10 +127,8 @@ class NearPair:
             "low_detail": self.low_detail,
             "splits": self.splits,
             "labels_differ": self.labels_differ,
-            "first": {"uri": self.first.uri, "split": self.first.split, "label": self.first.label,
-                      "source_index": self.first.source_index, "line": self.first.line},
-            "second": {"uri": self.second.uri, "split": self.second.split, "label": self.second.label,
-                       "source_index": self.second.source_index, "line": self.second.line},
+            "first": self.first.to_dict(),
+            "second": self.second.to_dict(),
         }
 
 
@@ -155,9 +164,11 @@ class CappedBucket:
     value: int
     size: int
     examples: tuple[str, ...]  # the first few URIs by key
+    candidates: int = -1  # > MAX_BUCKET_CANDIDATES: capped for its candidates (counted up to there), not its size
 
     def to_dict(self) -> dict:
-        return {"band": self.band, "value": self.value, "size": self.size, "examples": list(self.examples)}
+        counted = {"candidates": self.candidates} if self.candidates >= 0 else {}
+        return {"band": self.band, "value": self.value, "size": self.size} | counted | {"examples": list(self.examples)}
 
 
 def take_bucket(members: Iterable[HashedImage], cap: int = MAX_BUCKET_MEMBERS) -> tuple[list[HashedImage], int]:
@@ -211,23 +222,54 @@ def confirmed(a: ImageSignature, b: ImageSignature) -> tuple[bool, float]:
     return similarity >= needed and colours_agree(a, b), similarity
 
 
-def pairs_in_bucket(members: list[HashedImage], max_distance: int) -> Iterator[NearPair]:
-    """Every confirmed pair of distinct rows in one bucket within `max_distance`, in a deterministic order.
+@dataclass(frozen=True)
+class BucketCandidates:
+    members: list[HashedImage]  # in key order
+    found: list[tuple[int, object, object]]  # (row, later rows within the distance, their distances): numpy arrays
+    count: int  # candidates found; counting stops past the limit, and `found` is then empty
+
+    def over(self, limit: int | None) -> bool:
+        return limit is not None and self.count > limit
+
+
+def bucket_candidates(members: list[HashedImage], max_distance: int,
+                      limit: int | None = MAX_BUCKET_CANDIDATES) -> BucketCandidates:
+    """The bucket's pairs within `max_distance`, as indices, counted before any pair is formed or confirmed.
     Hamming distances are taken a row against the rest at once (numpy), so a full bucket costs
-    MAX_BUCKET_MEMBERS^2 / 2 popcounts, not as many Python steps."""
+    MAX_BUCKET_MEMBERS^2 / 2 popcounts, not as many Python steps; past `limit` candidates it stops."""
     import numpy as np
 
     members = sorted(members, key=lambda m: m.key)
     hashes = np.array([m.phash for m in members], dtype=np.uint64)
-    for i, a in enumerate(members):
+    found, count = [], 0
+    for i in range(len(members)):
         distances = np.bitwise_count(hashes[i + 1:] ^ hashes[i])
-        for offset in np.flatnonzero(distances <= max_distance):
+        within = np.flatnonzero(distances <= max_distance)
+        if within.size:
+            count += int(within.size)
+            if limit is not None and count > limit:
+                return BucketCandidates(members, [], count)
+            found.append((i, within, distances[within]))
+    return BucketCandidates(members, found, count)
+
+
+def confirmed_pairs(candidates: BucketCandidates) -> Iterator[NearPair]:
+    """The candidates that are near copies (`confirmed`), as pairs, in a deterministic order."""
+    members = candidates.members
+    for i, within, distances in candidates.found:
+        a = members[i]
+        for offset, distance in zip(within, distances, strict=True):
             b = members[i + 1 + int(offset)]
             if a.key == b.key:
                 continue
             ok, similarity = confirmed(a.signature, b.signature)
             if ok:
-                yield pair_of(a, b, int(distances[offset]), similarity)
+                yield pair_of(a, b, int(distance), similarity)
+
+
+def pairs_in_bucket(members: list[HashedImage], max_distance: int) -> Iterator[NearPair]:
+    """Every confirmed pair of distinct rows in one bucket within `max_distance`, in a deterministic order."""
+    return confirmed_pairs(bucket_candidates(members, max_distance, limit=None))
 
 
 def leaked_copy(pair: NearPair) -> HashedImage | None:

@@ -23,8 +23,9 @@ pixels (--validate decode), `signature_of_image` reuses them. docs/near_duplicat
 
 from __future__ import annotations
 
-import io
 from dataclasses import dataclass
+
+from shardsmith.core.load_images import DEFAULT_MAX_PIXELS, open_image
 
 # numpy, scipy and Pillow are imported where used: pipeline/options.py reads this module's constants (through
 # near_duplicates.py) on the bare standard library, for the dataflow command's argument checks.
@@ -111,14 +112,12 @@ def _signature(image) -> ImageSignature:
     return ImageSignature(phash, structure, colour, detail)
 
 
-def signature_of_bytes(data: bytes) -> ImageSignature | None:
-    """The signature of an encoded image from a reduced decode; None when the bytes do not decode (the writer
-    reports such images on its own terms)."""
-    from PIL import Image
-
-    Image.MAX_IMAGE_PIXELS = None  # the writer's own pixel limit has been checked before this is called
+def signature_of_bytes(data: bytes, max_pixels: int = DEFAULT_MAX_PIXELS) -> ImageSignature | None:
+    """The signature of an encoded image from a reduced decode; None when the bytes do not decode or hold more
+    than `max_pixels` (opened through the writer's decompression-bomb guard, so no pixel of such an image is
+    allocated here; the writer reports it on its own terms)."""
     try:
-        with Image.open(io.BytesIO(data)) as image:
+        with open_image(data, max_pixels) as image:
             if image.format in ("JPEG", "MPO"):
                 width, height = image.size
                 scale = max(1, min(width, height) // MIN_REDUCED_SIDE)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass
 
-from shardsmith.core.load_images import DEFAULT_MAX_PIXELS, ImageInfo, ImageRejected
+from shardsmith.core.load_images import DEFAULT_MAX_PIXELS, ImageInfo, ImageRejected, open_image
 
 REENCODE_FORMATS = ("none", "jpeg", "png")
 # Pillow's names of the formats tf.io.decode_image reads; others (TIFF, ...) are always re-encoded.
@@ -38,20 +38,10 @@ class Reencoding:
 def reencode(data: bytes, settings: Reencoding, max_pixels: int = DEFAULT_MAX_PIXELS) -> tuple[bytes, ImageInfo] | None:
     """(new bytes, their shape as TensorFlow decodes them), or None when the image needs no change (no
     --reencode and already within --max_side). Raises ImageRejected for what Pillow cannot decode."""
-    from PIL import Image, ImageOps, UnidentifiedImageError
+    from PIL import Image, ImageOps
 
-    Image.MAX_IMAGE_PIXELS = None  # our own limit, checked below from the header
-    try:
-        image = Image.open(io.BytesIO(data))
-    except UnidentifiedImageError:
-        raise ImageRejected("not an image file (no known image format)") from None
-    except Exception as e:
-        raise ImageRejected("image header cannot be parsed", f"{type(e).__name__}: {e}"[:300]) from None
-    with image:
+    with open_image(data, max_pixels) as image:
         width, height = image.size
-        if width * height > max_pixels:
-            raise ImageRejected("image has too many pixels (decompression bomb guard)",
-                                f"{width}x{height} > {max_pixels} pixels")
         orientation = image.getexif().get(0x0112, 1)
         fits = not settings.max_side or max(width, height) <= settings.max_side
         if settings.format == "none" and fits and orientation == 1 and image.format in TENSORFLOW_FORMATS:

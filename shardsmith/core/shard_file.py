@@ -90,7 +90,7 @@ def _load(placed: PlacedRow, config: WriterConfig) -> _Loaded:
         sha256 = hashlib.sha256(data).hexdigest()
         changed = reencode(data, settings.reencoding, settings.max_pixels) if settings.reencoding.active else None
         if changed is not None:
-            signature = signature_of_bytes(data) if settings.perceptual_hash else None
+            signature = signature_of_bytes(data, settings.max_pixels) if settings.perceptual_hash else None
             return _Loaded(placed, *changed, sha256, source_size=len(data), signature=signature)
         info, signature = _inspect(data, settings)
     except ImageRejected as e:
@@ -119,7 +119,7 @@ def _inspect(data: bytes, settings: RecordSettings) -> tuple[ImageInfo, ImageSig
     signatures: list[ImageSignature | None] = []
     info = inspect_image(data, settings.validate, settings.max_pixels, min_decoded_side=MIN_REDUCED_SIDE,
                          on_pixels=lambda image: signatures.append(signature_of_image(image)))
-    return info, signatures[0] if signatures else signature_of_bytes(data)
+    return info, signatures[0] if signatures else signature_of_bytes(data, settings.max_pixels)
 
 
 def _loaded_in_order(rows: list[PlacedRow], config: WriterConfig) -> Iterator[_Loaded]:

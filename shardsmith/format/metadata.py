@@ -41,6 +41,13 @@ class NearDuplicatesEntry:
     num_capped_buckets: int = 0
     max_bucket_members: int = 0
     capped_buckets: list[dict] = field(default_factory=list)
+    max_bucket_candidates: int = 0  # 0: a build from before buckets were capped by their candidates too
+    # Rows with one signature, from this many on, are one group compared once (shardsmith/core/identical_groups.py);
+    # 0 and no groups: a build from before.
+    identical_group_min_size: int = 0
+    num_identical_groups: int = 0
+    num_identical_images: int = 0  # rows in those groups
+    identical_groups: list[dict] = field(default_factory=list)  # the largest: size, splits, examples
 
     def to_dict(self) -> dict:
         return asdict(self)
