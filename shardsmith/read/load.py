@@ -4,11 +4,12 @@ Everything comes from metadata.json, read once: the build it names (so a build p
 reads is never mixed in: this reader keeps to the build it opened, and fails on a missing file if that build is
 retired), the shard files of the split (listed, never globbed, so a stray or half-written file is never read),
 the compression, and the parse spec (its "features" map, so the spec cannot drift from what the writer wrote).
-What can be checked cheaply is: every shard's size before reading and its record count at its end (a shortfall
-raises), and shard paths must lie in the dataset's folder. The pipeline is the standard fast one: shard files shuffled,
-read in parallel by an interleave, records through a shuffle buffer, parsed and decoded in parallel,
-optionally resized, batched and prefetched. Paths go through TensorFlow's file systems, so local folders
-and gs:// both work.
+What can be checked cheaply is: every shard's size and its first record's key (metadata.json's `first_key`: one
+record read per shard, so a shard copied in from another build of the same size raises) before reading, its
+record count at its end (a shortfall raises), and shard paths must lie in the dataset's folder. The pipeline is
+the standard fast one: shard files shuffled, read in parallel by an interleave, records through a shuffle
+buffer, parsed and decoded in parallel, optionally resized, batched and prefetched. Paths go through
+TensorFlow's file systems, so local folders and gs:// both work.
 
 TensorFlow is imported inside the functions (quietly: shardsmith/tensorflow_import.py): `import shardsmith` stays
 cheap.

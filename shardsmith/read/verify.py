@@ -7,9 +7,11 @@ exactly the keys of metadata.json's "features", one value each; the label id nam
 `image/key/sha256` is the SHA-256 of `image/encoded`; `image/format` matches the bytes' signature; and every
 image (or, with `sample`, a deterministic sample spread evenly over all shards) decodes with
 `tf.io.decode_image(..., expand_animations=False)` to exactly (height, width, channels). Then the counts: records
-and label counts per shard, per split and in total, against metadata.json. Then the folder: shard file names
-follow the template, no shard file lies there that metadata.json does not list, labels.txt and errors.jsonl
-agree with it, and so do the TFDS files when present.
+and label counts per shard, per split and in total, against metadata.json; each shard file's SHA-256 (hashed from
+the bytes as they are read, compressed for .gz) and its first record's image/key/sha256 against the shard's
+`sha256` and `first_key` (absent from builds made before they were recorded: a note, not a problem). Then the
+folder: shard file names follow the template, no shard file lies there that metadata.json does not list,
+labels.txt and errors.jsonl agree with it, and so do the TFDS files when present.
 
 Memory: each thread holds one record (plus a 1 MiB read buffer); never a shard. Threads are enough to use all
 cores: SHA-256, CRC32C, file reads and TensorFlow's image decoders release the GIL, and they are the cost.
