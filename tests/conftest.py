@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import gzip
+import hashlib
 import io
 import json
 import os
@@ -200,7 +201,8 @@ def tfrecorder_data() -> Path:
 
 def copy_with_gzip_shards(built: Path, target: Path) -> Path:
     """The built dataset with every shard gzip-compressed and metadata.json saying so, as --compression gzip
-    writes it (same names with .gz, num_bytes the compressed size, no TFDS files: TFDS cannot read them)."""
+    writes it (same names with .gz, num_bytes and sha256 of the compressed file, no TFDS files: TFDS cannot
+    read them)."""
     shutil.copytree(built, target)
     metadata = json.loads((target / "metadata.json").read_text())
     metadata["compression"] = "gzip"
@@ -212,6 +214,7 @@ def copy_with_gzip_shards(built: Path, target: Path) -> Path:
             packed.write_bytes(gzip.compress(raw.read_bytes(), mtime=0))
             raw.unlink()
             shard["file"], shard["num_bytes"] = packed.name, packed.stat().st_size
+            shard["sha256"] = hashlib.sha256(packed.read_bytes()).hexdigest()
         info["num_bytes"] = sum(s["num_bytes"] for s in info["shards"])
     for name in ("dataset_info.json", "features.json", "image.class.label.labels.txt"):
         (folder / name).unlink(missing_ok=True)

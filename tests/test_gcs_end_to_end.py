@@ -46,6 +46,7 @@ except ImportError:
 from PIL import Image, ImageDraw
 
 from shardsmith.format.naming import TEMP_PREFIX
+from shardsmith.read.verify import verify
 
 BUCKET = "shardsmith-e2e"
 LABELS = ("cat", "dog", "emu")
@@ -373,8 +374,10 @@ def test_build_reads_and_writes_gs_paths_on_a_real_gcs_server(built_on_gcs, uplo
             local = tmp_path / shard["file"]
             local.write_bytes(_read(f"{files}/{shard['file']}"))
             assert local.stat().st_size == shard["num_bytes"]
+            assert hashlib.sha256(local.read_bytes()).hexdigest() == shard["sha256"], "hashed as written to gs://"
             records = [tf.io.parse_single_example(r, spec) for r in tf.data.TFRecordDataset(str(local))]
             assert len(records) == shard["num_examples"]
+            assert records[0]["image/key/sha256"].numpy().decode() == shard["first_key"]
             for record in records:
                 uri = record["image/filename"].numpy().decode()
                 absolute = uri if uri.startswith("gs://") else f"{manifest_folder}/{uri}"
@@ -384,6 +387,8 @@ def test_build_reads_and_writes_gs_paths_on_a_real_gcs_server(built_on_gcs, uplo
                 assert f"/{split}_" in absolute and f"/{record['image/class/text'].numpy().decode()}/" in absolute
             seen += len(records)
     assert seen == metadata["num_examples"] == len(images)
+    report = verify(out, sample=4)  # through Beam's GCS client: every shard hashed as read and checked
+    assert report.ok and report.num_unhashed == 0, [p.line() for p in report.all_problems]
 
     # transform_fn/ (written into the bucket by tf.transform) maps label text to the same ids as labels.txt.
     _download_tree(files, tmp_path / "dataset")

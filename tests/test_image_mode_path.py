@@ -116,6 +116,6 @@ def _retarget(dataset: Path, old_root: str, new_root: str, write_metadata) -> No
                 head, tail = frame(record)
                 out += head + record + tail
             path.write_bytes(bytes(out))
-            shard["num_bytes"] = len(out)
+            shard["num_bytes"], shard["sha256"] = len(out), hashlib.sha256(out).hexdigest()
         info["num_bytes"] = sum(s["num_bytes"] for s in info["shards"])
     write_metadata(dataset, metadata)

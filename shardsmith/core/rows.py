@@ -145,6 +145,8 @@ class ShardResult:
     num_bytes: int  # size of the shard file as written
     label_counts: dict[str, int] = field(default_factory=dict)
     num_rows: int = -1  # manifest lines its records stand for (detection: one per box); -1: one per record
+    sha256: str = ""  # hex SHA-256 of the file as written, computed while writing it
+    first_key: str | None = None  # image/key/sha256 of its first record; None when it holds none
 
 
 @pickled_as_field_values

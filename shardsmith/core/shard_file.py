@@ -145,6 +145,7 @@ def write_shard_file(config: WriterConfig, split: str, shard: int, dealt: Iterab
     output = _Output(config.output_dir, final_name, config.records.compression)
     label_counts: Counter[str] = Counter()
     num_rows = 0
+    first_key: str | None = None  # image/key/sha256 of the shard's first record (None: the shard holds none)
     outcome = ShardOutcome(ShardResult(split, shard, num_shards, final_name, 0, 0))
     try:
         with output.open_temporary() as out:
@@ -165,6 +166,8 @@ def write_shard_file(config: WriterConfig, split: str, shard: int, dealt: Iterab
                 out.write(head)
                 out.write(record)
                 out.write(tail)
+                if first_key is None:
+                    first_key = loaded.sha256
                 label_counts[row.label] += 1
                 num_rows += len(row.lines)
                 progress_signal.add(progress_signal.IMAGES_WRITTEN)
@@ -178,13 +181,14 @@ def write_shard_file(config: WriterConfig, split: str, shard: int, dealt: Iterab
     num_bytes = output.publish()
     faults.reached("after_shards")
     outcome.result = ShardResult(split, shard, num_shards, final_name, sum(label_counts.values()), num_bytes,
-                                 dict(sorted(label_counts.items())), num_rows)
+                                 dict(sorted(label_counts.items())), num_rows, output.sha256, first_key)
     return outcome
 
 
 class _Output:
     """A temporary file beside the final name, renamed over it when complete. Local folders use plain file
-    calls (os.replace is atomic); other URIs (gs://) go through Beam's FileSystems."""
+    calls (os.replace is atomic); other URIs (gs://) go through Beam's FileSystems. The file's SHA-256 is
+    computed from the bytes as they are written (`sha256`, once the file is closed), never by reading it back."""
 
     def __init__(self, output_dir: str, final_name: str, compression: str):
         self._remote = is_remote(output_dir)
@@ -192,17 +196,15 @@ class _Output:
         self.final_path = join(output_dir, final_name)
         self.temp_path = join(output_dir, f"{TEMP_PREFIX}{final_name}.{uuid.uuid4().hex}")
         self._gzip = compression == "gzip"
+        self._file: HashedFile | None = None
 
-    def open_temporary(self):
-        if self._remote:
-            from apache_beam.io.filesystem import CompressionTypes
-            from apache_beam.io.filesystems import FileSystems
+    def open_temporary(self) -> HashedFile:
+        self._file = HashedFile(self.temp_path, through_filesystems=self._remote, gzip_compressed=self._gzip)
+        return self._file
 
-            kind = CompressionTypes.GZIP if self._gzip else CompressionTypes.UNCOMPRESSED
-            return FileSystems.create(self.temp_path, compression_type=kind)
-        if self._gzip:
-            return _gzip_file(self.temp_path)
-        return open(self.temp_path, "wb")  # noqa: SIM115 (the caller's with-block closes it)
+    @property
+    def sha256(self) -> str:
+        return self._file.hexdigest()
 
     def publish(self) -> int:
         """Renames the temporary file to the final name; returns the final file's size in bytes. A writer
@@ -229,11 +231,66 @@ class _Output:
             FileSystems.delete([self.temp_path])
 
 
-@contextlib.contextmanager
-def _gzip_file(path: str):
-    # mtime=0 and no file name in the header: the same records give the same bytes. Level 6 is zlib's default.
-    with open(path, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=6) as out:
-        yield out
+class HashedFile:
+    """A file opened for writing (a context manager) whose bytes, as they reach the file (compressed, for gzip),
+    pass through SHA-256 on the way: `hexdigest()` after closing is the file's hash, without a second read.
+    The bytes are those the writer wrote before hashing existed: locally, gzip with mtime=0, no file name and
+    zlib's default level 6; through Beam's FileSystems (gs://), Beam's own gzip stream (CompressedFile) and MIME
+    type, as `FileSystems.create(..., compression_type=GZIP)` writes them."""
+
+    def __init__(self, path: str, *, through_filesystems: bool, gzip_compressed: bool):
+        if through_filesystems:
+            from apache_beam.io.filesystem import CompressedFile, CompressionTypes
+            from apache_beam.io.filesystems import FileSystems
+
+            kind = CompressionTypes.GZIP if gzip_compressed else CompressionTypes.UNCOMPRESSED
+            self._raw = _HashingWriter(FileSystems.create(path, mime_type=CompressionTypes.mime_type(kind),
+                                                          compression_type=CompressionTypes.UNCOMPRESSED))
+            self._stream = CompressedFile(self._raw, compression_type=kind) if gzip_compressed else self._raw
+        else:
+            self._raw = _HashingWriter(open(path, "wb"))  # noqa: SIM115 (closed by close())
+            self._stream = (gzip.GzipFile(filename="", mode="wb", fileobj=self._raw, mtime=0, compresslevel=6)
+                            if gzip_compressed else self._raw)
+
+    def write(self, data: bytes) -> None:
+        self._stream.write(data)
+
+    def close(self) -> None:
+        try:
+            if self._stream is not self._raw:
+                self._stream.close()  # writes the gzip trailer through the hash
+        finally:
+            self._raw.close()
+
+    def hexdigest(self) -> str:
+        return self._raw.digest.hexdigest()
+
+    def __enter__(self) -> HashedFile:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class _HashingWriter:
+    """A binary file's writer that hashes what it writes; every other attribute is the file's. Closes once."""
+
+    def __init__(self, file):
+        self._file = file
+        self.digest = hashlib.sha256()
+        self._closed = False
+
+    def write(self, data) -> int:
+        self.digest.update(data)
+        return self._file.write(data)
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._file.close()
+
+    def __getattr__(self, name: str):
+        return getattr(self._file, name)
 
 
 def _join_remote(output_dir: str, name: str) -> str:

@@ -9,13 +9,14 @@ split on "\\n" only, so a label holding another Unicode line separator (U+2028, 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field, fields
 
 from shardsmith.format.naming import METADATA_FILE, join
 
 # The keys every shardsmith metadata.json has; a JSON file without them is not one.
-REQUIRED_KEYS = frozenset({"name", "splits", "labels", "features"})
+REQUIRED_KEYS = ("name", "splits", "labels", "features")
 # metadata.json's summary of near-duplicate pairs (only with --near_duplicates report|drop).
 NEAR_DUPLICATES_KEY = "near_duplicates"
 
@@ -92,11 +93,102 @@ def parse_metadata(data: bytes, path: str = METADATA_FILE) -> dict:
     """metadata.json's bytes as a dict; MetadataError when they are not JSON or not shardsmith's."""
     try:
         metadata = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise MetadataError(f"{path} is not valid JSON: {e}") from None
-    if not isinstance(metadata, dict) or not set(metadata) >= REQUIRED_KEYS:
-        raise MetadataError(f"{path} is not a shardsmith metadata.json (no name, splits, labels, features)")
+    except UnicodeDecodeError as e:
+        raise MetadataError(f"{path} is not UTF-8 text (byte {e.start})") from None
+    except json.JSONDecodeError as e:
+        raise MetadataError(f"{path} is not valid JSON (line {e.lineno} column {e.colno}): {e.msg}") from None
+    if not isinstance(metadata, dict):
+        raise MetadataError(f"{path} holds {_described(metadata)}, not a JSON object: not a shardsmith metadata.json")
+    missing = [key for key in REQUIRED_KEYS if key not in metadata]
+    if missing:
+        raise MetadataError(f"{path} has no {', '.join(map(repr, missing))} entr{'y' if len(missing) == 1 else 'ies'}")
     return metadata
+
+
+FEATURE_KINDS = ("bytes", "int64", "float")  # and each with "_list"
+SHA256_HEX = re.compile(r"[0-9a-f]{64}")
+
+
+def check_readable(metadata: dict, path: str = METADATA_FILE) -> None:
+    """Checks that every entry the read side (`load()`, `verify`, `inspect`) takes from a parsed metadata.json
+    is there with its type; raises MetadataError naming the first that is not, as a JSON path
+    (`splits.train.shards[1].num_bytes`). Entries added later (a shard's `sha256`, `first_key`) may be absent."""
+    at = _Entries(path)
+    at.text(metadata, "name")
+    for index, label in enumerate(at.typed(metadata, "labels", list, "a list")):
+        at.check(isinstance(label, str), f"labels[{index}]", label, "a string")
+    for key, kind in at.typed(metadata, "features", dict, "an object").items():
+        at.check(isinstance(kind, str) and kind.removesuffix("_list") in FEATURE_KINDS, f"features.{key}", kind,
+                 f"one of {', '.join(FEATURE_KINDS)} (or a _list of one)")
+    at.count(metadata, "num_examples")
+    if "compression" in metadata:
+        at.check(metadata["compression"] in ("none", "gzip"), "compression", metadata["compression"],
+                 "none or gzip")
+    for split, info in at.typed(metadata, "splits", dict, "an object").items():
+        where = f"splits.{split}"
+        at.check(isinstance(info, dict), where, info, "an object")
+        at.count(info, "num_examples", where)
+        at.count(info, "num_bytes", where)
+        at.counts(info, where)
+        for index, shard in enumerate(at.typed(info, "shards", list, "a list", where)):
+            shard_at = f"{where}.shards[{index}]"
+            at.check(isinstance(shard, dict), shard_at, shard, "an object")
+            at.text(shard, "file", shard_at)
+            at.count(shard, "num_examples", shard_at)
+            at.count(shard, "num_bytes", shard_at)
+            at.counts(shard, shard_at)
+            if "sha256" in shard:
+                at.check(isinstance(shard["sha256"], str) and SHA256_HEX.fullmatch(shard["sha256"]) is not None,
+                         f"{shard_at}.sha256", shard["sha256"], "64 hex digits")
+            if shard.get("first_key") is not None:
+                at.check(isinstance(shard["first_key"], str), f"{shard_at}.first_key", shard["first_key"],
+                         "a string or null")
+
+
+@dataclass(frozen=True)
+class _Entries:
+    """check_readable's helpers: each raises MetadataError saying which entry of which file is wrong."""
+
+    path: str
+
+    def check(self, holds: bool, where: str, value, expected: str) -> None:
+        if not holds:
+            raise MetadataError(f"{self.path}: {where} is {_described(value)}, not {expected}")
+
+    def typed(self, container: dict, key: str, kind: type, expected: str, where: str = ""):
+        if key not in container:
+            raise MetadataError(f"{self.path}{': ' + where if where else ''} has no {key!r} entry")
+        value = container[key]
+        self.check(isinstance(value, kind), f"{where}.{key}" if where else key, value, expected)
+        return value
+
+    def text(self, container: dict, key: str, where: str = "") -> None:
+        self.typed(container, key, str, "a string", where)
+
+    def count(self, container: dict, key: str, where: str = "") -> None:
+        value = self.typed(container, key, object, "", where)
+        self.check(isinstance(value, int) and not isinstance(value, bool) and value >= 0,
+                   f"{where}.{key}" if where else key, value, "a whole number")
+
+    def counts(self, container: dict, where: str) -> None:
+        """`label_counts`: label -> whole number."""
+        for label, n in self.typed(container, "label_counts", dict, "an object", where).items():
+            self.check(isinstance(n, int) and not isinstance(n, bool) and n >= 0, f"{where}.label_counts.{label}",
+                       n, "a whole number")
+
+
+def _described(value) -> str:
+    """A JSON value as a message names it: short strings and numbers as they are, containers by kind."""
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "a list"
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def metadata_bytes(metadata: dict) -> bytes:

@@ -4,11 +4,12 @@ Everything comes from metadata.json, read once: the build it names (so a build p
 reads is never mixed in: this reader keeps to the build it opened, and fails on a missing file if that build is
 retired), the shard files of the split (listed, never globbed, so a stray or half-written file is never read),
 the compression, and the parse spec (its "features" map, so the spec cannot drift from what the writer wrote).
-What can be checked cheaply is: every shard's size before reading and its record count at its end (a shortfall
-raises), and shard paths must lie in the dataset's folder. The pipeline is the standard fast one: shard files shuffled,
-read in parallel by an interleave, records through a shuffle buffer, parsed and decoded in parallel,
-optionally resized, batched and prefetched. Paths go through TensorFlow's file systems, so local folders
-and gs:// both work.
+What can be checked cheaply is: every shard's size and its first record's key (metadata.json's `first_key`: one
+record read per shard, so a shard copied in from another build of the same size raises) before reading, its
+record count at its end (a shortfall raises), and shard paths must lie in the dataset's folder. The pipeline is
+the standard fast one: shard files shuffled, read in parallel by an interleave, records through a shuffle
+buffer, parsed and decoded in parallel, optionally resized, batched and prefetched. Paths go through
+TensorFlow's file systems, so local folders and gs:// both work.
 
 TensorFlow is imported inside the functions (quietly: shardsmith/tensorflow_import.py): `import shardsmith` stays
 cheap.
@@ -27,14 +28,18 @@ _DTYPES = {"bytes": "string", "int64": "int64", "float": "float32"}
 
 def read_metadata(output_dir: str) -> dict:
     """metadata.json of a finished dataset, read with tf.io.gfile (local or gs://); FileNotFoundError without
-    one."""
-    from shardsmith.format.metadata import MetadataMissing
+    one, MetadataError (a ValueError naming the file and the entry) when it is not JSON or lacks what `load`
+    reads."""
+    from shardsmith.format.metadata import MetadataMissing, check_readable
     from shardsmith.format.metadata import read_metadata as read
+    from shardsmith.format.naming import METADATA_FILE, join
 
     try:
-        return read(output_dir, read_bytes=_gfile_bytes)
+        metadata = read(output_dir, read_bytes=_gfile_bytes)
     except MetadataMissing as e:
         raise FileNotFoundError(str(e)) from None
+    check_readable(metadata, join(output_dir.rstrip("/"), METADATA_FILE))
+    return metadata
 
 
 def _gfile_bytes(path: str) -> bytes | None:
@@ -67,18 +72,66 @@ class DatasetChanged(RuntimeError):
     """A shard file is not what metadata.json says: the build was retired, replaced or damaged under a reader."""
 
 
-def check_shard_sizes(shards: list[dict]) -> None:
-    """Each shard file exists with the byte count metadata.json records; raises DatasetChanged otherwise."""
+def check_shards(shards: list[dict], compression: str) -> None:
+    """Each shard file exists with the byte count metadata.json records, and its first record carries the
+    `first_key` (image/key/sha256) recorded for it: one record read per shard, the shards in parallel (on
+    gs:// each is a request). Raises DatasetChanged naming the first shard, in shard order, that differs.
+    Metadata written before `first_key` existed skips that part."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max(1, min(len(shards), DEFAULT_CYCLE_LENGTH))) as pool:
+        for problem in pool.map(lambda shard: _shard_problem(shard, compression), shards):
+            if problem:
+                raise DatasetChanged(problem)
+
+
+def _size_problem(shard: dict) -> str | None:
     import tensorflow as tf
 
-    for shard in shards:
-        try:
-            size = tf.io.gfile.stat(shard["path"]).length
-        except tf.errors.NotFoundError:
-            raise DatasetChanged(f"{shard['path']} is missing: the dataset was changed or removed") from None
-        if size != shard["num_bytes"]:
-            raise DatasetChanged(f"{shard['path']} holds {size} bytes, metadata.json says {shard['num_bytes']}: "
-                                 "the file was changed or cut short")
+    try:
+        size = tf.io.gfile.stat(shard["path"]).length
+    except tf.errors.NotFoundError:
+        return f"{shard['path']} is missing: the dataset was changed or removed"
+    if size != shard["num_bytes"]:
+        return (f"{shard['path']} holds {size} bytes, metadata.json says {shard['num_bytes']}: the file was changed "
+                "or cut short")
+    return None
+
+
+def _shard_problem(shard: dict, compression: str) -> str | None:
+    problem = _size_problem(shard)
+    expected = shard.get("first_key")
+    if problem or expected is None:
+        return problem
+    key = _first_key(shard["path"], compression)
+    if key == expected:
+        return None
+    found = "no readable first record" if key is None else f"first record is image {key[:16]}..."
+    return (f"{shard['path']}: its {found}, metadata.json says {expected[:16]}... (image/key/sha256): not the "
+            "file this build wrote (copied in from another build?)")
+
+
+def _first_key(path: str, compression: str) -> str | None:
+    """The image/key/sha256 of a shard's first record, read with the TF-free framing reader through tf.io.gfile
+    (local or gs://); None when the first record cannot be read or carries none."""
+    import gzip
+    import zlib
+
+    import tensorflow as tf
+    from google.protobuf.message import DecodeError
+
+    from shardsmith.format.example import SHA256, parse_example
+    from shardsmith.format.tfrecord import FramingError, iter_records
+
+    try:
+        with tf.io.gfile.GFile(path, "rb") as raw:
+            stream = gzip.GzipFile(fileobj=raw, mode="rb") if compression == "GZIP" else raw
+            first = next(iter_records(stream), None)
+            values = parse_example(first) if first is not None else {}
+    except (FramingError, DecodeError, OSError, EOFError, zlib.error, tf.errors.OpError):
+        return None
+    keys = values.get(SHA256) or [None]
+    return keys[0].decode("utf-8", "replace") if keys[0] is not None else None
 
 
 def counted_records(path, expected, compression: str):
@@ -221,11 +274,11 @@ def load(
     shards = split_shards(output_dir, metadata, _split_name(split, metadata))
     if not shards:
         raise ValueError(f"split {split!r} has no shard files")
-    check_shard_sizes(shards)
+    compression = compression_type(metadata)
+    check_shards(shards, compression)
     spec = feature_spec(metadata)
     task = metadata.get("task", "classification")
     num_labels = len(metadata["labels"])
-    compression = compression_type(metadata)
     size = _size(image_size)
     parallel = num_parallel_calls or tf.data.AUTOTUNE
     deterministic = seed is not None or not (shuffle_buffer or shuffle_files)

@@ -7,6 +7,7 @@ Memory: one record at a time (plus a 1 MiB read buffer); never a shard.
 from __future__ import annotations
 
 import gzip
+import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -23,16 +24,53 @@ from shardsmith.format.example import (
     URI,
     parse_example,
 )
-from shardsmith.format.tfrecord import iter_records
+from shardsmith.format.tfrecord import READ_CHUNK, iter_records
 
 
 def open_shard(path: str, compression: str):
     """A binary stream of the shard's TFRecord bytes: the raw file, or its gzip decompression (streamed)."""
+    return decompressed(open_raw(path), compression)
+
+
+def open_raw(path: str):
+    """The shard file's bytes as stored (local or gs://)."""
     from apache_beam.io.filesystem import CompressionTypes
     from apache_beam.io.filesystems import FileSystems
 
-    raw = FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+    return FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+
+
+def decompressed(raw, compression: str):
+    """The TFRecord bytes of a raw shard stream: itself, or its gzip decompression (streamed)."""
     return gzip.GzipFile(fileobj=raw, mode="rb") if compression == "gzip" else raw
+
+
+class HashingReader:
+    """A binary stream whose bytes pass through SHA-256 as they are read; `rest_hexdigest()` reads what is
+    left and gives the hash of the whole stream. Every other attribute is the stream's."""
+
+    def __init__(self, stream):
+        self._stream = stream
+        self._digest = hashlib.sha256()
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._stream.read(size)
+        self._digest.update(data)
+        return data
+
+    def rest_hexdigest(self) -> str:
+        while self.read(READ_CHUNK):
+            pass
+        return self._digest.hexdigest()
+
+    def __enter__(self) -> HashingReader:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stream.close()
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
 
 
 def shard_records(path: str, compression: str) -> Iterator[bytes]:

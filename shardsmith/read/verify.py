@@ -7,9 +7,11 @@ exactly the keys of metadata.json's "features", one value each; the label id nam
 `image/key/sha256` is the SHA-256 of `image/encoded`; `image/format` matches the bytes' signature; and every
 image (or, with `sample`, a deterministic sample spread evenly over all shards) decodes with
 `tf.io.decode_image(..., expand_animations=False)` to exactly (height, width, channels). Then the counts: records
-and label counts per shard, per split and in total, against metadata.json. Then the folder: shard file names
-follow the template, no shard file lies there that metadata.json does not list, labels.txt and errors.jsonl
-agree with it, and so do the TFDS files when present.
+and label counts per shard, per split and in total, against metadata.json; each shard file's SHA-256 (hashed from
+the bytes as they are read, compressed for .gz) and its first record's image/key/sha256 against the shard's
+`sha256` and `first_key` (absent from builds made before they were recorded: a note, not a problem). Then the
+folder: shard file names follow the template, no shard file lies there that metadata.json does not list,
+labels.txt and errors.jsonl agree with it, and so do the TFDS files when present.
 
 Memory: each thread holds one record (plus a 1 MiB read buffer); never a shard. Threads are enough to use all
 cores: SHA-256, CRC32C, file reads and TensorFlow's image decoders release the GIL, and they are the cost.
@@ -45,11 +47,12 @@ from shardsmith.format.example import (
     SHA256,
     URI,
     WIDTH,
+    parse_example,
 )
-from shardsmith.format.metadata import MetadataError, MetadataMissing, parse_labels, read_metadata
+from shardsmith.format.metadata import MetadataError, MetadataMissing, check_readable, parse_labels, read_metadata
 from shardsmith.format.naming import ERRORS_FILE, LABELS_FILE, METADATA_FILE, join, shard_file_name, shard_file_pattern
-from shardsmith.format.tfrecord import FramingError
-from shardsmith.read.records import shard_records
+from shardsmith.format.tfrecord import FramingError, iter_records
+from shardsmith.read.records import HashingReader, decompressed, open_raw
 
 MAX_PROBLEMS_PER_SHARD = 50  # listed; the rest are counted
 _SIGNATURES = {"jpeg": (b"\xff\xd8\xff",), "png": (b"\x89PNG\r\n\x1a\n",), "gif": (b"GIF87a", b"GIF89a"),
@@ -78,6 +81,7 @@ class ShardCheck:
     problems: list[Problem] = field(default_factory=list)
     num_problems: int = 0
     label_counts: Counter = field(default_factory=Counter)
+    sha256_checked: bool = True  # False: metadata.json records no SHA-256 for it (built before they were)
 
     def add(self, reason: str, detail: str = "", record: int | None = None) -> None:
         self.num_problems += 1
@@ -105,6 +109,18 @@ class VerifyReport:
     def ok(self) -> bool:
         return self.num_problems == 0
 
+    @property
+    def num_unhashed(self) -> int:
+        """Shards whose file hash metadata.json does not record (builds made before it did)."""
+        return sum(1 for s in self.shards if not s.sha256_checked)
+
+    def unhashed_note(self) -> str:
+        if not self.num_unhashed:
+            return ""
+        return (f"note: {self.num_unhashed} shards have no SHA-256 in metadata.json (built before shardsmith "
+                "recorded them): each record was checked, but not the file as a whole, so a shard swapped in "
+                "from another build with the same counts would pass")
+
     def by_reason(self) -> Counter:
         counts = Counter(p.reason for p in self.problems)
         for s in self.shards:
@@ -120,7 +136,8 @@ class VerifyReport:
         counts = (f"{records} of {self.expected_records} records in {len(self.shards)} shards, {size / 1e6:.1f} MB, "
                   f"{decoded} images decoded, in {self.elapsed_s:.1f} s ({speed})")
         if self.ok:
-            return f"shardsmith verify: OK: {counts}; every check holds"
+            unhashed = f" but the file hash of {self.num_unhashed} shards (not recorded)" if self.num_unhashed else ""
+            return f"shardsmith verify: OK: {counts}; every check holds{unhashed}"
         bad = sum(1 for s in self.shards if s.num_problems)
         reasons = ", ".join(f"{reason} {n}" for reason, n in self.by_reason().most_common(3))
         return (f"shardsmith verify: FAILED: {self.num_problems} problems ({reasons}) in {bad} of "
@@ -282,17 +299,30 @@ def _check_shard(output_dir: str, split: str, shard: dict, metadata: dict, decod
     if check.num_bytes != shard["num_bytes"]:
         check.add("file size differs from metadata.json", f"{check.num_bytes} bytes, metadata {shard['num_bytes']}")
     compression = metadata.get("compression", "none")
+    file_sha256 = None
     try:
-        for index, data in enumerate(shard_records(path, compression)):
-            check.num_records += 1
-            text = _check_example(check, index, data, metadata, decode is None or index in decode)
-            if text is not None:
-                check.label_counts[text] += 1
-    except FramingError as e:
-        check.add(e.reason, f"at byte {e.offset}" + (f", {e.detail}" if e.detail else ""), check.num_records)
+        with HashingReader(open_raw(path)) as raw:
+            try:
+                for index, data in enumerate(iter_records(decompressed(raw, compression))):
+                    check.num_records += 1
+                    if index == 0:
+                        _check_first_key(check, data, shard)
+                    text = _check_example(check, index, data, metadata, decode is None or index in decode)
+                    if text is not None:
+                        check.label_counts[text] += 1
+            except FramingError as e:
+                check.add(e.reason, f"at byte {e.offset}" + (f", {e.detail}" if e.detail else ""),
+                          check.num_records)
+            file_sha256 = raw.rest_hexdigest()
     except (OSError, EOFError, zlib.error) as e:  # gzip: truncated stream, bad CRC, not gzip
         check.add("shard cannot be read" + (" (gzip)" if compression == "gzip" else ""),
                   f"{type(e).__name__}: {str(e)[:200]}", check.num_records)
+    recorded_sha256 = shard.get("sha256")
+    if recorded_sha256 is None:
+        check.sha256_checked = False
+    elif file_sha256 is not None and file_sha256 != recorded_sha256:
+        check.add("file SHA-256 differs from metadata.json",
+                  f"{file_sha256[:16]}..., metadata {recorded_sha256[:16]}...: not the file this build wrote")
     if check.num_records != shard["num_examples"]:
         check.add("record count differs from metadata.json",
                   f"{check.num_records} records, metadata {shard['num_examples']}")
@@ -301,6 +331,20 @@ def _check_shard(output_dir: str, split: str, shard: dict, metadata: dict, decod
         check.add("label counts differ from metadata.json", f"{dict(sorted(check.label_counts.items()))}, "
                                                             f"metadata {recorded}")
     return check
+
+
+def _check_first_key(check: ShardCheck, data: bytes, shard: dict) -> None:
+    """The shard's first record carries the image/key/sha256 metadata.json records as its `first_key`."""
+    expected = shard.get("first_key")
+    if expected is None:
+        return
+    try:
+        key = parse_example(data).get(SHA256, [b""])[0].decode("utf-8", "replace")
+    except Exception:
+        return  # _check_example reports a record that does not parse
+    if key != expected:
+        check.add(f"first record's {SHA256} differs from metadata.json's first_key",
+                  f"{key[:16]}..., metadata {expected[:16]}...", 0)
 
 
 def _read_text(path: str) -> str | None:
@@ -319,6 +363,7 @@ def load_metadata(output_dir: str) -> dict:
     output_dir = output_dir.rstrip("/")
     try:
         metadata = read_metadata(output_dir)
+        check_readable(metadata, join(output_dir, METADATA_FILE))
     except MetadataMissing:
         if not FileSystems.exists(output_dir):
             raise UsageError(f"{output_dir} does not exist: not a finished shardsmith dataset") from None
@@ -483,5 +528,7 @@ def run(args) -> VerifyReport:
             print(f"  {problem.line()}")
         if report.num_problems > len(problems[:100]):
             print(f"  ... and {report.num_problems - len(problems[:100])} more")
+    if report.unhashed_note():
+        print(report.unhashed_note())
     print(report.verdict(), flush=True)
     return report
