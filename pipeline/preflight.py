@@ -46,9 +46,10 @@ def _refusal(out: str, foreign: list[str]) -> str:
         return (f"{out} holds a dataset written by an earlier shardsmith (its files at the top level, no "
                 f"{BUILDS_DIR}/ folder); it is left untouched: build into a new --output_dir")
     shown = ", ".join(foreign[:4]) + (f" and {len(foreign) - 4} more" if len(foreign) > 4 else "")
+    move = f"move {foreign[0]}" if len(foreign) == 1 else f"move these {len(foreign)} files"
     return (f"{out} holds files that no shardsmith build wrote ({shown}); shardsmith builds only into an empty "
-            "folder or one holding its own builds, and never deletes what it did not write: choose another "
-            "--output_dir")
+            f"folder or one holding its own builds, and never deletes what it did not write: {move} out of the "
+            "folder (or choose another --output_dir) and run again")
 
 
 def check_inputs(options: BuildOptions, sources: list[Source]) -> None:
