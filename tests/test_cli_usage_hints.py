@@ -106,3 +106,33 @@ def test_built_in_counts_from_the_process_start(label_sorted_set, tmp_path):
     assert done.returncode == 0, done.stderr
     reported = float(re.search(r"built 'x' in ([0-9.]+) s", done.stdout).group(1))
     assert wall - 2.5 < reported <= wall, (reported, wall)  # 6.2 s short before (2 loaded cores), 1.0 after
+
+
+def test_load_logs_no_buffer_size_line(tmp_path):
+    """TensorFlow logs (at INFO, shown in a notebook that imported TensorFlow first) a tf_record_dataset_op.cc line
+    about the read buffer the first time a process reads a TFRecord file, whatever the buffer size; load() must
+    not show it. A one-record dataset written here is read with TensorFlow imported first, INFO lines on."""
+    code = (
+        "import io, json\n"
+        "import tensorflow as tf\n"
+        "from PIL import Image\n"
+        "import shardsmith\n"
+        f"out = {str(tmp_path)!r}\n"
+        "png = io.BytesIO(); Image.new('RGB', (4, 3)).save(png, 'PNG')\n"
+        "feature = {'image/encoded': tf.train.Feature(bytes_list=tf.train.BytesList(value=[png.getvalue()])),\n"
+        "           'image/class/label': tf.train.Feature(int64_list=tf.train.Int64List(value=[0]))}\n"
+        "name = 'x-train.tfrecord-00000-of-00001'\n"
+        "with tf.io.TFRecordWriter(f'{out}/{name}') as writer:\n"
+        "    writer.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())\n"
+        "size = tf.io.gfile.stat(f'{out}/{name}').length\n"
+        "metadata = {'name': 'x', 'labels': ['a'], 'features': {'image/encoded': 'bytes', 'image/class/label': "
+        "'int64'}, 'splits': {'train': {'shards': [{'file': name, 'num_bytes': size, 'num_examples': 1}]}}}\n"
+        "open(f'{out}/metadata.json', 'w').write(json.dumps(metadata))\n"
+        "print([tuple(image.shape) for image, _ in shardsmith.load(out, batch_size=None)])\n"
+    )
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("TF_CPP", "SHARDSMITH"))}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                          env={**env, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "0"})
+    assert done.stdout.strip() == "[(3, 4, 3)]", done.stderr
+    assert "cpu_feature_guard" in done.stderr or "I0000" in done.stderr, "INFO lines must be on for this test"
+    assert "tf_record_dataset_op" not in done.stderr, done.stderr
