@@ -111,6 +111,18 @@ def test_class_folder_layouts_pass_the_check(files, tmp_path):
     assert folder_problem(str(_folder(tmp_path / "d", files))) is None
 
 
+def test_symlinked_class_folders_pass_and_a_symlink_loop_ends(tmp_path):
+    from shardsmith.core.manifest_checks import folder_problem
+
+    elsewhere = _folder(tmp_path / "elsewhere", ["cat/1.jpg"])
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "cat").symlink_to(elsewhere / "cat")
+    assert folder_problem(str(tmp_path / "d")) is None
+    (tmp_path / "loop" / "a").mkdir(parents=True)
+    (tmp_path / "loop" / "a" / "back").symlink_to(tmp_path / "loop")
+    assert "holds no image files" in folder_problem(str(tmp_path / "loop"))
+
+
 def _parse(tmp_path, lines, fmt: ManifestFormat | None = None):
     fmt = fmt or ManifestFormat()
     path = tmp_path / "m.jsonl"

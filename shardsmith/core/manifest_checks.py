@@ -117,7 +117,13 @@ def folder_problem(path: str) -> str | None:
     root = path.rstrip("/") or "/"
     counts: Counter[int] = Counter()
     examples: dict[int, str] = {}
-    for folder, subfolders, files in os.walk(root):
+    seen: set[str] = set()
+    for folder, subfolders, files in os.walk(root, followlinks=True):  # class folders may be symlinks
+        real = os.path.realpath(folder)
+        if real in seen:  # a symlink loop
+            subfolders[:] = []
+            continue
+        seen.add(real)
         subfolders[:] = sorted(d for d in subfolders if not d.startswith("."))
         relative = os.path.relpath(folder, root)
         parts = [] if relative == "." else relative.split(os.sep)
