@@ -25,8 +25,14 @@ import traceback
 
 from pipeline.cloud import COMMANDS as CLOUD_COMMANDS
 from pipeline.quiet import VERBOSE_ENV, quiet
+from shardsmith.errors import UsageError
 
 DEBUG_ENV = "SHARDSMITH_DEBUG"
+COMMANDS = ("build", "sample", "verify", "inspect", "schema")
+MAX_LABELS_SHOWN = 10  # per split in the summary; a dataset may have thousands
+# time.monotonic() when this command started: the process's start for `shardsmith ...` (interpreter start-up
+# and imports are part of the wait), the call of main() when a program calls it; None outside main().
+_command_started: float | None = None
 _LOG = logging.getLogger("shardsmith")
 
 
@@ -177,10 +183,10 @@ def _run_build(options, sources, beam_args: list[str], transform_fn_writer) -> d
     local = is_local(beam_options)
     processes = writer_processes(beam_options, options.writer_processes)
     _configure_logging(local)
+    started = time.monotonic() if _command_started is None else _command_started
     lock = prepare_output_dir(options, sources)
     lock.start_heartbeat()
     temp_dir, made_temp = _temp_dir_for(options.temp_dir, beam_options)
-    started = time.monotonic()
     waits = not beam_options.view_as(StandardOptions).no_wait_until_finish
     try:
         with _progress_shown(local), make_pipeline(beam_options) as pipeline:
@@ -197,6 +203,7 @@ def _run_build(options, sources, beam_args: list[str], transform_fn_writer) -> d
             lock.release()  # the publish step released it already unless the job failed
         else:  # a remote job still running (--no_wait_until_finish): its publish step releases the lock
             lock.stop_heartbeat()
+    gc.collect()  # the finished graph (main() collects again after a failure): part of the time reported
     elapsed = time.monotonic() - started
     if not waits:
         return {}  # submitted, still running: its result is not there yet
@@ -239,7 +246,7 @@ def summary(metadata: dict, output_dir: str, build_id: str, elapsed_s: float) ->
     total_bytes = 0
     for split, info in metadata["splits"].items():
         total_bytes += info["num_bytes"]
-        counts = ", ".join(f"{label} {n}" for label, n in info["label_counts"].items())
+        counts = _label_counts_text(info["label_counts"])
         lines.append(f"  {split:<10} {info['num_examples']:>8} examples in {info['num_shards']} shard(s), "
                      f"{info['num_bytes'] / 1e6:.1f} MB  ({counts})")
     if metadata["num_errors"]:
@@ -262,6 +269,14 @@ def summary(metadata: dict, output_dir: str, build_id: str, elapsed_s: float) ->
     lines.append(f"  output     {output_dir}  (metadata.json; this build's files, labels.txt among them, in "
                  f"builds/{build_id}; {len(metadata['labels'])} labels)")
     return "\n".join(lines)
+
+
+def _label_counts_text(label_counts: dict[str, int]) -> str:
+    """`cat 12, dog 9`: the first MAX_LABELS_SHOWN labels and how many more, so that the line stays short."""
+    shown = ", ".join(f"{label if len(label) <= 40 else label[:39] + '…'} {n}"
+                      for label, n in list(label_counts.items())[:MAX_LABELS_SHOWN])
+    more = len(label_counts) - MAX_LABELS_SHOWN
+    return shown + (f", ... and {more:,} more" if more > 0 else "")
 
 
 def _error_reasons(metadata: dict, files_dir: str) -> list[str]:
@@ -324,7 +339,13 @@ def run(argv: list[str] | None = None) -> dict | str | int:
         from pipeline.cloud.cli import main as cloud_main
 
         return cloud_main(argv)
-    if not argv or argv[0] not in ("build", "sample", "verify", "inspect", "schema"):
+    if argv and not argv[0].startswith("-") and argv[0] not in COMMANDS:
+        import difflib
+
+        close = difflib.get_close_matches(argv[0], [*COMMANDS, *CLOUD_COMMANDS], n=1)
+        raise UsageError(f"unknown command {argv[0]!r}" + (f" (did you mean {close[0]}?)" if close else "")
+                         + "; `shardsmith --help` lists the commands")
+    if not argv or argv[0] not in COMMANDS:
         _parser().parse_args(argv)  # prints usage and exits
     command, rest = argv[0], argv[1:]
     if command in ("verify", "inspect", "schema"):
@@ -358,7 +379,43 @@ def _one_line(error: BaseException) -> str:
     return f"{lines[0]} {lines[1]}" if lines[0].endswith(":") and len(lines) > 1 else lines[0]
 
 
+def _process_age_s() -> float:
+    """Seconds since this process started (Linux's /proc/self/stat, in clock ticks since boot); 0.0 where that
+    cannot be read."""
+    try:
+        with open("/proc/self/stat") as f:
+            fields = f.read().rpartition(")")[2].split()  # the command name before ")" may hold spaces
+        started_s = int(fields[19]) / os.sysconf("SC_CLK_TCK")  # field 22, starttime
+        return max(0.0, time.clock_gettime(time.CLOCK_BOOTTIME) - started_s)
+    except (OSError, ValueError, IndexError, AttributeError):
+        return 0.0
+
+
 def main(argv: list[str] | None = None) -> int:
+    """The `shardsmith` command (argv None: sys.argv) or a program's call of it; returns the exit status."""
+    status = _main(argv)
+    if argv is None:
+        _exit_at_once(status)
+    return status
+
+
+def _exit_at_once(status: int) -> None:
+    """Ends the `shardsmith` process once its work is done and reported: atexit handlers run (logging's flush,
+    multiprocessing's joins), the interpreter's own teardown is skipped. Finalizing Beam's and TensorFlow's
+    modules took 2-7 s after the summary had printed (measured on 2 cores), a wait the summary cannot count."""
+    import atexit
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
+
+
+def _main(argv: list[str] | None) -> int:
+    global _command_started
+    _command_started = time.monotonic() - (_process_age_s() if argv is None else 0.0)
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in CLOUD_COMMANDS:  # before Beam is imported; these report their own mistakes
         from pipeline.cloud.cli import main as cloud_main
@@ -407,6 +464,7 @@ def main(argv: list[str] | None = None) -> int:
         # extension crashes freeing them (SIGSEGV in PyUpb_RepeatedContainer_Dealloc, exit status 139 instead
         # of ours); collected here, while every module is still there, they go quietly.
         gc.collect()
+        _command_started = None
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ from shardsmith.core.settings import (
 from shardsmith.errors import UsageError
 from shardsmith.format.build_folder import DEFAULT_KEEP_BUILDS
 from shardsmith.format.example import IMAGE_MODES, KEY_PREFIX, TASKS
-from shardsmith.format.naming import SPLITS, canonical_split, is_remote
+from shardsmith.format.naming import NAME_MAX_BYTES, SPLITS, canonical_split, is_remote, longest_file_name
 
 DATASET_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")  # the whole name: use fullmatch
 
@@ -76,9 +76,15 @@ def add_build_arguments(parser: argparse.ArgumentParser) -> None:
     inputs.add_argument("--manifest", action="append", required=True, metavar="PATH",
                         help="CSV or JSONL manifest, a glob of them, or a folder of class folders "
                              "(DIR/<label>/<file> or DIR/<split>/<label>/<file>); repeatable")
-    inputs.add_argument("--split_column", default="split")
-    inputs.add_argument("--uri_column", default="image_uri")
-    inputs.add_argument("--label_column", default="label")
+    inputs.add_argument("--split_column", default="split", metavar="NAME",
+                        help="the header's column (or JSONL key) holding train/validation/test; an empty or "
+                             "missing one is placed by --split_ratios (default split)")
+    inputs.add_argument("--uri_column", default="image_uri", metavar="NAME",
+                        help="the header's column (or JSONL key) holding each image's path or gs:// URI; relative "
+                             "paths are resolved against the manifest's folder (default image_uri)")
+    inputs.add_argument("--label_column", default="label", metavar="NAME",
+                        help="the header's column (or JSONL key) holding the label (default label). A CSV without "
+                             "a header is read as split,image_uri,label or image_uri,label")
     inputs.add_argument("--task", choices=TASKS, default="classification",
                         help="classification: one label per image; multi_label: several in the label column "
                              "(split by --list_delimiter); detection: boxes (AutoML Vision object-detection CSV, "
@@ -100,7 +106,9 @@ def add_build_arguments(parser: argparse.ArgumentParser) -> None:
                         help="train,validation,test ratios for rows with no split (default 0.8,0.1,0.1)")
 
     output = parser.add_argument_group("output")
-    output.add_argument("--output_dir", required=True)
+    output.add_argument("--output_dir", required=True, metavar="DIR",
+                        help="local folder or gs:// URI to build into: empty, new, or holding earlier shardsmith "
+                             "builds only")
     output.add_argument("--name", required=True, help="dataset name, the prefix of every shard file")
     output.add_argument("--seed", type=int, default=DEFAULT_SEED,
                         help=f"placement seed: same inputs and seed, same bytes (default {DEFAULT_SEED})")
@@ -151,7 +159,9 @@ def add_build_arguments(parser: argparse.ArgumentParser) -> None:
                              f"{DEFAULT_MAX_DISTANCE}, measured in docs/near_duplicates.md)")
     checks.add_argument("--max_error_fraction", type=float, default=DEFAULT_MAX_ERROR_FRACTION,
                         help=f"fail the job when more rows than this fail (default {DEFAULT_MAX_ERROR_FRACTION})")
-    checks.add_argument("--max_image_bytes", type=int, default=DEFAULT_MAX_IMAGE_BYTES)
+    checks.add_argument("--max_image_bytes", type=int, default=DEFAULT_MAX_IMAGE_BYTES, metavar="N",
+                        help=f"a larger image file is an error row; no more than this is read of it (default "
+                             f"{DEFAULT_MAX_IMAGE_BYTES:,} bytes)")
     checks.add_argument("--max_pixels", type=int, default=DEFAULT_MAX_PIXELS,
                         help="larger images are rejected as decompression bombs")
     parser.add_argument("--writer_processes", type=int, default=-1, metavar="N",
@@ -163,6 +173,28 @@ def add_build_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--verbose", action="store_true",
                         help="keep TensorFlow's and absl's C++ log lines (CUDA probing, libpng warnings), hidden "
                              "by default; the same as SHARDSMITH_VERBOSE=1")
+
+
+def _check_name_length(name: str) -> None:
+    """UsageError unless every file name a build of `name` makes fits NAME_MAX_BYTES: checked here, not when
+    the first shard is renamed after every image was read."""
+    size = len(name.encode("utf-8"))
+    allowed = NAME_MAX_BYTES - len(longest_file_name("").encode("utf-8"))
+    if size > allowed:
+        raise UsageError(f"--name is {size} bytes long; the build's longest file name "
+                         f"({longest_file_name('<name>')}) must fit the file system's limit of {NAME_MAX_BYTES} "
+                         f"bytes, so the name may have at most {allowed}")
+
+
+SUPPORTED_SCHEMES = ("gs://",)
+
+
+def _check_scheme(flag: str, value: str | None) -> None:
+    """UsageError for a URI in a scheme other than gs:// (local paths have none)."""
+    if value and is_remote(value) and not value.startswith(SUPPORTED_SCHEMES):
+        scheme = value.split("://", 1)[0] + "://"
+        raise UsageError(f"{flag} {value!r}: shardsmith reads and writes local paths and "
+                         f"{', '.join(SUPPORTED_SCHEMES)} URIs only, not {scheme}")
 
 
 def _parse_ratios(text: str) -> tuple[float, float, float]:
@@ -209,6 +241,9 @@ def _parse_path_map(items: list[str]) -> tuple[tuple[str, str], ...]:
 def build_options_from(args: argparse.Namespace) -> BuildOptions:
     if not DATASET_NAME.fullmatch(args.name) or ".." in args.name:
         raise UsageError(f"--name {args.name!r} must be letters, digits, '.', '_' or '-' (no slashes, no '..')")
+    _check_name_length(args.name)
+    for flag, value in (("--output_dir", args.output_dir), ("--temp_dir", args.temp_dir)):
+        _check_scheme(flag, value)
     if args.keep_builds < 1:
         raise UsageError("--keep_builds must be at least 1 (the build being published)")
     if not 0 <= args.max_error_fraction <= 1:

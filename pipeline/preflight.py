@@ -15,6 +15,7 @@ import os
 from pipeline.options import BuildOptions, UsageError
 from shardsmith.core.build_lock import BuildLock, LockHeld, acquire_lock
 from shardsmith.core.manifest import Source, header_problem
+from shardsmith.core.manifest_checks import binary_problem, folder_problem, swapped_columns_problem
 from shardsmith.format.build_folder import (
     BuildRecord,
     new_build_id,
@@ -46,17 +47,26 @@ def _refusal(out: str, foreign: list[str]) -> str:
         return (f"{out} holds a dataset written by an earlier shardsmith (its files at the top level, no "
                 f"{BUILDS_DIR}/ folder); it is left untouched: build into a new --output_dir")
     shown = ", ".join(foreign[:4]) + (f" and {len(foreign) - 4} more" if len(foreign) > 4 else "")
+    move = f"move {foreign[0]}" if len(foreign) == 1 else f"move these {len(foreign)} files"
     return (f"{out} holds files that no shardsmith build wrote ({shown}); shardsmith builds only into an empty "
-            "folder or one holding its own builds, and never deletes what it did not write: choose another "
-            "--output_dir")
+            f"folder or one holding its own builds, and never deletes what it did not write: {move} out of the "
+            "folder (or choose another --output_dir) and run again")
 
 
 def check_inputs(options: BuildOptions, sources: list[Source]) -> None:
-    """UsageError for a CSV header without the needed columns, or an input inside the output folder. Reads one
-    line per CSV manifest; imports neither Beam nor TensorFlow for local paths (pipeline/cli.py calls it first)."""
+    """UsageError for a binary manifest, CSV columns that look swapped or a header without the needed columns, a
+    local folder without class folders (shardsmith/core/manifest_checks.py), or an input inside the output
+    folder. Reads a manifest's first rows, lists a folder's names; imports neither Beam nor TensorFlow for local
+    paths (pipeline/cli.py calls it first)."""
     out = options.output_dir
     for source in sources:
-        problem = header_problem(source.path, options.manifest) if source.kind == "csv" else None
+        if source.kind == "folder":
+            problem = None if is_remote(source.path) else folder_problem(source.path)
+        else:
+            problem = binary_problem(source.path)
+        if source.kind == "csv" and not problem:
+            problem = (header_problem(source.path, options.manifest)
+                       or swapped_columns_problem(source.path, options.manifest))
         if problem:
             raise UsageError(problem)
         if _inside(source.path, out):

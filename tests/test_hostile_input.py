@@ -214,19 +214,20 @@ def test_duplicate_rows_are_reported(hostile_build, metadata_of):
 
 
 @pytest.mark.parametrize(
-    ("content", "words"),
+    ("content", "words", "code"),
     [
-        (b"split,image_uri,label\n", "no data rows"),
-        (b"", "no data rows"),
-        (bytes(range(256)) * 40, "failed"),
+        (b"split,image_uri,label\n", "no data rows", 1),
+        (b"", "no data rows", 1),
+        (bytes(range(256)) * 40, "holds binary data (NUL bytes)", 2),  # refused before the build
     ],
     ids=["header-only", "zero-rows", "binary-file"],
 )
-def test_manifests_without_usable_rows_fail_with_one_line(content, words, tmp_path, shardsmith):
+def test_manifests_without_usable_rows_fail_with_one_line(content, words, code, tmp_path, shardsmith):
     (tmp_path / "m.csv").write_bytes(content)
     result = shardsmith("build", "--manifest", tmp_path / "m.csv", "--output_dir", tmp_path / "out", "--name", "x")
-    assert result.code == 1
-    assert result.err.strip().splitlines()[-1].startswith("shardsmith check failed:")
+    assert result.code == code
+    assert result.err.strip().splitlines()[-1].startswith(
+        "shardsmith check failed:" if code == 1 else "shardsmith: error: manifest")
     assert words in result.err
     assert "Traceback" not in result.err
     assert not (tmp_path / "out" / "metadata.json").exists()

@@ -27,6 +27,13 @@ def _example(error: ErrorRow) -> str:
 
 
 def _hint(reason: str, example: ErrorRow) -> str:
+    if reason == "lookup: file not found" and "\\" in example.uri:
+        return (f"backslashes (\\) are not path separators here: write the manifest's paths with '/' "
+                f"({example.uri.replace(chr(92), '/')[:100]})")
+    if reason == "lookup: file not found" and _looks_swapped(example.uri, example.label):
+        return (f"the image URI column holds {example.uri[:60]!r} and the label column {example.label[:100]!r}: "
+                "the columns look swapped; a CSV without a header is read as split,image_uri,label (or "
+                "image_uri,label): reorder them, or add a header row and pass --uri_column/--label_column")
     if reason == "lookup: file not found":
         return (f"relative image paths are resolved against the manifest's folder "
                 f"({posixpath.dirname(example.source)}); if they are "
@@ -38,6 +45,12 @@ def _hint(reason: str, example: ErrorRow) -> str:
         return ("a CSV without a header is read as split,image_uri,label (or image_uri,label); add a header "
                 "line naming the columns, or map yours with --uri_column, --label_column and --split_column")
     return ""
+
+
+def _looks_swapped(uri: str, label: str) -> bool:
+    from shardsmith.core.manifest import looks_like_image_path
+
+    return not looks_like_image_path(uri) and looks_like_image_path(label)
 
 
 def explain(errors: Sequence[ErrorRow], ignore_stage: str = "") -> str:

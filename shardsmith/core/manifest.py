@@ -36,6 +36,8 @@ from shardsmith.format.naming import canonical_split, is_remote
 
 STAGE = "manifest"
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".gif", ".bmp", ".webp")
+# What a column of image paths looks like to the swapped-columns check: the formats read, and TIFF (re-encoded).
+IMAGE_PATH_EXTENSIONS = (*IMAGE_EXTENSIONS, ".tif", ".tiff")
 JSONL_EXTENSIONS = (".jsonl", ".ndjson", ".json")
 # A longer manifest line is an error row, skipped without being held in memory: no real row comes near it.
 MAX_MANIFEST_LINE_BYTES = 1 << 20
@@ -104,6 +106,11 @@ def source_kind(path: str, is_folder: bool) -> str:
     if is_folder:
         return "folder"
     return "jsonl" if path.lower().endswith(JSONL_EXTENSIONS) else "csv"
+
+
+def looks_like_image_path(value: str) -> bool:
+    """Whether a manifest value ends like an image file name (any case): not a label."""
+    return value.strip().lower().endswith(IMAGE_PATH_EXTENSIONS)
 
 
 def resolve_uri(uri: str, base_dir: str, fmt: ManifestFormat) -> str:
@@ -434,7 +441,12 @@ class ManifestParser:
         if not isinstance(obj, dict):
             return self._line_error(source, line, "JSON line is not an object", text.strip()[:200])
         label = obj.get(fmt.label_column)
-        if isinstance(label, list) and fmt.task == "multi_label":
+        problem = _json_value_problem(obj, fmt)
+        if problem:
+            uri, split = obj.get(fmt.uri_column), obj.get(fmt.split_column)
+            return ErrorRow(source.path, line, _utf8(_scalar_text(uri)), _utf8(_scalar_text(split)), "", STAGE,
+                            *problem)
+        if isinstance(label, list):
             label = fmt.list_delimiter.join(_text(item) for item in label)
         columns = {key.lower(): value for key, value in obj.items()} if fmt.annotated else None
         return self._make_row(source, line, _text(obj.get(fmt.split_column)), _text(obj.get(fmt.uri_column)),
@@ -475,6 +487,35 @@ class _CsvLayout:
 
 def _text(value) -> str:
     return "" if value is None else str(value)
+
+
+def _scalar_text(value) -> str:
+    return "" if isinstance(value, dict | list) else _text(value)
+
+
+def _json_value_problem(obj: dict, fmt: ManifestFormat) -> tuple[str, str] | None:
+    """(reason, detail) when a JSON line's split, URI or label is an object or a list where text is expected
+    (a list of labels is text only for --task multi_label): Python's text of it ("{'x': 1}") is no label."""
+    def shown(value) -> str:
+        return json.dumps(value, ensure_ascii=False)[:120]
+
+    for name, key in (("split", fmt.split_column), ("image URI", fmt.uri_column)):
+        value = obj.get(key)
+        if isinstance(value, dict | list):
+            kind = "object" if isinstance(value, dict) else "list"
+            return f"{name} is a JSON {kind}", f"expected a string; got {shown(value)}"
+    label = obj.get(fmt.label_column)
+    if isinstance(label, dict):
+        return "label is a JSON object", f"a label is a string or a number; got {shown(label)}"
+    if isinstance(label, list):
+        if fmt.task != "multi_label":
+            return ("label is a JSON list",
+                    f"one label per image (use --task multi_label for several); got {shown(label)}")
+        nested = next((item for item in label if isinstance(item, dict | list)), None)
+        if nested is not None:
+            kind = "object" if isinstance(nested, dict) else "list"
+            return f"label list holds a JSON {kind}", f"labels are strings or numbers; got {shown(label)}"
+    return None
 
 
 def _utf8(text: str) -> str:

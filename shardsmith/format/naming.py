@@ -46,6 +46,18 @@ def shard_file_name(name: str, split: str, shard: int, num_shards: int, compress
     return f"{name}-{split}.tfrecord-{shard:05d}-of-{num_shards:05d}{suffix}"
 
 
+# The longest file name most file systems allow (NAME_MAX: ext4, XFS, APFS; GCS allows longer object names).
+NAME_MAX_BYTES = 255
+_TEMP_SUFFIX_CHARS = 33  # "." and a 32-digit hex token: shardsmith/core/shard_file.py's temporary names
+
+
+def longest_file_name(name: str) -> str:
+    """The longest file name a build of dataset `name` writes (with up to 99,999 shards): a gzip validation
+    shard's temporary name. Every file of the build fits NAME_MAX_BYTES when this does."""
+    final = shard_file_name(name, "validation", 0, 0, "gzip")
+    return f"{TEMP_PREFIX}{final}.{'0' * (_TEMP_SUFFIX_CHARS - 1)}"
+
+
 def shard_file_pattern(name: str | None = None) -> str:
     """The glob (and fnmatch) pattern of the shard files of dataset `name`, or of any dataset."""
     return f"{name}-*.tfrecord-*" if name else "*.tfrecord-*"

@@ -134,6 +134,28 @@ def _first_key(path: str, compression: str) -> str | None:
     return keys[0].decode("utf-8", "replace") if keys[0] is not None else None
 
 
+_first_read_log_spent = False
+
+
+def _spend_first_read_log(tf) -> None:
+    """TensorFlow logs one INFO line (tf_record_dataset_op.cc) the first time a process opens a TFRecord file,
+    whatever the buffer_size ("unspecified, default to 262144", or "overridden by the user specified"): shown
+    when TensorFlow was imported before shardsmith with its C++ INFO lines on. Spent here, once, on an empty
+    file with stderr captured (exec_quietly keeps anything else written meanwhile)."""
+    global _first_read_log_spent
+    if _first_read_log_spent:
+        return
+    import tempfile
+
+    from shardsmith.tensorflow_import import exec_quietly
+
+    with tempfile.TemporaryDirectory(prefix="shardsmith-") as folder:
+        empty = f"{folder}/empty.tfrecord"
+        open(empty, "wb").close()
+        exec_quietly(lambda: list(tf.data.TFRecordDataset(empty, buffer_size=1 << 20)))
+    _first_read_log_spent = True
+
+
 def counted_records(path, expected, compression: str):
     """The records of one shard file, raising InvalidArgumentError at its end unless there were `expected`."""
     import tensorflow as tf
@@ -276,6 +298,7 @@ def load(
         raise ValueError(f"split {split!r} has no shard files")
     compression = compression_type(metadata)
     check_shards(shards, compression)
+    _spend_first_read_log(tf)
     spec = feature_spec(metadata)
     task = metadata.get("task", "classification")
     num_labels = len(metadata["labels"])
