@@ -19,6 +19,7 @@ from typing import Protocol
 import apache_beam as beam
 
 from shardsmith.core.rows import ErrorRow, ManifestRow, RowBatch, placing_label_id
+from shardsmith.format.build_folder import move_transform_output, transform_scratch
 from transforms import ERRORS
 from transforms.metrics import rejected
 
@@ -164,7 +165,9 @@ def write_transform_fn(vocabulary: Vocabulary, output_dir: str, temp_dir: str) -
     per label), and writes transform_fn/ and transformed_metadata/ into `output_dir`. Returns `output_dir`.
 
     TensorFlow is imported here and nowhere else in the build (0.7 GB and seconds of start-up per process).
-    Rewriting gives the same vocabulary file; a retried attempt overwrites a partial one."""
+    Rewriting gives the same vocabulary file; a retried attempt overwrites a partial one. tft writes into a
+    scratch folder of the build's own (its transform_tmp/ among it), listed in the build's record before tft
+    starts, and each file it made is listed before it is moved into place."""
     import tensorflow as tf
     import tensorflow_transform as tft
     import tensorflow_transform.beam as tft_beam
@@ -190,12 +193,14 @@ def write_transform_fn(vocabulary: Vocabulary, output_dir: str, temp_dir: str) -
             )
         }
 
+    scratch = transform_scratch(output_dir)
     with beam.Pipeline(runner=FnApiRunner()) as pipeline, tft_beam.Context(
         temp_dir=temp_dir, force_tf_compat_v1=False
     ):
         instances = pipeline | "Labels" >> beam.Create(list(rank_weighted_instances(vocabulary)), reshuffle=False)
         transform_fn = (instances, raw_metadata) | "AnalyzeDataset" >> tft_beam.AnalyzeDataset(preprocessing_fn)
-        _ = transform_fn | "WriteTransformFn" >> tft_beam.WriteTransformFn(output_dir)
+        _ = transform_fn | "WriteTransformFn" >> tft_beam.WriteTransformFn(scratch)
+    move_transform_output(scratch, output_dir)
     return output_dir
 
 

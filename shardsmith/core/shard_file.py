@@ -36,6 +36,7 @@ from shardsmith.core.perceptual_hash import MIN_REDUCED_SIDE, ImageSignature, si
 from shardsmith.core.reencode import reencode
 from shardsmith.core.rows import ErrorRow, ImageDigest, PlacedRow, ShardResult
 from shardsmith.core.settings import RecordSettings
+from shardsmith.format.build_record import claim
 from shardsmith.format.naming import TEMP_PREFIX, is_remote, shard_file_name
 from shardsmith.format.tfrecord import frame
 
@@ -180,6 +181,7 @@ class _Output:
         self._gzip = compression == "gzip"
 
     def open_temporary(self):
+        claim(self.final_path)  # listed in the build's record (with its temporary names) before it is written
         if self._remote:
             from apache_beam.io.filesystem import CompressionTypes
             from apache_beam.io.filesystems import FileSystems
