@@ -315,8 +315,9 @@ def publish(output_dir: str, build_id: str, metadata: dict, before_switch: Calla
     if is_remote(output_dir):
         write_atomically(join(output_dir, METADATA_FILE), top)
         _delete([staged])
-        return
-    os.replace(staged, join(output_dir, METADATA_FILE))
+    else:
+        os.replace(staged, join(output_dir, METADATA_FILE))
+    _delete([join(folder, entry_file(STAGED_METADATA))])  # gone from the folder: the list names no temporary file
 
 
 def own_copy(published: dict) -> dict:

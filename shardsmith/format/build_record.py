@@ -2,7 +2,7 @@
 
     builds/<id>/build.json                  written first: the build's id, the dataset's name, the start time
     builds/<id>/.shardsmith-written/<p>     one empty file per path p the build writes in its folder, made
-                                            BEFORE p is written ("%" in p escaped as %25, "/" as %2F; a
+                                            BEFORE p is written ("~" in p escaped as ~t, "/" as ~s; a
                                             trailing "/" claims a folder the build made, with all it holds)
 
 Guarantees:
@@ -104,12 +104,16 @@ def _legacy_owns(patterns: tuple[str, ...], relative: str) -> bool:
     return False
 
 
+# "/" as "~s" and "~" as "~t": an entry is one file name, and "~" needs no quoting in a Cloud Storage URL.
+_UNESCAPED = {"s": "/", "t": "~"}
+
+
 def _escape(relative: str) -> str:
-    return relative.replace("%", "%25").replace("/", "%2F")
+    return relative.replace("~", "~t").replace("/", "~s")
 
 
 def _unescape(name: str) -> str:
-    return name.replace("%2F", "/").replace("%25", "%")
+    return re.sub("~([st])", lambda m: _UNESCAPED[m.group(1)], name)
 
 
 def written_entries(files: list[str]) -> set[str]:
