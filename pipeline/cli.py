@@ -156,6 +156,9 @@ def build(argv: list[str]) -> dict:
     beam_args = absolute_beam_paths(beam_args)
     check_paths_for_runner(beam_args, options.manifests, options.output_dir, options.temp_dir)
     _check_credentials(beam_args, options)
+    from pipeline.preflight import check_scratch_outside
+
+    check_scratch_outside(options.output_dir, options.temp_dir, beam_flag(beam_args, "temp_location"))
     sources = _checked_sources(options)
 
     from pipeline.transform_fn_process import transform_fn_process

@@ -18,6 +18,7 @@ from shardsmith.core.manifest import Source, header_problem
 from shardsmith.core.manifest_checks import binary_problem, folder_problem, swapped_columns_problem
 from shardsmith.format.build_folder import (
     BuildRecord,
+    left_behind_line,
     new_build_id,
     published_build_id,
     retire_builds,
@@ -51,6 +52,16 @@ def _refusal(out: str, foreign: list[str]) -> str:
     return (f"{out} holds files that no shardsmith build wrote ({shown}); shardsmith builds only into an empty "
             f"folder or one holding its own builds, and never deletes what it did not write: {move} out of the "
             "folder (or choose another --output_dir) and run again")
+
+
+def check_scratch_outside(output_dir: str, temp_dir: str | None, temp_location: str | None) -> None:
+    """UsageError for a scratch folder (--temp_dir, or Beam's --temp_location, where tf.transform's scratch goes)
+    inside the output folder: its files would lie outside any build's folder, and every later build would
+    refuse the folder."""
+    for flag, folder in (("--temp_dir", temp_dir), ("--temp_location", temp_location)):
+        if folder and _inside(folder, output_dir):
+            raise UsageError(f"{flag} {folder} is inside the output folder {output_dir}; scratch files go outside "
+                             "it: choose a folder elsewhere (or leave the flag out)")
 
 
 def check_inputs(options: BuildOptions, sources: list[Source]) -> None:
@@ -104,6 +115,9 @@ def prepare_output_dir(options: BuildOptions, sources: list[Source]) -> BuildLoc
         if removed:
             _LOG.info("removed %d unfinished build(s) of earlier runs in %s: %s", len(removed), out,
                       ", ".join(removed))
+        left = left_behind_line(scan(out) if removed else state)
+        if left:
+            _LOG.info("%s: %s", out, left)
         start_build(out, BuildRecord.for_build(build_id, options.name))
     except BaseException:
         lock.release()

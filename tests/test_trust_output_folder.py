@@ -184,7 +184,9 @@ def test_cleanup_removes_only_what_a_build_record_names(label_sorted_set, tmp_pa
     out = tmp_path / "out"
     dead = out / BUILDS_DIR / "20260101T000000Z-0000dead"
     (dead / "transform_fn").mkdir(parents=True)
-    (dead / BUILD_RECORD).write_bytes(BuildRecord.for_build("20260101T000000Z-0000dead", "pets").to_json())
+    legacy = BuildRecord("20260101T000000Z-0000dead", "pets", "2026-01-01T00:00:00Z", version=1,
+                         patterns=("labels.txt", "pets-*.tfrecord-*", "transform_fn/*"))  # a first-version record
+    (dead / BUILD_RECORD).write_bytes(legacy.to_json())
     for name in ("pets-train.tfrecord-00000-of-00002", "labels.txt", "transform_fn/saved_model.pb"):
         (dead / name).write_bytes(b"left by a killed build")
     (dead / "my-notes.txt").write_bytes(b"a user's file that the record does not name")

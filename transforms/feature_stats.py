@@ -22,6 +22,7 @@ import apache_beam as beam
 
 from shardsmith.core.build_lock import LockGuard
 from shardsmith.core.rows import RowBatch
+from shardsmith.format.build_folder import move_transform_output, transform_scratch
 from transforms.labels import TRANSFORM_VOCAB_NAME, Vocabulary, gated_by_lock, labels_of
 
 SINGLE_LABEL_TASKS = ("classification", "segmentation")
@@ -98,7 +99,9 @@ def make_preprocessing_fn(features: tuple[tuple[str, str], ...]):
 
 class AnalyzeRows(beam.PTransform):
     """Labelled RowBatches -> transform_fn/ and transformed_metadata/ written into `output_dir` (a PCollection
-    of `output_dir` once written). `vocabulary`: the one-element PCollection of the Vocabulary."""
+    of `output_dir` once written). `vocabulary`: the one-element PCollection of the Vocabulary. tft writes into
+    a scratch folder of the build's, listed in its record when the graph is made; its files are listed, then
+    moved into place."""
 
     def __init__(self, vocabulary, output_dir: str, temp_dir: str, task: str,
                  features: tuple[tuple[str, str], ...], lock: LockGuard | None = None):
@@ -118,9 +121,17 @@ class AnalyzeRows(beam.PTransform):
             schema_utils.schema_from_feature_spec(raw_feature_spec(self._task, self._features)))
         instances = batches | "RowInstances" >> beam.FlatMap(
             row_instances, beam.pvalue.AsSingleton(self._vocabulary), self._task)
+        scratch = transform_scratch(self._output_dir)
         with tft_beam.Context(temp_dir=self._temp_dir, force_tf_compat_v1=False):
             transform_fn = (instances, raw_metadata) | "AnalyzeDataset" >> tft_beam.AnalyzeDataset(
                 make_preprocessing_fn(self._features))
-            published = gated_by_lock(transform_fn, self._lock) | "WriteTransformFn" >> tft_beam.WriteTransformFn(
-                self._output_dir)
-        return published | "TransformFnDone" >> beam.Map(lambda _, output_dir: output_dir, self._output_dir)
+            written = gated_by_lock(transform_fn, self._lock) | "WriteTransformFn" >> tft_beam.WriteTransformFn(
+                scratch)
+        return written | "TransformFnDone" >> beam.Map(_moved_into_place, scratch, self._output_dir, self._lock)
+
+
+def _moved_into_place(_, scratch: str, output_dir: str, lock: LockGuard | None) -> str:
+    if lock is not None:
+        lock.check()
+    move_transform_output(scratch, output_dir)
+    return output_dir

@@ -20,6 +20,7 @@ import apache_beam as beam
 
 from shardsmith.core.build_lock import LockGuard
 from shardsmith.core.rows import ErrorRow, ManifestRow, RowBatch, placing_label_id
+from shardsmith.format.build_folder import move_transform_output, transform_scratch
 from transforms import ERRORS
 from transforms.metrics import rejected
 
@@ -167,7 +168,9 @@ def write_transform_fn(vocabulary: Vocabulary, output_dir: str, temp_dir: str, l
     creates `output_dir` if it is missing, so a build whose lock was taken over must not get that far.
 
     TensorFlow is imported here and nowhere else in the build (0.7 GB and seconds of start-up per process).
-    Rewriting gives the same vocabulary file; a retried attempt overwrites a partial one."""
+    Rewriting gives the same vocabulary file; a retried attempt overwrites a partial one. tft writes into a
+    scratch folder of the build's own (its transform_tmp/ among it), listed in the build's record before tft
+    starts, and each file it made is listed before it is moved into place."""
     import tensorflow as tf
     import tensorflow_transform as tft
     import tensorflow_transform.beam as tft_beam
@@ -195,12 +198,16 @@ def write_transform_fn(vocabulary: Vocabulary, output_dir: str, temp_dir: str, l
             )
         }
 
+    scratch = transform_scratch(output_dir)
     with beam.Pipeline(runner=FnApiRunner()) as pipeline, tft_beam.Context(
         temp_dir=temp_dir, force_tf_compat_v1=False
     ):
         instances = pipeline | "Labels" >> beam.Create(list(rank_weighted_instances(vocabulary)), reshuffle=False)
         transform_fn = (instances, raw_metadata) | "AnalyzeDataset" >> tft_beam.AnalyzeDataset(preprocessing_fn)
-        _ = gated_by_lock(transform_fn, lock) | "WriteTransformFn" >> tft_beam.WriteTransformFn(output_dir)
+        _ = gated_by_lock(transform_fn, lock) | "WriteTransformFn" >> tft_beam.WriteTransformFn(scratch)
+    if lock is not None:
+        lock.check()
+    move_transform_output(scratch, output_dir)
     return output_dir
 
 

@@ -21,7 +21,6 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 import apache_beam as beam
-from apache_beam.io.filesystems import FileSystems
 
 from shardsmith.core import faults
 from shardsmith.core.build_lock import LockGuard, release_lock
@@ -31,12 +30,13 @@ from shardsmith.format.build_folder import (
     DEFAULT_KEEP_BUILDS,
     build_dir,
     publish,
+    remove_temporary_files,
     retire_builds,
     write_atomically,
 )
 from shardsmith.format.example import example_keys
 from shardsmith.format.metadata import NEAR_DUPLICATES_KEY, labels_bytes
-from shardsmith.format.naming import ERRORS_FILE, LABELS_FILE, TEMP_PREFIX, join
+from shardsmith.format.naming import ERRORS_FILE, LABELS_FILE, join
 from shardsmith.format.tfds import tfds_metadata_files
 from transforms.duplicates import DuplicateSummary
 from transforms.error_parts import ErrorSummary, WriteErrors
@@ -175,10 +175,10 @@ def check_and_write_metadata(
     write_atomically(join(files_dir, LABELS_FILE), labels_bytes(vocabulary.labels))
     for file_name, content in tfds_metadata_files(metadata).items():  # TFDS: builder_from_directory(files_dir)
         write_atomically(join(files_dir, file_name), content)
-    _remove_temporary_files(files_dir)
+    remove_temporary_files(files_dir)
     faults.reached("before_metadata")
     config.lock.check()
-    publish(config.output_dir, config.build_id, metadata)
+    publish(config.output_dir, config.build_id, metadata, before_switch=lambda: faults.reached("before_switch"))
     if errors.explanation:  # also in a remote job's log, where no summary is printed
         _LOG.info("built %s with %d of %d rows failed: %s", config.name, num_failed, num_input_rows,
                   errors.explanation)
@@ -188,14 +188,6 @@ def check_and_write_metadata(
                   ", ".join(retired))
     release_lock(config.output_dir, config.build_id)
     return metadata
-
-
-def _remove_temporary_files(files_dir: str) -> None:
-    """Every shard is final by now; temporary files left in the build's folder by killed or retried attempts
-    are garbage (only this build writes there)."""
-    leftovers = [m.path for m in FileSystems.match([f"{files_dir}/{TEMP_PREFIX}*"])[0].metadata_list]
-    if leftovers:
-        FileSystems.delete(leftovers)
 
 
 class WriteReport(beam.PTransform):

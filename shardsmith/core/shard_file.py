@@ -37,6 +37,7 @@ from shardsmith.core.perceptual_hash import MIN_REDUCED_SIDE, ImageSignature, si
 from shardsmith.core.reencode import reencode
 from shardsmith.core.rows import ErrorRow, ImageDigest, PlacedRow, ShardResult
 from shardsmith.core.settings import RecordSettings
+from shardsmith.format.build_record import claim
 from shardsmith.format.naming import TEMP_PREFIX, is_remote, shard_file_name
 from shardsmith.format.tfrecord import frame
 
@@ -199,6 +200,7 @@ class _Output:
         self._file: HashedFile | None = None
 
     def open_temporary(self) -> HashedFile:
+        claim(self.final_path)  # listed in the build's record (with its temporary names) before it is written
         self._file = HashedFile(self.temp_path, through_filesystems=self._remote, gzip_compressed=self._gzip)
         return self._file
 

@@ -5,13 +5,20 @@
       .shardsmith-lock           held by the one build running here (shardsmith/core/build_lock.py)
       builds/<build id>/         one folder per build, immutable once published
         build.json               the build record, written before anything else of the build
+        .shardsmith-written/     the build's written list: each file it writes here, listed before it is
+                                 written (shardsmith/format/build_record.py)
         <name>-<split>.tfrecord-SSSSS-of-NNNNN, labels.txt, errors.jsonl, metadata.json, TFDS files,
         transform_fn/, transformed_metadata/
 
 Guarantees:
-- Ownership: a file is removed only if it lies in `builds/<id>/` beside that build's record and its name matches
-  a pattern the record lists. Nothing at the top level but metadata.json and the lock is ever written or removed,
-  and a folder that holds anything else is refused before anything is written (`foreign_entries`).
+- Ownership: a file is removed only if it lies in `builds/<id>/` beside that build's record and the record lists
+  it as written (`BuildRecord.covered`). Nothing at the top level but metadata.json and the lock is ever written
+  or removed, and a folder that holds anything else is refused before anything is written (`scan`). What
+  cleanup leaves in a build's folder (files a person put there) stays, with the folder; the folder is then no
+  build, and it blocks no later build (`FolderState.left_behind`).
+- The published build, the one the top-level metadata.json names, is never removed as unfinished, whatever else
+  is damaged. A build is finished only once its own metadata.json is written and the top-level one staged for
+  it is gone (renamed over the top-level file): one killed just before that switch was never published.
 - Readers: a published build's files are never rewritten. A new build is published by replacing the top-level
   metadata.json in one atomic step (os.replace locally, a single-object write on Cloud Storage), so a reader that
   read metadata.json keeps reading one build's files until retention removes them, then fails on a missing file.
@@ -24,30 +31,32 @@ Beam-free: local paths use os; gs:// goes through Beam's FileSystems, imported o
 from __future__ import annotations
 
 import contextlib
-import fnmatch
-import json
+import logging
 import os
 import secrets
+import shutil
 import time
-from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 
+from shardsmith.format.build_record import BuildRecord, claim, entry_file, written_entries
 from shardsmith.format.metadata import MetadataMissing, metadata_bytes, read_metadata
 from shardsmith.format.naming import (
     BUILD_ID,
     BUILD_RECORD,
     BUILDS_DIR,
-    ERRORS_FILE,
-    LABELS_FILE,
     LOCK_FILE,
     METADATA_FILE,
+    STAGED_METADATA,
     TEMP_PREFIX,
     TRANSFORM_DIRS,
+    WRITTEN_DIR,
     is_remote,
     join,
-    shard_file_pattern,
 )
-from shardsmith.format.tfds import TFDS_FILE_NAMES
+
+_LOG = logging.getLogger("shardsmith")
 
 # Published builds kept by default: the new one and the one before it, so a reader that opened the previous
 # build finishes its epoch. Older ones are removed when a build is published.
@@ -66,37 +75,6 @@ def new_build_id(now: float | None = None) -> str:
 
 def build_dir(output_dir: str, build_id: str) -> str:
     return join(output_dir, BUILDS_DIR, build_id)
-
-
-@dataclass(frozen=True)
-class BuildRecord:
-    """Written first into a build's folder: which build it is and which files it may make there. Cleanup of an
-    unfinished or retired build removes only files matching `files` (fnmatch patterns relative to the folder)."""
-
-    build_id: str
-    name: str
-    started: str
-    files: tuple[str, ...]
-
-    @classmethod
-    def for_build(cls, build_id: str, name: str) -> BuildRecord:
-        files = (
-            METADATA_FILE, ERRORS_FILE, LABELS_FILE, *TFDS_FILE_NAMES,
-            shard_file_pattern(name), f"{TEMP_PREFIX}*",
-            *(f"{d}/*" for d in TRANSFORM_DIRS),
-        )
-        return cls(build_id, name, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), files)
-
-    def to_json(self) -> bytes:
-        return (json.dumps({**asdict(self), "files": list(self.files)}, indent=2) + "\n").encode("utf-8")
-
-    @classmethod
-    def from_json(cls, data: bytes) -> BuildRecord:
-        fields = json.loads(data.decode("utf-8"))
-        return cls(fields["build_id"], fields["name"], fields["started"], tuple(fields["files"]))
-
-    def owns(self, relative: str) -> bool:
-        return relative != BUILD_RECORD and any(fnmatch.fnmatchcase(relative, p) for p in self.files)
 
 
 # Reading the layout -------------------------------------------------------------------------------------------
@@ -159,6 +137,9 @@ class FolderState:
     foreign: list[str]  # top-level entries (or entries of builds/) that no shardsmith build wrote
     published: dict | None  # the top-level metadata.json, parsed
     builds: dict[str, list[str]]  # build id -> its files, relative to its folder (the record included)
+    # build id -> files a person left in a removed build's folder (no record there any more): not a build,
+    # never touched, no reason to refuse the folder
+    left_behind: dict[str, list[str]] = field(default_factory=dict)
 
 
 def read_bytes(path: str) -> bytes | None:
@@ -201,13 +182,25 @@ def scan(output_dir: str) -> FolderState:
         published = _published_metadata(output_dir)
         if published is None:
             foreign.insert(0, METADATA_FILE)
-    builds = {}
+    builds, left_behind = {}, {}
     for build_id, files in sorted(in_builds.items()):
-        if files is None or not BUILD_ID.fullmatch(build_id) or not _is_build_folder(files):
+        if files is None or not BUILD_ID.fullmatch(build_id):
             foreign.append(f"{BUILDS_DIR}/{build_id}")
-        else:
+        elif _is_build_folder(files):
             builds[build_id] = sorted(files)
-    return FolderState(foreign, published, builds)
+        else:  # a folder shardsmith made (its name is a build id) whose build was removed around a user's files
+            left_behind[build_id] = sorted(files)
+    return FolderState(foreign, published, builds, left_behind)
+
+
+def left_behind_line(state: FolderState) -> str | None:
+    """One line naming the removed builds' folders that still hold files a person put there, or None."""
+    if not state.left_behind:
+        return None
+    shown = [f"{BUILDS_DIR}/{build_id} ({len(files)} file(s), e.g. {files[0]})"
+             for build_id, files in sorted(state.left_behind.items())]
+    return ("files no shardsmith build wrote, left in place in the folders of removed builds (not builds, "
+            "delete them when done): " + ", ".join(shown))
 
 
 def _walk_local(folder: str) -> list[str]:
@@ -236,7 +229,10 @@ def _published_metadata(output_dir: str) -> dict | None:
 
 
 def finished(state: FolderState, build_id: str) -> bool:
-    return METADATA_FILE in state.builds.get(build_id, ())
+    """Whether the build was published (now or before a later one): its own metadata.json is written and the
+    top-level one staged for it was renamed into place."""
+    files = state.builds.get(build_id, ())
+    return METADATA_FILE in files and STAGED_METADATA not in files
 
 
 def published_build_id(state: FolderState) -> str | None:
@@ -248,7 +244,8 @@ def published_build_id(state: FolderState) -> str | None:
 def write_atomically(path: str, data: bytes) -> None:
     """Writes `path` so that it holds either its old content or all of `data`, never a part: through a
     temporary name beside it and a rename (locally), or as one object upload (Cloud Storage creates an object
-    only when its upload completes)."""
+    only when its upload completes). A path in a build's folder is first added to its written list."""
+    claim(path)
     if is_remote(path):
         from apache_beam.io.filesystems import FileSystems
 
@@ -267,7 +264,9 @@ COPY_CHUNK_BYTES = 1 << 20  # write_atomically_from holds about one chunk at a t
 
 def write_atomically_from(path: str, chunks: Iterable[bytes]) -> None:
     """Writes `path` as the concatenation of `chunks`, consumed one at a time (never all in memory); like
-    write_atomically, `path` holds either its old content or all of it."""
+    write_atomically, `path` holds either its old content or all of it (and is first added to its build's
+    written list)."""
+    claim(path)
     if is_remote(path):
         from apache_beam.io.filesystems import FileSystems
 
@@ -289,23 +288,36 @@ def start_build(output_dir: str, record: BuildRecord) -> str:
     if not is_remote(folder):
         os.makedirs(folder, exist_ok=False)
     write_atomically(join(folder, BUILD_RECORD), record.to_json())
+    if not is_remote(folder):
+        os.mkdir(join(folder, WRITTEN_DIR))
     return folder
 
 
-def publish(output_dir: str, build_id: str, metadata: dict) -> None:
-    """Makes `build_id` the build readers of `output_dir` get: its own metadata.json first (build_dir "."), then
-    the top-level one (build_dir builds/<id>), replaced in one step. Locally the top-level file is staged inside
-    the build's folder, so nothing but metadata.json itself ever appears at the top level."""
+def publish(output_dir: str, build_id: str, metadata: dict, before_switch: Callable[[], None] | None = None) -> None:
+    """Makes `build_id` the build readers of `output_dir` get: the top-level metadata.json (build_dir
+    builds/<id>) is staged in the build's folder, then its own copy is written (build_dir "."), then the
+    top-level file is replaced in one step (a rename locally; one object write, then the staged copy removed,
+    on Cloud Storage). Nothing but metadata.json itself ever appears at the top level, and a build killed before
+    the switch still holds its staged copy: `finished` says it was never published. `before_switch` runs just
+    before the switch (the kill tests' fault point)."""
     folder = build_dir(output_dir, build_id)
-    write_atomically(join(folder, METADATA_FILE), metadata_bytes(own_copy(metadata)))
     top = metadata_bytes({**metadata, "build_id": build_id, "build_dir": f"{BUILDS_DIR}/{build_id}"})
+    staged = join(folder, STAGED_METADATA)
+    claim(staged)
+    if is_remote(staged):
+        write_atomically(staged, top)
+    else:
+        with open(staged, "wb") as out:
+            out.write(top)
+    write_atomically(join(folder, METADATA_FILE), metadata_bytes(own_copy(metadata)))
+    if before_switch is not None:
+        before_switch()
     if is_remote(output_dir):
         write_atomically(join(output_dir, METADATA_FILE), top)
-        return
-    staged = join(folder, f"{TEMP_PREFIX}published-{METADATA_FILE}")
-    with open(staged, "wb") as out:
-        out.write(top)
-    os.replace(staged, join(output_dir, METADATA_FILE))
+        _delete([staged])
+    else:
+        os.replace(staged, join(output_dir, METADATA_FILE))
+    _delete([join(folder, entry_file(STAGED_METADATA))])  # gone from the folder: the list names no temporary file
 
 
 def own_copy(published: dict) -> dict:
@@ -320,9 +332,9 @@ def is_published(metadata: dict) -> bool:
 
 
 def remove_build(output_dir: str, build_id: str, files: list[str]) -> list[str]:
-    """Removes the files of one build that its record says the build made, then the record, then (locally)
-    the folders left empty. Files the record does not claim stay, and so does the folder holding them.
-    Returns what was removed, relative to the build's folder."""
+    """Removes the files of one build that its record lists as written, then its written list, then the record,
+    then (locally) the folders left empty. Files the record does not list stay, and so does the folder holding
+    them. Returns what was removed, relative to the build's folder."""
     folder = build_dir(output_dir, build_id)
     data = read_bytes(join(folder, BUILD_RECORD))
     if data is None:  # killed while writing its record: only that temporary file can be there
@@ -331,9 +343,9 @@ def remove_build(output_dir: str, build_id: str, files: list[str]) -> list[str]:
         record = BuildRecord.from_json(data)
         if record.build_id != build_id:
             raise NotOurFolder(f"{folder}/{BUILD_RECORD} names build {record.build_id!r}, not {build_id!r}")
-        owned = [f for f in files if record.owns(f)]
-        # metadata.json first (a folder without it never looks finished), the record last.
-        owned.sort(key=lambda f: f != METADATA_FILE)
+        # metadata.json first (a folder without it never looks finished), the written list after the files it
+        # lists (a kill part-way leaves a record that still covers what is left), the record last.
+        owned = sorted(record.covered(files), key=lambda f: (f != METADATA_FILE, f.startswith(f"{WRITTEN_DIR}/")))
         owned.append(BUILD_RECORD)
     _delete([join(folder, f) for f in owned])
     if not is_remote(folder):
@@ -362,17 +374,73 @@ def _remove_empty_folders(root: str) -> None:
 
 def retire_builds(output_dir: str, current: str | None = None, keep: int | None = None) -> list[str]:
     """Removes unfinished builds other than `current`, and with `keep`, published builds beyond the newest
-    `keep` (`current` counts and is never removed). Call only while holding the folder's lock: an unfinished
-    build is then one whose run is over. Returns the ids removed."""
+    `keep` (`current` counts and is never removed). The build the top-level metadata.json names is never
+    removed. Call only while holding the folder's lock: an unfinished build is then one whose run is over.
+    Returns the ids removed; what a person left in their folders stays, said in one log line."""
     state = scan(output_dir)
+    published = published_build_id(state)
     kept = 1
     removed = []
     for build_id in sorted(state.builds, reverse=True):
-        if build_id == current:
+        if build_id in (current, published):
             continue
         if finished(state, build_id) and (keep is None or kept < keep):
             kept += 1
             continue
-        remove_build(output_dir, build_id, state.builds[build_id])
+        left = set(state.builds[build_id]) - set(remove_build(output_dir, build_id, state.builds[build_id]))
+        if left:
+            _LOG.info("%s/%s/%s: %d file(s) no build record lists (e.g. %s), left in place",
+                      output_dir, BUILDS_DIR, build_id, len(left), min(left))
         removed.append(build_id)
     return removed
+
+
+# tf.transform's output and a build's temporary files ---------------------------------------------------------
+
+def transform_scratch(files_dir: str) -> str:
+    """A fresh folder inside the build's folder for tf.transform to write transform_fn/, transformed_metadata/
+    and its transform_tmp/ into, claimed whole in the written list before it exists."""
+    scratch = join(files_dir, f"{TEMP_PREFIX}transform-{uuid.uuid4().hex}")
+    claim(scratch, folder=True)
+    return scratch
+
+
+def _files_under(folder: str) -> list[str]:
+    if is_remote(folder):
+        return _relative_remote_files(folder)
+    return _walk_local(folder) if os.path.isdir(folder) else []
+
+
+def move_transform_output(scratch: str, files_dir: str) -> None:
+    """Moves transform_fn/ and transformed_metadata/ from `scratch` into the build's folder, each file listed
+    in the written list before it arrives, then removes `scratch` (the build's own, claimed whole)."""
+    moved = [f for f in _files_under(scratch) if f.split("/", 1)[0] in TRANSFORM_DIRS]
+    for relative in moved:
+        claim(join(files_dir, relative))
+    if is_remote(scratch):
+        from apache_beam.io.filesystems import FileSystems
+
+        FileSystems.rename([join(scratch, f) for f in moved], [join(files_dir, f) for f in moved])
+        left = _files_under(scratch)
+        _delete([join(scratch, f) for f in left])
+        return
+    for relative in moved:
+        target = join(files_dir, relative)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        os.replace(join(scratch, relative), target)
+    shutil.rmtree(scratch, ignore_errors=True)
+
+
+def remove_temporary_files(files_dir: str) -> None:
+    """Removes the temporary files and folders that the build in `files_dir` lists as written (left by killed
+    or retried attempts; every shard is final by now), with their entries in its written list."""
+    data = read_bytes(join(files_dir, BUILD_RECORD))
+    if data is None:
+        return
+    files = _files_under(files_dir)
+    temporary = sorted(f for f in BuildRecord.from_json(data).covered(files) if f.startswith(TEMP_PREFIX))
+    _delete([join(files_dir, f) for f in temporary])
+    if not is_remote(files_dir):
+        for folder in {f.split("/", 1)[0] for f in temporary if "/" in f}:
+            _remove_empty_folders(join(files_dir, folder))
+    _delete([join(files_dir, entry_file(e)) for e in written_entries(files) if e.startswith(TEMP_PREFIX)])

@@ -15,6 +15,11 @@ NEAR_DUPLICATES_FILE = "near_duplicates.jsonl"  # --near_duplicates report|drop:
 TEMP_PREFIX = ".shardsmith-tmp-"
 BUILDS_DIR = "builds"
 BUILD_RECORD = "build.json"
+# In a build's folder: one empty file per file or folder the build writes there, made before it is written (its
+# name is the written path, escaped); cleanup deletes exactly these (shardsmith/format/build_record.py).
+WRITTEN_DIR = ".shardsmith-written"
+# The top-level metadata.json while it is staged in the build's folder, before the switch that publishes it.
+STAGED_METADATA = f"{TEMP_PREFIX}published-{METADATA_FILE}"
 LOCK_FILE = ".shardsmith-lock"
 BUILD_ID = re.compile(r"\d{8}T\d{6}Z-[0-9a-f]{8}")
 TRANSFORM_DIRS = ("transform_fn", "transformed_metadata")  # tf.transform's outputs, in a build's folder

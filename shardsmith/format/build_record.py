@@ -1,0 +1,149 @@
+"""A build's record: which build a folder holds, and exactly which files and folders the build wrote there.
+
+    builds/<id>/build.json                  written first: the build's id, the dataset's name, the start time
+    builds/<id>/.shardsmith-written/<p>     one empty file per path p the build writes in its folder, made
+                                            BEFORE p is written ("~" in p escaped as ~t, "/" as ~s; a
+                                            trailing "/" claims a folder the build made, with all it holds)
+
+Guarantees:
+- A kill at any moment leaves a record covering every file the build had started: the entry exists before the
+  file does. An entry X also covers X's temporary names, `.shardsmith-tmp-<name of X>.<hex>` beside X, the
+  only names shardsmith writes X through.
+- Cleanup deletes exactly the files the record covers, never a file because its name looks like one of ours: a
+  user's `x.tfrecord-00000-of-00004.bak` or `transform_fn/mine/notes.ipynb` in a build's folder stays.
+- Entries are separate files, so any number of processes (local writer processes, Dataflow workers) add them at
+  once, on a local disk or Cloud Storage alike, with no read-modify-write.
+
+Records written before the list existed (version 1: name patterns in build.json) are still read, each `*`
+confined to one path segment and shard names checked exactly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fnmatch
+import json
+import os
+import re
+import time
+from dataclasses import dataclass
+
+from shardsmith.format.naming import (
+    BUILD_ID,
+    BUILD_RECORD,
+    BUILDS_DIR,
+    TEMP_PREFIX,
+    WRITTEN_DIR,
+    is_remote,
+    join,
+)
+
+RECORD_VERSION = 2
+_IN_A_BUILD = re.compile(rf"(.*/{BUILDS_DIR}/{BUILD_ID.pattern})/(.+)")  # greedy: the innermost build folder
+_TEMPORARY = re.compile(rf"(?:(.*)/)?{re.escape(TEMP_PREFIX)}(.+)\.[0-9a-f]{{16,32}}")
+_LEGACY_SHARD = re.compile(r"[^/]+-(train|validation|test)\.tfrecord-\d{5}-of-\d{5}(\.gz)?")
+# tf.transform's files below the first level, which version-1 patterns ("transform_fn/*") meant to cover.
+_LEGACY_TRANSFORM_PATTERNS = ("transform_fn/variables/*", "transform_fn/assets/*")
+
+
+@dataclass(frozen=True)
+class BuildRecord:
+    """build.json: which build a folder holds. `patterns` is only set for a version-1 record."""
+
+    build_id: str
+    name: str
+    started: str
+    version: int = RECORD_VERSION
+    patterns: tuple[str, ...] = ()
+
+    @classmethod
+    def for_build(cls, build_id: str, name: str) -> BuildRecord:
+        return cls(build_id, name, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+
+    def to_json(self) -> bytes:
+        fields = {"build_id": self.build_id, "name": self.name, "started": self.started, "version": self.version,
+                  "written": f"{WRITTEN_DIR}/"}
+        if self.patterns:
+            fields["files"] = list(self.patterns)
+        return (json.dumps(fields, indent=2) + "\n").encode("utf-8")
+
+    @classmethod
+    def from_json(cls, data: bytes) -> BuildRecord:
+        fields = json.loads(data.decode("utf-8"))
+        version = int(fields.get("version", 1))
+        patterns = tuple(fields.get("files", ())) if version == 1 else ()
+        return cls(fields["build_id"], fields["name"], fields["started"], version, patterns)
+
+    def covered(self, files: list[str]) -> list[str]:
+        """Which of `files` (relative to the build's folder, as listed) this build wrote, its written list
+        included; the record itself is not among them."""
+        if self.version == 1:
+            return [f for f in files if _legacy_owns(self.patterns, f)]
+        entries = written_entries(files)
+        folders = tuple(e for e in entries if e.endswith("/"))
+        return [f for f in files if f.startswith(f"{WRITTEN_DIR}/") or f in entries or f.startswith(folders)
+                or _temporary_of(f) in entries]
+
+
+def _temporary_of(relative: str) -> str | None:
+    found = _TEMPORARY.fullmatch(relative)
+    if not found:
+        return None
+    folder, name = found.groups()
+    return f"{folder}/{name}" if folder else name
+
+
+def _legacy_owns(patterns: tuple[str, ...], relative: str) -> bool:
+    parts = relative.split("/")
+    for pattern in (*patterns, *_LEGACY_TRANSFORM_PATTERNS):
+        pattern_parts = pattern.split("/")
+        if len(pattern_parts) == len(parts) and all(map(fnmatch.fnmatchcase, parts, pattern_parts)):
+            if ".tfrecord-" in pattern and not pattern.startswith(TEMP_PREFIX):
+                return bool(_LEGACY_SHARD.fullmatch(relative))
+            return True
+    return False
+
+
+# "/" as "~s" and "~" as "~t": an entry is one file name, and "~" needs no quoting in a Cloud Storage URL.
+_UNESCAPED = {"s": "/", "t": "~"}
+
+
+def _escape(relative: str) -> str:
+    return relative.replace("~", "~t").replace("/", "~s")
+
+
+def _unescape(name: str) -> str:
+    return re.sub("~([st])", lambda m: _UNESCAPED[m.group(1)], name)
+
+
+def written_entries(files: list[str]) -> set[str]:
+    """The paths a build's written list names, from the listing of its folder."""
+    prefix = f"{WRITTEN_DIR}/"
+    return {_unescape(f[len(prefix):]) for f in files if f.startswith(prefix) and "/" not in f[len(prefix):]}
+
+
+def claim(path: str, folder: bool = False) -> None:
+    """Adds `path` (a file, or with `folder` a folder and all it will hold) to the written list of the build
+    whose folder holds it, before anything is written there; a path outside `builds/<id>/` needs no entry.
+    Locally the build's folder must exist: a writer whose build was removed fails here instead of making it
+    again."""
+    inside = _IN_A_BUILD.fullmatch(path)
+    if inside is None:
+        return
+    build, relative = inside.groups()
+    if relative == BUILD_RECORD or relative.startswith((f"{TEMP_PREFIX}{BUILD_RECORD}.", f"{WRITTEN_DIR}/")):
+        return
+    entry = join(build, WRITTEN_DIR, _escape(relative.rstrip("/") + ("/" if folder else "")))
+    if is_remote(entry):
+        from apache_beam.io.filesystems import FileSystems
+
+        FileSystems.create(entry).close()
+        return
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(join(build, WRITTEN_DIR))
+    os.close(os.open(entry, os.O_CREAT | os.O_WRONLY, 0o644))
+
+
+def entry_file(relative: str) -> str:
+    """The written list's file (relative to the build's folder) for `relative`."""
+    return f"{WRITTEN_DIR}/{_escape(relative)}"
