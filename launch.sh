@@ -40,8 +40,7 @@ environment:
   SHARDSMITH_VENV  where the virtual environment lives (default: .venv in this folder)
   SHARDSMITH_AIRFLOW_VENV
                    where airflow-env installs Airflow (default: .venv-airflow in this folder)
-  SHARDSMITH_TEST_WORKERS
-                   test processes for `test` (default: auto, one per core; 0: none, all in one process)
+  SHARDSMITH_TEST_WORKERS  `test`'s pytest workers (default: auto, one per core; 0: one process)
 EOF
 }
 
@@ -99,8 +98,7 @@ cmd_test() {
   ensure_venv
   cd "$ROOT"
   "$VENV/bin/ruff" check .
-  # One pytest worker per core; a file's tests stay on one worker, so its module fixtures are built once.
-  # SHARDSMITH_TEST_WORKERS=0 runs them in this process.
+  # A worker per core; a file's tests share one, so its module fixtures are built once.
   "$VENV/bin/python" -m pytest -n "${SHARDSMITH_TEST_WORKERS:-auto}" --dist loadfile "$@"
 }
 

@@ -5,6 +5,7 @@ dataset loads and verifies, nothing outside builds/, inputs untouched, the next 
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 
 CHAOS = Path(__file__).parent / "benchmarks" / "chaos.py"
@@ -13,6 +14,7 @@ CHAOS = Path(__file__).parent / "benchmarks" / "chaos.py"
 def test_each_disturbance_leaves_a_folder_the_next_build_can_use(tmp_path):
     spec = importlib.util.spec_from_file_location("chaos", CHAOS)
     chaos = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = chaos  # its dataclasses look their module up
     spec.loader.exec_module(chaos)
     actions = "none,kill9_launcher,kill9_child,sigstop_takeover,sigint_group"
     results = chaos.run(["--steps", "5", "--seed", "7", "--per_label", "8", "--actions", actions,

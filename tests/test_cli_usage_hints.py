@@ -126,7 +126,8 @@ def test_load_logs_no_buffer_size_line(tmp_path):
         "    writer.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())\n"
         "size = tf.io.gfile.stat(f'{out}/{name}').length\n"
         "metadata = {'name': 'x', 'labels': ['a'], 'features': {'image/encoded': 'bytes', 'image/class/label': "
-        "'int64'}, 'splits': {'train': {'shards': [{'file': name, 'num_bytes': size, 'num_examples': 1}]}}}\n"
+        "'int64'}, 'num_examples': 1, 'splits': {'train': {'num_examples': 1, 'num_bytes': size, 'label_counts': "
+        "{'a': 1}, 'shards': [{'file': name, 'num_bytes': size, 'num_examples': 1, 'label_counts': {'a': 1}}]}}}\n"
         "open(f'{out}/metadata.json', 'w').write(json.dumps(metadata))\n"
         "print([tuple(image.shape) for image, _ in shardsmith.load(out, batch_size=None)])\n"
     )

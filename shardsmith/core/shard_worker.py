@@ -26,6 +26,7 @@ import struct
 import subprocess
 import sys
 import threading
+import time
 import traceback
 import weakref
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -194,10 +195,14 @@ class ShardWriterPool:
     def _take_idle_worker(self) -> subprocess.Popen:
         # Each job thread holds one writer at a time, for at most one exchange and one replacement.
         wait_s = self._shard_deadline_s + 2 * START_DEADLINE_S
-        try:
-            return self._idle.get(timeout=wait_s)
-        except queue.Empty:
-            raise ShardWriterDied(f"no shard writer process was free within {wait_s:.0f} s") from None
+        deadline = time.monotonic() + wait_s
+        while not self._killed.is_set():  # kill() hands no writer back: stop waiting for one
+            try:
+                return self._idle.get(timeout=max(0.0, min(1.0, deadline - time.monotonic())))
+            except queue.Empty:
+                if time.monotonic() >= deadline:
+                    raise ShardWriterDied(f"no shard writer process was free within {wait_s:.0f} s") from None
+        raise ShardWriterDied("the build was stopped before a writer took this shard")
 
     def _exchange(self, worker: subprocess.Popen, job, shard: str) -> tuple[tuple[str, object], bool]:
         """Sends the job and returns the writer's reply, and whether the deadline killed the writer as it
