@@ -46,6 +46,8 @@ from multiprocessing.connection import (
     deliver_challenge,
 )
 
+from shardsmith.core.lifeline import exit_described
+
 # How long a request waits for the process's socket to appear (it appears before TensorFlow is imported).
 SOCKET_WAIT_S = 60.0
 # Every read and write of a handshake, and the answer to `start`. The process answers in milliseconds when idle,
@@ -144,7 +146,7 @@ class TransformFnClient:
         except (OSError, ValueError):
             return None
         return RuntimeError(
-            f"the tf.transform process (pid {self.pid}) died ({_exit_described(status)}) before it wrote "
+            f"the tf.transform process (pid {self.pid}) died, {exit_described(status)}, before it wrote "
             "transform_fn; nothing was published: run the same command again (it replaces this unfinished build)"
             + ("; if it dies again, look for the out-of-memory killer in `dmesg`" if status == -signal.SIGKILL else ""))
 
@@ -175,14 +177,6 @@ def _set_io_deadline(connection: Connection, seconds: float) -> None:
     with socket.fromfd(connection.fileno(), socket.AF_UNIX, socket.SOCK_STREAM) as same_socket:  # a duplicate fd
         same_socket.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, timeval)
         same_socket.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, timeval)
-
-
-def _exit_described(status: int) -> str:
-    if status < 0:
-        with contextlib.suppress(ValueError):
-            return f"killed by signal {-status}, {signal.Signals(-status).name}"
-        return f"killed by signal {-status}"
-    return f"exit code {status}"
 
 
 _RUNNING: set[subprocess.Popen] = set()

@@ -37,3 +37,12 @@ def exit_if_orphaned() -> None:
     parent = os.environ.get(PARENT_ENV)
     if parent and os.getppid() != int(parent):
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+def exit_described(status: int) -> str:
+    """A child's exit status as a message says it: `exit code 1`, `killed by signal 9 (SIGKILL)`."""
+    if status < 0:
+        with contextlib.suppress(ValueError):
+            return f"killed by signal {-status} ({signal.Signals(-status).name})"
+        return f"killed by signal {-status}"
+    return f"exit code {status}"

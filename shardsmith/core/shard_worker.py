@@ -21,7 +21,6 @@ import logging
 import os
 import pickle
 import queue
-import signal
 import struct
 import subprocess
 import sys
@@ -34,6 +33,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from shardsmith.core import faults, lifeline
+from shardsmith.core.lifeline import exit_described
 
 _LENGTH = struct.Struct("<Q")
 # A shard job must come back (sent, written, answered) within this, or its writer is killed as stuck: far more
@@ -220,7 +220,7 @@ class ShardWriterPool:
             _send(worker.stdin, job)
             reply = _receive(worker.stdout)
         except (EOFError, OSError, pickle.UnpicklingError):
-            how = _exit_described(_reap(worker))
+            how = exit_described(_reap(worker))
             if expired.is_set():
                 raise ShardWriterStuck(
                     f"a shard writer process gave no answer on {shard} within {self._shard_deadline_s:.0f} s and "
@@ -283,14 +283,6 @@ def _reap(worker: subprocess.Popen) -> int:
     except subprocess.TimeoutExpired:
         worker.kill()
         return worker.wait(timeout=10)
-
-
-def _exit_described(status: int) -> str:
-    if status < 0:
-        with contextlib.suppress(ValueError):
-            return f"killed by signal {-status} ({signal.Signals(-status).name})"
-        return f"killed by signal {-status}"
-    return f"exit code {status}"
 
 
 def _describe(job) -> str:
