@@ -14,8 +14,7 @@ import os
 
 from pipeline.options import BuildOptions, UsageError
 from shardsmith.core.build_lock import BuildLock, LockHeld, acquire_lock
-from shardsmith.core.manifest import Source, header_problem
-from shardsmith.core.manifest_checks import binary_problem, folder_problem, swapped_columns_problem
+from shardsmith.core.manifest import Source, input_problem
 from shardsmith.format.build_folder import (
     BuildRecord,
     left_behind_line,
@@ -65,19 +64,14 @@ def check_scratch_outside(output_dir: str, temp_dir: str | None, temp_location: 
 
 
 def check_inputs(options: BuildOptions, sources: list[Source]) -> None:
-    """UsageError for a binary manifest, CSV columns that look swapped or a header without the needed columns, a
-    local folder without class folders (shardsmith/core/manifest_checks.py), or an input inside the output
-    folder. Reads a manifest's first rows, lists a folder's names; imports neither Beam nor TensorFlow for local
-    paths (pipeline/cli.py calls it first)."""
+    """UsageError for what an input shows is wrong before it is read (each format's input_problem, in
+    shardsmith/core/manifest/: a binary or unreadable manifest, columns without --uri_column or --label_column or
+    that look swapped, a local folder without class folders), or an input inside the output folder. Reads a
+    manifest's first rows, lists a folder's names; imports neither Beam nor TensorFlow for local text manifests
+    (pipeline/cli.py calls it first)."""
     out = options.output_dir
     for source in sources:
-        if source.kind == "folder":
-            problem = None if is_remote(source.path) else folder_problem(source.path)
-        else:
-            problem = binary_problem(source.path)
-        if source.kind == "csv" and not problem:
-            problem = (header_problem(source.path, options.manifest)
-                       or swapped_columns_problem(source.path, options.manifest))
+        problem = input_problem(source, options.manifest)
         if problem:
             raise UsageError(problem)
         if _inside(source.path, out):

@@ -1,5 +1,6 @@
-"""`shardsmith schema MANIFEST`: the --feature flags for a manifest's extra columns, inferred from its header
-(CSV) or keys (JSON Lines) and its first rows, printed for the user to copy into the build command.
+"""`shardsmith schema MANIFEST`: the --feature flags for a manifest's extra columns, inferred from the column
+names its format's reader gives (a CSV's header, JSON Lines keys; shardsmith/core/manifest/) and its first rows,
+printed for the user to copy into the build command.
 
 Inference, per column, over its non-empty values: all integers -> int; all numbers -> float; otherwise
 string. A column where some value holds --list_delimiter, or with empty cells, is a list of that type (an
@@ -12,14 +13,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from shardsmith.core.annotations import BOX_COLUMNS
-from shardsmith.core.manifest import manifest_columns
+from shardsmith.core.manifest import sample_columns
 from shardsmith.errors import UsageError
 
 DEFAULT_ROWS = 1000
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("manifest", help="a CSV manifest with a header row, or a JSON Lines manifest")
+    parser.add_argument("manifest", help="a manifest file of any format --manifest reads (a CSV one with a header)")
     parser.add_argument("--rows", type=int, default=DEFAULT_ROWS, help=f"rows to look at (default {DEFAULT_ROWS})")
     parser.add_argument("--list_delimiter", default=";")
     for column, default in (("split", "split"), ("uri", "image_uri"), ("label", "label"), ("mask", "mask_uri")):
@@ -32,7 +33,7 @@ def _columns(path: str, limit: int) -> Iterator[dict[str, object]]:
     if not FileSystems.exists(path):
         raise UsageError(f"manifest {path} does not exist")
     try:
-        yield from manifest_columns(path, limit)
+        yield from sample_columns(path, limit)
     except ValueError as e:
         raise UsageError(str(e)) from None
 

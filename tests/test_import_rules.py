@@ -6,6 +6,8 @@
 - transforms/ (the stages) never imports the build (pipeline/) or the read side (shardsmith.read), and each
   of its modules holds a PTransform.
 - shardsmith.read (load, verify, inspect) never imports a stage or the build.
+- Manifests are read through shardsmith.core.manifest (the package's interface), never one of its modules from
+  outside it: a new manifest format is then one module there.
 """
 
 from __future__ import annotations
@@ -76,6 +78,15 @@ def test_stages_never_import_the_build_or_the_read_side():
 
 def test_the_read_side_never_imports_a_stage_or_the_build():
     assert _broken("shardsmith.read", ("transforms", "pipeline")) == []
+
+
+def test_manifests_are_read_through_the_manifest_package_only():
+    inside = ROOT / "shardsmith" / "core" / "manifest"
+    broken = [f"{path.relative_to(ROOT)} imports {name}"
+              for package in ("shardsmith", "transforms", "pipeline") for path in _modules(package)
+              if inside not in path.parents
+              for name, _ in _imports(path) if name.startswith("shardsmith.core.manifest.")]
+    assert broken == []
 
 
 SHARED_PLUMBING = ("__init__.py", "thread_pool.py", "metrics.py")  # transforms/ modules that are not stages

@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 
 from shardsmith.core.load_images import ImageRejected, read_bytes
-from shardsmith.core.manifest import ManifestFormat, header_problem
+from shardsmith.core.manifest import ManifestFormat
+from shardsmith.core.manifest.csv_file import header_problem
 from shardsmith.errors import UsageError
 
 OUTSIDE = "image URI is outside --allowed_prefixes"

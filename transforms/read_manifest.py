@@ -1,8 +1,9 @@
-"""Stage 1: read manifests (CSV, JSON Lines) or class folders into batches of ManifestRows, inside the pipeline.
+"""Stage 1: read manifests (each format's reader in shardsmith/core/manifest/) or class folders into batches of
+ManifestRows, inside the pipeline.
 
-The parsing is shardsmith.core.manifest's; this stage runs it on workers, one Source per element, so the
-launching machine never reads a manifest. Every data row leaves exactly once: in one RowBatch of `.rows` or as
-an ErrorRow on `.errors`.
+The parsing is shardsmith.core.manifest's (one reader per format); this stage runs it on workers, one Source per
+element, so the launching machine never reads a manifest. Every data row leaves exactly once: in one RowBatch of
+`.rows` or as an ErrorRow on `.errors`.
 """
 
 from __future__ import annotations

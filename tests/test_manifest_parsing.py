@@ -1,5 +1,6 @@
-"""transforms/read_manifest.py over real files in tmp_path: CSV (with and without a header, odd encodings and
-line ends), JSON Lines, class folders, URI resolution, and ReadManifest in a TestPipeline (FnApiRunner).
+"""Manifest parsing (shardsmith/core/manifest/) over real files in tmp_path, through the build's ReadSourceFn: CSV
+(with and without a header, odd encodings and line ends), JSON Lines, class folders, URI resolution, and the
+ReadManifest stage in a TestPipeline (FnApiRunner). Parquet manifests: tests/test_parquet_manifests.py.
 
 Every data row must leave exactly once: as a ManifestRow, or as an ErrorRow of stage "manifest".
 """
@@ -20,14 +21,8 @@ from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.testing import test_pipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from shardsmith.core.manifest import (
-    MAX_MANIFEST_LINE_BYTES,
-    ManifestFormat,
-    Source,
-    _bounded_lines,
-    resolve_uri,
-    source_kind,
-)
+from shardsmith.core.manifest import ManifestFormat, Source, resolve_uri, source_kind
+from shardsmith.core.manifest.text_lines import MAX_MANIFEST_LINE_BYTES, bounded_lines
 from shardsmith.core.rows import ROWS_PER_BATCH, ErrorRow, ManifestRow
 from transforms import ERRORS
 from transforms.read_manifest import ReadManifest, ReadSourceFn
@@ -375,7 +370,7 @@ def test_line_splitting_matches_text_mode_at_every_chunk_boundary(tmp_path, chun
     expected = [None if len(line) > limit else line for line in expected]
     assert None in expected and any(line is not None and len(line) == limit for line in expected)
     with open(path, "rb") as raw:
-        assert list(_bounded_lines(raw, limit, chunk_bytes)) == expected
+        assert list(bounded_lines(raw, limit, chunk_bytes)) == expected
 
 
 @pytest.mark.parametrize("ending", ["\n", "\r\n", "\r"])

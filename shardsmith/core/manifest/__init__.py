@@ -1,0 +1,34 @@
+"""Manifest reading: CSV and JSON Lines manifests, and folders of class folders, into ManifestRows.
+
+Beam-free and TensorFlow-free: the build's ReadManifest stage, preflight (checking the inputs), `schema` and
+`inspect` all read manifests through the names below. Every data row comes out exactly once: as a ManifestRow or
+as an ErrorRow saying what is wrong with it. Local files are opened directly, other URIs (gs://) through Beam's
+FileSystems, imported only then: the CLI checks local manifests before it imports Beam.
+
+The modules, by role:
+- formats: the interface every format's reader keeps (rows, input_problem, sample_columns) and the choice of
+  reader by extension; ManifestParser.
+- one module per format: csv_file, jsonl_file, class_folders.
+- shared: settings (ManifestFormat, how URIs resolve), source (Source, open_manifest: the one way a manifest file
+  is opened), sources (resolve_sources: --manifest values to Sources), row_maker (a row from its values, checked),
+  text_lines (a text manifest's lines in bounded memory), header_checks (mistakes the first bytes, column names
+  and rows show).
+"""
+
+from shardsmith.core.manifest.formats import ManifestParser, input_problem, sample_columns, source_kind
+from shardsmith.core.manifest.header_checks import looks_like_image_path
+from shardsmith.core.manifest.settings import ManifestFormat, resolve_uri
+from shardsmith.core.manifest.source import Source
+from shardsmith.core.manifest.sources import resolve_sources
+
+__all__ = [
+    "ManifestFormat",
+    "ManifestParser",
+    "Source",
+    "input_problem",
+    "looks_like_image_path",
+    "resolve_sources",
+    "resolve_uri",
+    "sample_columns",
+    "source_kind",
+]

@@ -1,0 +1,70 @@
+"""The one interface every manifest format's reader keeps, and the choice of reader by a source's name.
+
+A reader (one module per format: csv_file, jsonl_file, class_folders) gives
+- `rows(source, fmt)`: every data row of the source exactly once, in file order: a ManifestRow, or an ErrorRow
+  (stage "manifest") naming its line or row number and what is wrong with it; nothing a row holds stops the read;
+- `input_problem(path, fmt)`: one sentence for a mistake the input shows before a build reads it (a binary file,
+  column names without --uri_column or --label_column, swapped columns, a folder without class folders), or None;
+- `sample_columns(path, limit)`: the first `limit` rows as {column name as written: value}, for `shardsmith
+  schema`.
+A new format is a new module with such a class, named in READERS.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Protocol
+
+from shardsmith.core.manifest.class_folders import ClassFolders
+from shardsmith.core.manifest.csv_file import CsvManifest
+from shardsmith.core.manifest.jsonl_file import JsonlManifest
+from shardsmith.core.manifest.settings import ManifestFormat
+from shardsmith.core.manifest.source import Source
+from shardsmith.core.rows import ErrorRow, ManifestRow
+
+
+class ManifestReader(Protocol):
+    kind: str  # Source.kind
+    extensions: tuple[str, ...]  # lower-case file name endings this reader takes
+
+    def rows(self, source: Source, fmt: ManifestFormat) -> Iterator[ManifestRow | ErrorRow]: ...
+
+    def input_problem(self, path: str, fmt: ManifestFormat) -> str | None: ...
+
+    def sample_columns(self, path: str, limit: int) -> Iterator[dict[str, object]]: ...
+
+
+FOLDER = ClassFolders()
+DEFAULT = CsvManifest()  # a manifest file whose name ends in no reader's extension
+READERS: dict[str, ManifestReader] = {r.kind: r for r in (DEFAULT, JsonlManifest(), FOLDER)}
+
+
+def source_kind(path: str, is_folder: bool) -> str:
+    """The kind of reader for an input: "folder" for a folder, else by the file name's extension (any case),
+    "csv" when no reader claims it."""
+    if is_folder:
+        return FOLDER.kind
+    name = path.lower()
+    return next((r.kind for r in READERS.values() if r.extensions and name.endswith(r.extensions)), DEFAULT.kind)
+
+
+class ManifestParser:
+    """Reads Sources with one ManifestFormat: `parse(source)` yields its ManifestRows and ErrorRows in file
+    order, from the reader of its kind."""
+
+    def __init__(self, fmt: ManifestFormat):
+        self._fmt = fmt
+
+    def parse(self, source: Source) -> Iterator[ManifestRow | ErrorRow]:
+        return READERS[source.kind].rows(source, self._fmt)
+
+
+def input_problem(source: Source, fmt: ManifestFormat) -> str | None:
+    """What the input shows is wrong before a build reads it (its reader's check), or None."""
+    return READERS[source.kind].input_problem(source.path, fmt)
+
+
+def sample_columns(path: str, limit: int) -> Iterator[dict[str, object]]:
+    """The first `limit` data rows of a manifest file as {column name as written: value}. Raises ValueError for
+    a CSV with no header."""
+    return READERS[source_kind(path, False)].sample_columns(path, limit)
