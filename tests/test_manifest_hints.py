@@ -57,7 +57,7 @@ def test_paths_without_extensions_are_not_called_swapped(shardsmith, tmp_path):
     ("content", "expected"),
     [
         (b"PAR1\x15\x04\x15\x10\x15\x14L\x15\x02\x15\x00\x12\x00\x00" + bytes(range(256)) * 4,
-         "is a Parquet file: Parquet manifests are not supported yet; write it as CSV or JSON Lines"),
+         "is a Parquet file, read as Parquet only under a .parquet name: rename it to end in .parquet"),
         (b"PK\x03\x04\x14\x00\x06\x00" + bytes(200), "is a ZIP archive (an .xlsx workbook?)"),
         (b"\x1f\x8b\x08\x00" + bytes(100), "is gzip-compressed"),
         ("split,image_uri,label\n".encode("utf-16"), "is UTF-16 text; save it as UTF-8"),
@@ -65,7 +65,7 @@ def test_paths_without_extensions_are_not_called_swapped(shardsmith, tmp_path):
     ],
 )
 def test_a_binary_manifest_is_one_line_naming_what_it_is(content, expected, shardsmith, tmp_path):
-    for name in ("data.parquet", "m.csv", "m.jsonl"):
+    for name in ("m.csv", "m.jsonl"):  # named .parquet: tests/test_parquet_manifests.py
         manifest = tmp_path / name
         manifest.write_bytes(content)
         error = _usage_error(*_build(shardsmith, tmp_path, manifest), tmp_path)

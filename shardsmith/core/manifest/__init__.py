@@ -1,4 +1,4 @@
-"""Manifest reading: CSV and JSON Lines manifests, and folders of class folders, into ManifestRows.
+"""Manifest reading: CSV, JSON Lines and Parquet manifests, and folders of class folders, into ManifestRows.
 
 Beam-free and TensorFlow-free: the build's ReadManifest stage, preflight (checking the inputs), `schema` and
 `inspect` all read manifests through the names below. Every data row comes out exactly once: as a ManifestRow or
@@ -8,7 +8,7 @@ FileSystems, imported only then: the CLI checks local manifests before it import
 The modules, by role:
 - formats: the interface every format's reader keeps (rows, input_problem, sample_columns) and the choice of
   reader by extension; ManifestParser.
-- one module per format: csv_file, jsonl_file, class_folders.
+- one module per format: csv_file, jsonl_file, parquet_file, class_folders.
 - shared: settings (ManifestFormat, how URIs resolve), source (Source, open_manifest: the one way a manifest file
   is opened), sources (resolve_sources: --manifest values to Sources), row_maker (a row from its values, checked),
   text_lines (a text manifest's lines in bounded memory), header_checks (mistakes the first bytes, column names

@@ -1,6 +1,6 @@
 """The one interface every manifest format's reader keeps, and the choice of reader by a source's name.
 
-A reader (one module per format: csv_file, jsonl_file, class_folders) gives
+A reader (one module per format: csv_file, jsonl_file, parquet_file, class_folders) gives
 - `rows(source, fmt)`: every data row of the source exactly once, in file order: a ManifestRow, or an ErrorRow
   (stage "manifest") naming its line or row number and what is wrong with it; nothing a row holds stops the read;
 - `input_problem(path, fmt)`: one sentence for a mistake the input shows before a build reads it (a binary file,
@@ -18,6 +18,7 @@ from typing import Protocol
 from shardsmith.core.manifest.class_folders import ClassFolders
 from shardsmith.core.manifest.csv_file import CsvManifest
 from shardsmith.core.manifest.jsonl_file import JsonlManifest
+from shardsmith.core.manifest.parquet_file import ParquetManifest
 from shardsmith.core.manifest.settings import ManifestFormat
 from shardsmith.core.manifest.source import Source
 from shardsmith.core.rows import ErrorRow, ManifestRow
@@ -36,7 +37,7 @@ class ManifestReader(Protocol):
 
 FOLDER = ClassFolders()
 DEFAULT = CsvManifest()  # a manifest file whose name ends in no reader's extension
-READERS: dict[str, ManifestReader] = {r.kind: r for r in (DEFAULT, JsonlManifest(), FOLDER)}
+READERS: dict[str, ManifestReader] = {r.kind: r for r in (DEFAULT, JsonlManifest(), ParquetManifest(), FOLDER)}
 
 
 def source_kind(path: str, is_folder: bool) -> str:

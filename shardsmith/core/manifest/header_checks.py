@@ -1,5 +1,5 @@
 """Mistakes a manifest's first bytes, column names and first rows show, shared by the formats' checks: a binary
-file given as a manifest (Parquet, a ZIP or .xlsx, gzip, UTF-16, anything with NUL bytes),
+file given as a text manifest (Parquet under another name, a ZIP or .xlsx, gzip, UTF-16, anything with NUL bytes),
 column names that lack --uri_column or --label_column, and columns that look swapped (the image URI column holds
 no file names while another holds nothing else). Each is one sentence saying what was found and what to do.
 
@@ -23,8 +23,7 @@ SAMPLE_ROWS = 200
 URI_SHARE_BELOW = 0.5
 OTHER_SHARE_AT_LEAST = 0.8
 _BINARY_KINDS = (
-    (b"PAR1", "is a Parquet file: Parquet manifests are not supported yet; write it as CSV or JSON Lines (with "
-              "pandas: pd.read_parquet(path).to_csv('manifest.csv', index=False))"),
+    (b"PAR1", "is a Parquet file, read as Parquet only under a .parquet name: rename it to end in .parquet"),
     (b"PK\x03\x04", "is a ZIP archive (an .xlsx workbook?), not CSV or JSON Lines text; export it as CSV"),
     (b"\x1f\x8b", "is gzip-compressed; decompress it (gunzip) and pass the CSV or JSON Lines file"),
     (b"\xff\xfe", "is UTF-16 text; save it as UTF-8"),
