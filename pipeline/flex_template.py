@@ -55,8 +55,8 @@ def comma_list(item: str) -> str:
 
 TABLE: dict[str, Console] = {
     "manifest": Console(
-        "Manifest(s)", "CSV or JSONL manifest, a glob of them, or a folder of class folders, on Cloud Storage; "
-        "several separated by commas. Example: gs://my-bucket/lists/manifest.csv", GCS_PATH),
+        "Manifest(s)", "CSV, JSONL or Parquet manifest, a glob of them, or a folder of class folders, on Cloud "
+        "Storage; several separated by commas. Example: gs://my-bucket/lists/manifest.csv", GCS_PATH),
     "output_dir": Console(
         "Output folder", "Cloud Storage folder for the shards, labels.txt, errors.jsonl, transform_fn/ and "
         "metadata.json. Example: gs://my-bucket/datasets/flowers/20260101", GCS_FOLDER),

@@ -74,7 +74,7 @@ class BuildOptions:
 def add_build_arguments(parser: argparse.ArgumentParser) -> None:
     inputs = parser.add_argument_group("inputs")
     inputs.add_argument("--manifest", action="append", required=True, metavar="PATH",
-                        help="CSV or JSONL manifest, a glob of them, or a folder of class folders "
+                        help="CSV, JSONL or Parquet manifest, a glob of them, or a folder of class folders "
                              "(DIR/<label>/<file> or DIR/<split>/<label>/<file>); repeatable")
     inputs.add_argument("--split_column", default="split", metavar="NAME",
                         help="the header's column (or JSONL key) holding train/validation/test; an empty or "

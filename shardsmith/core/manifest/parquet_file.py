@@ -29,6 +29,8 @@ from shardsmith.errors import UsageError
 
 ROWS_PER_READ = 8192
 MAGIC = b"PAR1"
+# Column chunks are read through a buffer of this size, page by page, rather than each fetched whole first.
+READ_BUFFER_BYTES = 1 << 20
 
 
 class ParquetManifest:
@@ -89,7 +91,7 @@ def _parquet(path: str):
 
     with open_manifest(path) as raw:
         try:
-            parquet = pq.ParquetFile(raw)
+            parquet = pq.ParquetFile(raw, buffer_size=READ_BUFFER_BYTES, pre_buffer=False)
         except Exception as e:  # pyarrow.ArrowInvalid, OSError: no footer, a truncated file
             first = (str(e).splitlines() or [type(e).__name__])[0][:200]
             raise UsageError(f"manifest {path} is not a readable Parquet file: {first}") from None
