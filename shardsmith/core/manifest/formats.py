@@ -25,6 +25,8 @@ from shardsmith.core.rows import ErrorRow, ManifestRow
 
 
 class ManifestReader(Protocol):
+    """What every format's reader gives (see the module's docstring for the guarantee each method keeps)."""
+
     kind: str  # Source.kind
     extensions: tuple[str, ...]  # lower-case file name endings this reader takes
 

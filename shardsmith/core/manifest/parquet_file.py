@@ -93,8 +93,7 @@ def _parquet(path: str):
         try:
             parquet = pq.ParquetFile(raw, buffer_size=READ_BUFFER_BYTES, pre_buffer=False)
         except Exception as e:  # pyarrow.ArrowInvalid, OSError: no footer, a truncated file
-            first = (str(e).splitlines() or [type(e).__name__])[0][:200]
-            raise UsageError(f"manifest {path} is not a readable Parquet file: {first}") from None
+            raise UsageError(f"manifest {path} is not a readable Parquet file: {_first_line(e)}") from None
         with parquet:
             yield parquet
 
@@ -112,8 +111,8 @@ def _rows(path: str, wanted: set[str] | None, limit: int | None = None,
             try:
                 batch = next(batches, None)
             except Exception as e:  # a corrupt page or row group: the rows after it cannot be told apart
-                first = (str(e).splitlines() or [type(e).__name__])[0][:200]
-                raise UsageError(f"manifest {path}: the rows after row {number} cannot be read: {first}") from None
+                raise UsageError(f"manifest {path}: the rows after row {number} cannot be read: "
+                                 f"{_first_line(e)}") from None
             if batch is None:
                 return
             for values in batch.to_pylist():
@@ -121,6 +120,10 @@ def _rows(path: str, wanted: set[str] | None, limit: int | None = None,
                     return
                 number += 1
                 yield number, {(k.lower() if lower else k): _plain(v) for k, v in values.items()}
+
+
+def _first_line(error: Exception) -> str:
+    return (str(error).splitlines() or [type(error).__name__])[0][:200]
 
 
 def _plain(value: object) -> object:
