@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import apache_beam as beam
 
-from pipeline.options import BuildOptions
+from pipeline.options.build_options import BuildOptions
 from pipeline.transform_fn_process import TransformFnClient
 from shardsmith.core import progress_signal
 from shardsmith.core.build_lock import LockGuard

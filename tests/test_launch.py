@@ -18,7 +18,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 LAUNCH = ROOT / "launch.sh"
-METADATA = ROOT / "pipeline" / "flex_template_metadata.json"
+METADATA = ROOT / "pipeline" / "options" / "flex_template_metadata.json"
 IMAGE = "europe-west4-docker.pkg.dev/my-project/shardsmith/shardsmith:abc123"
 SETTINGS = ("--project", "my-project", "--region", "europe-west4", "--bucket", "my-bucket", "--tag", "abc123",
             "--job_name", "pets-nightly")
@@ -88,7 +88,7 @@ def test_dataflow_dry_run_output_is_what_shardsmith_and_beam_accept():
     from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions, WorkerOptions
 
     from pipeline import cli
-    from pipeline.options import build_options_from
+    from pipeline.options.arguments import build_options_from
 
     words = only_command(launch("dataflow", "--dry-run", *SETTINGS, "--no_public_ips", *BUILD))
     args, beam_args = cli._parser().parse_known_args(words[3:])
@@ -343,7 +343,7 @@ def test_flex_template_metadata_validates_every_parameter_with_regexes():
 
 
 def test_flex_template_files_are_generated_from_the_build_flags():
-    from pipeline import flex_template
+    from pipeline.options import flex_template
 
     for path, text in flex_template.generated().items():
         assert path.read_text() == text, f"{path.name} is out of date with the build flags: run " \
@@ -351,7 +351,8 @@ def test_flex_template_files_are_generated_from_the_build_flags():
 
 
 def test_template_parameters_are_the_build_flags(monkeypatch):
-    from pipeline import cli, flex_template
+    from pipeline import cli
+    from pipeline.options import flex_template
 
     names = {p["name"] for p in json.loads(METADATA.read_text())["parameters"]}
     subcommands = next(a for a in cli._parser()._actions if isinstance(a, argparse._SubParsersAction))
