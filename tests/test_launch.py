@@ -7,6 +7,7 @@ every parameter validated by a regex), the entry point that the template and Air
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import re
@@ -306,6 +307,7 @@ EXAMPLES = {
     "mask_column": ("mask", "a,b"),
     "feature": ("age:int,tags:string_list", "age:integer"),
     "max_side": ("512", "-1"),
+    "min_side": ("32", "-1"),
     "reencode": ("jpeg", "webp"),
     "jpeg_quality": ("95", "100"),
     "overwrite": ("true", "yes please"),
@@ -350,9 +352,10 @@ def test_flex_template_files_are_generated_from_the_build_flags():
                                          f"`{flex_template.COMMAND}`"
 
 
-def test_template_parameters_are_the_build_flags(monkeypatch):
+def test_template_parameters_are_the_build_flags():
     from pipeline import cli
     from pipeline.options import flex_template
+    from pipeline.options.flags import build_flags
 
     names = {p["name"] for p in json.loads(METADATA.read_text())["parameters"]}
     subcommands = next(a for a in cli._parser()._actions if isinstance(a, argparse._SubParsersAction))
@@ -361,9 +364,9 @@ def test_template_parameters_are_the_build_flags(monkeypatch):
     flags_of_build = {action.dest for action in build._actions
                       if action.option_strings and action.dest not in {"help", *local_only}}
     assert names == flags_of_build
-    monkeypatch.delitem(flex_template.TABLE, "seed")
-    with pytest.raises(ValueError, match=r"flags without a row: \['seed'\]"):
-        flex_template.metadata()
+    seed = next(flag for flag in build_flags() if flag.name == "seed")
+    with pytest.raises(ValueError, match="--seed: a free-text parameter needs a regex in its declaration"):
+        flex_template.regex_of(seed, dataclasses.replace(seed.template, regex=""))
 
 
 def test_entrypoint_turns_one_value_parameters_into_build_flags():
