@@ -1,8 +1,8 @@
 """run-template's arguments: build flags become Flex Template parameters, in gcloud's `--parameters` syntax.
 
-The template's parameters, and which are required, are those of pipeline/options/flex_template_metadata.json; which are
-lists and which are switches is in pipeline/options/flex_template_flags.json. Both are generated from the build flags
-(`python -m pipeline.flex_template --write`), so this module needs no Beam to know them.
+The template's parameters, and which are required, are those of pipeline/options/flex_template_metadata.json;
+which are lists and which are switches is in pipeline/options/flex_template_flags.json. Both are generated from the
+build flags (`python -m pipeline.options.flex_template --write`), so this module needs no Beam to know them.
 Guarantees: only the template's parameters pass, each once, in the order first given; a repeated list flag is
 joined with commas (the entry point splits it again), a repeated other flag keeps its last value, a switch without
 a value is `true`; the `--parameters` flag reads back as exactly these items, whatever commas they contain.

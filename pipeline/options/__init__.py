@@ -15,3 +15,7 @@ Guarantees: nothing here imports Beam or TensorFlow (pipeline/cloud/ runs it wit
 one listed below it, so there is no import circle; a flag is added by declaring it on its field, and the
 generated files are then rewritten by `python -m pipeline.options.flex_template --write` (a test fails until).
 """
+
+from shardsmith.errors import UsageError  # where it was importable from before shardsmith/errors.py
+
+__all__ = ["UsageError"]
