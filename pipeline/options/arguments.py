@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 
 from pipeline.options.build_options import BuildOptions
-from pipeline.options.flags import BOOLEAN, LIST, build_flags, own_flag_names
+from pipeline.options.flags import BOOLEAN, LIST, VALUE, build_flags, own_flag_names
 from shardsmith.core.flag import compose
 from shardsmith.core.settings import check_feature_names
 from shardsmith.errors import UsageError
@@ -29,9 +29,7 @@ def add_build_arguments(parser: argparse.ArgumentParser) -> None:
             settings["action"] = "store_true"
         else:
             settings |= dict(action="append" if flag.kind == LIST else "store", metavar=flag.declared.flag.metavar)
-            if flag.kind == LIST:
-                settings["default"] = list(flag.default)
-            else:
+            if flag.kind == VALUE:
                 settings["type"] = flag.value_type
             if flag.choices:
                 settings["choices"] = flag.choices
