@@ -31,7 +31,7 @@ image, workers, ...: a flag, an environment variable or a --config file), --dry-
   image           build the container image (Dataflow workers and Flex Template launcher) and push it
   dataflow ARGS   run `shardsmith build ARGS...` on Dataflow, its workers in the container image
   template        build the Flex Template spec file (on gs://) from the image and
-                  pipeline/flex_template_metadata.json
+                  pipeline/options/flex_template_metadata.json
   run-template ARGS
                   launch a Dataflow job from the Flex Template; build flags become template parameters
 

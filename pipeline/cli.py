@@ -5,7 +5,7 @@ TensorFlow: they are imported only by the commands that use them).
 
 `run(argv)` follows Beam's examples: shardsmith's own flags are parsed here (dashed spellings too: `--num-shards`)
 and every flag argparse does not know passes through to `PipelineOptions` if it is one of Beam's (`--runner`,
-`--direct_running_mode`, `--project`, ...; pipeline/beam_flags.py); any other flag is a usage error.
+`--direct_running_mode`, `--project`, ...; pipeline/options/beam_flags.py); any other flag is a usage error.
 Errors a user can fix print one line and exit 2; a dataset that fails its final checks exits 1 with the
 check's message; anything else prints one line and how to see the traceback (SHARDSMITH_DEBUG=1).
 """
@@ -42,7 +42,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Balanced, shuffled, sharded TFRecords from an image manifest, with Apache Beam.",
         epilog="the Google Cloud commands' settings: shardsmith COMMAND --help",
     )
-    from pipeline.options import add_build_arguments
+    from pipeline.options.arguments import add_build_arguments
 
     commands = parser.add_subparsers(dest="command", required=True,
                                      metavar="{build,sample,verify,inspect,schema," + ",".join(CLOUD_COMMANDS) + "}")
@@ -120,7 +120,7 @@ def _check_credentials(beam_args: list[str], options) -> None:
     """A build on Dataflow or with gs:// paths and no Google Cloud credentials is a usage error in a second,
     before Beam's clients spend minutes retrying (pipeline/credentials.py)."""
     from pipeline.credentials import credentials_needed_for, credentials_problem
-    from pipeline.options import UsageError
+    from shardsmith.errors import UsageError
 
     needed_for = credentials_needed_for(beam_args, options.manifests, options.output_dir, options.temp_dir,
                                         os.environ)
@@ -140,8 +140,8 @@ def _progress_shown(local: bool):
 
 def build(argv: list[str]) -> dict:
     """Parses `build` arguments, runs the pipeline to completion and returns metadata.json as a dict."""
-    from pipeline import beam_flags
-    from pipeline.options import build_options_from, normalize_flags, own_flag_names, reject_unknown_flags
+    from pipeline.options import beam_flags
+    from pipeline.options.arguments import build_options_from, normalize_flags, own_flag_names, reject_unknown_flags
 
     # Every check of the arguments comes before Beam and TensorFlow are imported (seconds): a mistake is
     # reported at once, before any folder is made.
@@ -425,7 +425,7 @@ def _main(argv: list[str] | None) -> int:
 
         return cloud_main(argv)
     from pipeline.interrupts import Interrupts
-    from pipeline.options import UsageError
+    from shardsmith.errors import UsageError
 
     interrupts = Interrupts()
     try:

@@ -12,18 +12,18 @@ spells shardsmith's repeatable and boolean flags differently, and this module tu
   --feature=age:int,tags:string_list     ->  --feature=age:int --feature=tags:string_list
   --overwrite=true / --overwrite=false   ->  --overwrite / (nothing); --break_lock the same
 
-Which flags are lists and which are switches is read from the parser that defines them (pipeline/flags.py:
-action="append" and action="store_true"), so a new repeatable or boolean build flag needs no change here.
+Which flags are lists and which are switches is read from their declarations (pipeline/options/flags.py), so a
+new repeatable or boolean build flag needs no change here.
 Every other argument passes unchanged to `shardsmith build` (pipeline.cli), whose unknown flags go to Beam.
-The template's parameters and their validation regexes are in pipeline/flex_template_metadata.json, generated
-from the same parser (pipeline/flex_template.py).
+The template's parameters and their validation regexes are in pipeline/options/flex_template_metadata.json,
+generated from the same declarations (pipeline/options/flex_template.py).
 """
 
 from __future__ import annotations
 
 import sys
 
-from pipeline.flags import BOOLEAN, LIST, names_of
+from pipeline.options.flags import BOOLEAN, LIST, names_of
 
 TRUE_VALUES = ("true", "1", "yes")
 FALSE_VALUES = ("false", "0", "no", "")

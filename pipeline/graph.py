@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import apache_beam as beam
 
-from pipeline.options import BuildOptions
+from pipeline.options.build_options import BuildOptions
 from pipeline.transform_fn_process import TransformFnClient
 from shardsmith.core import progress_signal
 from shardsmith.core.build_lock import LockGuard
@@ -36,33 +36,30 @@ def build_graph(pipeline: beam.Pipeline, options: BuildOptions, sources: list[So
     report publishes it last. `writer_processes` > 0 hands shards to that many local writer processes
     (pipeline/runner.py says when); `transform_fn_writer`, if given, writes transform_fn in a process of its
     own (pipeline/transform_fn_process.py), beside the writing."""
+    manifest, placement, records, checks = options.manifest, options.placement, options.records, options.checks
     files_dir = build_dir(options.output_dir, build_id)
     lock = LockGuard(options.output_dir, build_id)  # checked before each write into files_dir
     # Only the list of manifest paths is inlined; the rows are read by workers, and travel in RowBatches.
     read_rows, manifest_errors = (
         pipeline
         | "ListSources" >> beam.Create(sources)
-        | "ReadManifest" >> ReadManifest(options.manifest)
+        | "ReadManifest" >> ReadManifest(manifest)
     )
     images, stage_errors = read_rows, [manifest_errors]
-    if options.manifest.task == "detection":
-        images, box_errors = read_rows | "GroupBoxRows" >> GroupBoxRows(options.manifest.list_delimiter)
+    if manifest.task == "detection":
+        images, box_errors = read_rows | "GroupBoxRows" >> GroupBoxRows(manifest)
         stage_errors.append(box_errors)
-    placement, records = options.placement, options.records
-    allowed = options.manifest.allowed_prefixes  # checked again where each image is opened
-    rows = images | "AssignSplits" >> beam.Map(assign_splits, placement.split_ratios, placement.seed)
-    sized = rows | "LookupSizes" >> LookupSizes(records.max_image_bytes)
+    rows = images | "AssignSplits" >> beam.Map(assign_splits, placement)
+    sized = rows | "LookupSizes" >> LookupSizes(records)
     candidates = sized.rows
     stage_errors.append(sized.errors)
-    if options.checks.on_duplicate == "drop":
-        distinct = candidates | "DropDuplicates" >> DropDuplicates(records.max_image_bytes, allowed)
+    if checks.on_duplicate == "drop":
+        distinct = candidates | "DropDuplicates" >> DropDuplicates(records, manifest)
         candidates = distinct.rows
         stage_errors.append(distinct.errors)
-    checks = options.checks
     near_found = near_dropped = None
     if checks.near_duplicates == "drop":
-        near = candidates | "DropNearDuplicates" >> DropNearDuplicates(
-            records.max_image_bytes, checks.near_duplicate_distance, records.max_pixels, allowed)
+        near = candidates | "DropNearDuplicates" >> DropNearDuplicates(records, checks, manifest)
         candidates, near_found, near_dropped = near.rows, near.found, near.errors
         stage_errors.append(near.errors)
     vocabulary = candidates | "ComputeVocabulary" >> ComputeVocabulary()
@@ -71,13 +68,13 @@ def build_graph(pipeline: beam.Pipeline, options: BuildOptions, sources: list[So
     shard_groups, plan = labelled.rows | "PlaceRows" >> PlaceRows(placement.seed, spec)
     written = shard_groups | "WriteShards" >> WriteShards(
         WriterConfig(output_dir=files_dir, name=options.name, records=records,
-                     allowed_prefixes=allowed, lock=lock),
+                     allowed_prefixes=manifest.allowed_prefixes, lock=lock),
         writer_processes,
         while_writing=start_importing_tensorflow if writer_processes and not transform_fn_writer else None,
     )
-    if options.manifest.features:
-        transform_written = labelled.rows | "AnalyzeRows" >> AnalyzeRows(
-            vocabulary, files_dir, temp_dir, options.manifest.task, options.manifest.features, lock)
+    if manifest.features:
+        transform_written = labelled.rows | "AnalyzeRows" >> AnalyzeRows(vocabulary, files_dir, temp_dir, manifest,
+                                                                          lock)
     else:
         transform_written = vocabulary | "AnalyzeLabels" >> AnalyzeLabels(
             files_dir, temp_dir, after=written.shards if writer_processes or transform_fn_writer else None,
@@ -92,14 +89,14 @@ def build_graph(pipeline: beam.Pipeline, options: BuildOptions, sources: list[So
         near_found = written.signatures | "FindNearPairs" >> FindNearPairs(checks.near_duplicate_distance)
     if near_found is not None:
         report_inputs["near_duplicates"] = near_found | "ReportNearDuplicates" >> ReportNearDuplicates(
-            files_dir, checks.near_duplicates, checks.near_duplicate_distance, near_dropped)
+            files_dir, checks, near_dropped)
     input_row_counts = (
         read_rows | "RowsPerBatch" >> beam.Map(len),
         manifest_errors | "OnePerManifestError" >> beam.Map(lambda _: 1),
     ) | "AllInputRows" >> beam.Flatten()
     report = ReportConfig(
         output_dir=options.output_dir, build_id=build_id, name=options.name, seed=placement.seed,
-        checks=options.checks, records=records, task=options.manifest.task, features=options.manifest.features,
+        checks=checks, records=records, task=manifest.task, features=manifest.features,
         recorded_options=options.recorded(), keep_builds=options.keep_builds,
     )
     return {

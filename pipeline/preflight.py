@@ -12,9 +12,10 @@ import contextlib
 import logging
 import os
 
-from pipeline.options import BuildOptions, UsageError
+from pipeline.options.build_options import BuildOptions
 from shardsmith.core.build_lock import BuildLock, LockHeld, acquire_lock
 from shardsmith.core.manifest import Source, input_problem
+from shardsmith.errors import UsageError
 from shardsmith.format.build_folder import (
     BuildRecord,
     left_behind_line,

@@ -5,7 +5,7 @@ Airflow lives in its own virtualenv (`bash launch.sh airflow-env` makes .venv-ai
 points elsewhere). A script runs there (DagBag import, tasks, dependencies, schedule, templates rendered for a
 given logical date, the Beam operator's command line) and prints JSON; this side checks it, and checks what the
 DAGs would launch against shardsmith itself: the Beam command with shardsmith's and Beam's own parsers, the
-Flex Template parameters with the regexes of pipeline/flex_template_metadata.json.
+Flex Template parameters with the regexes of pipeline/options/flex_template_metadata.json.
 """
 
 from __future__ import annotations
@@ -138,8 +138,8 @@ def test_flex_template_dag_renders_valid_template_parameters(loaded):
     assert parameters.pop("sdk_container_image") == SETTINGS["SHARDSMITH_IMAGE"]
     assert parameters["output_dir"] == "gs://test-bucket/datasets/pets/20260315"
     assert parameters["manifest"] == SETTINGS["SHARDSMITH_MANIFEST"]
-    declared = {p["name"]: p for p in json.loads((ROOT / "pipeline" / "flex_template_metadata.json").read_text())[
-        "parameters"]}
+    metadata_file = ROOT / "pipeline" / "options" / "flex_template_metadata.json"
+    declared = {p["name"]: p for p in json.loads(metadata_file.read_text())["parameters"]}
     assert set(parameters) <= set(declared)
     assert {name for name, p in declared.items() if not p["isOptional"]} <= set(parameters)
     for name, value in parameters.items():
@@ -160,7 +160,7 @@ def test_beam_dag_command_is_accepted_by_shardsmith_and_beam(loaded):
 
     from pipeline import cli
     from pipeline.entrypoint import to_build_args
-    from pipeline.options import build_options_from
+    from pipeline.options.arguments import build_options_from
 
     task = loaded["dags"]["shardsmith_beam_dataflow"]["tasks"]["build_tfrecords"]
     assert task["type"] == "BeamRunPythonPipelineOperator"

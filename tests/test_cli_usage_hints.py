@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from pipeline import cli
-from pipeline.flags import build_flags
+from pipeline.options.flags import build_flags
 
 ROOT = Path(__file__).resolve().parent.parent
 

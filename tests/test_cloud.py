@@ -157,7 +157,7 @@ def test_template_parameter_mistakes(args, message):
 
 
 def test_template_knows_the_generated_lists_and_switches():
-    from pipeline.flags import BOOLEAN, LIST, names_of
+    from pipeline.options.flags import BOOLEAN, LIST, names_of
 
     assert TEMPLATE.lists == names_of(LIST) and TEMPLATE.switches == names_of(BOOLEAN)
     assert TEMPLATE.required == ("manifest", "output_dir", "name")

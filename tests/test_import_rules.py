@@ -115,3 +115,56 @@ def test_format_and_core_load_without_beam_or_tensorflow_in_a_fresh_interpreter(
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "[]", f"imported by {names}: {done.stdout}"
     assert len(names) >= 15
+
+
+def _options_imports() -> dict[str, set[str]]:
+    """pipeline.options' modules -> the pipeline.options modules each imports, at any level (in a function too)."""
+    graph = {}
+    for path in _modules("pipeline.options"):
+        name = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+        tree = ast.parse(path.read_text(), str(path))
+        imported = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                imported |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                imported |= {node.module} | {f"{node.module}.{alias.name}" for alias in node.names}
+        graph[name] = {m for m in imported if m.startswith("pipeline.options.") and m != name}
+    return graph
+
+
+def test_the_flag_modules_import_no_circle_and_nothing_else_of_the_build():
+    """pipeline/options/ (the flag modules) has no import circle, even through a function's import, and imports
+    nothing of pipeline/ outside itself: pipeline/cloud/ runs it without Beam."""
+    graph = _options_imports()
+    assert len(graph) >= 7
+    modules = set(graph)
+    done: set[str] = set()
+
+    def visit(name: str, path: tuple[str, ...]) -> None:
+        assert name not in path, "import circle: " + " -> ".join((*path, name))
+        if name not in done:
+            for imported in graph.get(name, ()) & modules:
+                visit(imported, (*path, name))
+            done.add(name)
+
+    for name in sorted(graph):
+        visit(name, ())
+    assert _broken("pipeline.options", ("transforms", "shardsmith.read", "tensorflow", "pipeline.cli",
+                                        "pipeline.graph", "pipeline.runner", "pipeline.cloud"),
+                   top_level_only=("apache_beam",), allowed_lazy=("apache_beam.options",)) == []
+
+
+def test_the_flag_modules_load_without_beam_or_tensorflow_in_a_fresh_interpreter():
+    names = sorted(".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+                   for p in _modules("pipeline.options"))
+    code = ("import importlib, sys\n"
+            f"for name in {names!r}:\n"
+            "    importlib.import_module(name)\n"
+            "from pipeline.options.flags import build_flags\n"
+            "from pipeline.options.flex_template import generated\n"
+            "generated()\n"
+            "print(sorted(m for m in ('apache_beam', 'tensorflow') if m in sys.modules), len(build_flags()))\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["[]", "35"]

@@ -7,6 +7,7 @@ every parameter validated by a regex), the entry point that the template and Air
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import re
@@ -18,7 +19,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 LAUNCH = ROOT / "launch.sh"
-METADATA = ROOT / "pipeline" / "flex_template_metadata.json"
+METADATA = ROOT / "pipeline" / "options" / "flex_template_metadata.json"
 IMAGE = "europe-west4-docker.pkg.dev/my-project/shardsmith/shardsmith:abc123"
 SETTINGS = ("--project", "my-project", "--region", "europe-west4", "--bucket", "my-bucket", "--tag", "abc123",
             "--job_name", "pets-nightly")
@@ -88,7 +89,7 @@ def test_dataflow_dry_run_output_is_what_shardsmith_and_beam_accept():
     from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions, WorkerOptions
 
     from pipeline import cli
-    from pipeline.options import build_options_from
+    from pipeline.options.arguments import build_options_from
 
     words = only_command(launch("dataflow", "--dry-run", *SETTINGS, "--no_public_ips", *BUILD))
     args, beam_args = cli._parser().parse_known_args(words[3:])
@@ -306,6 +307,7 @@ EXAMPLES = {
     "mask_column": ("mask", "a,b"),
     "feature": ("age:int,tags:string_list", "age:integer"),
     "max_side": ("512", "-1"),
+    "min_side": ("32", "-1"),
     "reencode": ("jpeg", "webp"),
     "jpeg_quality": ("95", "100"),
     "overwrite": ("true", "yes please"),
@@ -343,15 +345,17 @@ def test_flex_template_metadata_validates_every_parameter_with_regexes():
 
 
 def test_flex_template_files_are_generated_from_the_build_flags():
-    from pipeline import flex_template
+    from pipeline.options import flex_template
 
     for path, text in flex_template.generated().items():
         assert path.read_text() == text, f"{path.name} is out of date with the build flags: run " \
                                          f"`{flex_template.COMMAND}`"
 
 
-def test_template_parameters_are_the_build_flags(monkeypatch):
-    from pipeline import cli, flex_template
+def test_template_parameters_are_the_build_flags():
+    from pipeline import cli
+    from pipeline.options import flex_template
+    from pipeline.options.flags import build_flags
 
     names = {p["name"] for p in json.loads(METADATA.read_text())["parameters"]}
     subcommands = next(a for a in cli._parser()._actions if isinstance(a, argparse._SubParsersAction))
@@ -360,9 +364,9 @@ def test_template_parameters_are_the_build_flags(monkeypatch):
     flags_of_build = {action.dest for action in build._actions
                       if action.option_strings and action.dest not in {"help", *local_only}}
     assert names == flags_of_build
-    monkeypatch.delitem(flex_template.TABLE, "seed")
-    with pytest.raises(ValueError, match=r"flags without a row: \['seed'\]"):
-        flex_template.metadata()
+    seed = next(flag for flag in build_flags() if flag.name == "seed")
+    with pytest.raises(ValueError, match="--seed: a free-text parameter needs a regex in its declaration"):
+        flex_template.regex_of(seed, dataclasses.replace(seed.template, regex=""))
 
 
 def test_entrypoint_turns_one_value_parameters_into_build_flags():

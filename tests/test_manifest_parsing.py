@@ -576,7 +576,7 @@ def test_the_recorded_options_give_back_the_manifest_format_the_build_used():
     """inspect re-reads a build's manifests with ManifestFormat.from_recorded(metadata["options"]): every field
     BuildOptions records must come back as it was."""
     from pipeline.cli import _parser
-    from pipeline.options import build_options_from
+    from pipeline.options.arguments import build_options_from
 
     args = _parser().parse_args([
         "build", "--manifest", "/m.csv", "--output_dir", "/out", "--name", "x", "--split_column", "Subset",

@@ -33,8 +33,8 @@ def special_files(tmp_path) -> dict[str, str]:
 @pytest.mark.parametrize(("which", "words"), [("fifo", "named pipe"), ("zero", "device"), ("null", "device"),
                                               ("glob", "named pipe")])
 def test_a_manifest_that_is_not_a_regular_file_is_a_usage_error(which, words, special_files):
-    from pipeline.options import UsageError
     from shardsmith.core.manifest import resolve_sources
+    from shardsmith.errors import UsageError
 
     with pytest.raises(UsageError, match=words) as raised:
         resolve_sources((special_files[which],))

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pipeline import beam_flags
+from pipeline.options import beam_flags
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -80,7 +80,7 @@ def test_help_lists_each_flag_once():
 
 def test_the_options_dataflows_launcher_passes_are_accepted_by_the_entrypoint():
     from pipeline.entrypoint import to_build_args
-    from pipeline.options import normalize_flags, own_flag_names, reject_unknown_flags
+    from pipeline.options.arguments import normalize_flags, own_flag_names, reject_unknown_flags
 
     launcher = ["--runner=DataflowRunner", "--project=p", "--region=europe-west4", "--temp_location=gs://b/t",
                 "--staging_location=gs://b/s", "--job_name=j", "--template_location=gs://b/t/job",

@@ -23,7 +23,9 @@ from typing import NamedTuple
 import apache_beam as beam
 
 from shardsmith.core.load_images import read_bytes
+from shardsmith.core.manifest import ManifestFormat
 from shardsmith.core.rows import ROWS_PER_BATCH, ErrorRow, ImageDigest, ManifestRow, RowBatch
+from shardsmith.core.settings import RecordSettings
 from transforms import ERRORS
 from transforms.metrics import rejected
 from transforms.place import range_bits
@@ -178,10 +180,10 @@ class DropDuplicates(beam.PTransform):
     """RowBatches -> RowBatches with one copy per distinct image, and error rows for the others (tagged
     `errors`). Rows go through the GroupByKey one by one here: this mode reads every image twice anyway."""
 
-    def __init__(self, max_image_bytes: int, allowed_prefixes: tuple[str, ...] = ()):
+    def __init__(self, records: RecordSettings, manifest: ManifestFormat):
         super().__init__()
-        self._max_image_bytes = max_image_bytes
-        self._allowed_prefixes = allowed_prefixes
+        self._max_image_bytes = records.max_image_bytes
+        self._allowed_prefixes = manifest.allowed_prefixes  # checked again where each image is opened
 
     def expand(self, batches):
         kept = (

@@ -21,6 +21,7 @@ from collections.abc import Iterator
 import apache_beam as beam
 
 from shardsmith.core.build_lock import LockGuard
+from shardsmith.core.manifest import ManifestFormat
 from shardsmith.core.rows import RowBatch
 from shardsmith.format.build_folder import move_transform_output, transform_scratch
 from transforms.labels import TRANSFORM_VOCAB_NAME, Vocabulary, gated_by_lock, labels_of
@@ -103,15 +104,15 @@ class AnalyzeRows(beam.PTransform):
     a scratch folder of the build's, listed in its record when the graph is made; its files are listed, then
     moved into place."""
 
-    def __init__(self, vocabulary, output_dir: str, temp_dir: str, task: str,
-                 features: tuple[tuple[str, str], ...], lock: LockGuard | None = None):
+    def __init__(self, vocabulary, output_dir: str, temp_dir: str, manifest: ManifestFormat,
+                 lock: LockGuard | None = None):
         super().__init__()
         self._lock = lock  # checked before transform_fn is written
         self._vocabulary = vocabulary
         self._output_dir = output_dir
         self._temp_dir = temp_dir
-        self._task = task
-        self._features = features
+        self._task = manifest.task
+        self._features = manifest.features
 
     def expand(self, batches):
         import tensorflow_transform.beam as tft_beam

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Iterator
 import apache_beam as beam
 
 from shardsmith.core.annotations import merge_box_rows
+from shardsmith.core.manifest import ManifestFormat
 from shardsmith.core.rows import ROWS_PER_BATCH, ErrorRow, ManifestRow
 from transforms import ERRORS, StageOutputs
 from transforms.metrics import rejected
@@ -26,9 +27,9 @@ class GroupBoxRows(beam.PTransform):
     """RowBatches of box lines -> RowBatches of images (rows merged per manifest and image URI), with
     ErrorRows on the `errors` output. Memory: the lines of one image at a time, never image bytes."""
 
-    def __init__(self, delimiter: str):
+    def __init__(self, manifest: ManifestFormat):
         super().__init__()
-        self._delimiter = delimiter
+        self._delimiter = manifest.list_delimiter
 
     def expand(self, batches):
         merged = (

@@ -18,6 +18,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from shardsmith.core.local_files import kind_of
 from shardsmith.core.rows import ErrorRow, ManifestRow, RowBatch
+from shardsmith.core.settings import RecordSettings
 from shardsmith.format.naming import is_remote
 from transforms import ERRORS
 from transforms.metrics import rejected
@@ -95,9 +96,9 @@ class LookupSizesFn(ThreadPoolDoFn):
 
 
 class LookupSizes(beam.PTransform):
-    def __init__(self, max_image_bytes: int):
+    def __init__(self, records: RecordSettings):
         super().__init__()
-        self._max_image_bytes = max_image_bytes
+        self._max_image_bytes = records.max_image_bytes
 
     def expand(self, batches):
         return batches | "LookupSizes" >> beam.ParDo(LookupSizesFn(self._max_image_bytes)).with_outputs(

@@ -27,6 +27,7 @@ import apache_beam as beam
 
 from shardsmith.core.identical_groups import MAX_EXPANDED_GROUP
 from shardsmith.core.load_images import DEFAULT_MAX_PIXELS, read_bytes
+from shardsmith.core.manifest import ManifestFormat
 from shardsmith.core.near_duplicates import (
     CAPPED_BUCKET_EXAMPLES,
     LOW_DETAIL_MIN_STRUCTURE_SIMILARITY,
@@ -46,6 +47,7 @@ from shardsmith.core.near_duplicates import (
 )
 from shardsmith.core.perceptual_hash import ImageSignature, signature_of_bytes
 from shardsmith.core.rows import ROWS_PER_BATCH, ErrorRow, ManifestRow, RowBatch
+from shardsmith.core.settings import CheckSettings, RecordSettings
 from shardsmith.format.build_folder import write_atomically
 from shardsmith.format.metadata import NearDuplicatesEntry, near_duplicates_bytes
 from shardsmith.format.naming import NEAR_DUPLICATES_FILE, join
@@ -197,11 +199,11 @@ class ReportNearDuplicates(beam.PTransform):
     """NearPairs -> a one-element PCollection: metadata.json's `near_duplicates` entry, after
     near_duplicates.jsonl is written into the build's folder."""
 
-    def __init__(self, files_dir: str, mode: str, max_distance: int, dropped=None):
+    def __init__(self, files_dir: str, checks: CheckSettings, dropped=None):
         super().__init__()
         self._files_dir = files_dir
-        self._mode = mode
-        self._max_distance = max_distance
+        self._mode = checks.near_duplicates
+        self._max_distance = checks.near_duplicate_distance
         self._dropped = dropped  # ErrorRows of dropped copies, or None
 
     def expand(self, found: NearPairs):
@@ -280,13 +282,12 @@ class DropNearDuplicates(beam.PTransform):
     """RowBatches -> RowBatches without the validation/test copies of training images (error rows instead),
     and the pairs found. Rows go through a GroupByKey one by one: this mode reads every image twice anyway."""
 
-    def __init__(self, max_image_bytes: int, max_distance: int, max_pixels: int = DEFAULT_MAX_PIXELS,
-                 allowed_prefixes: tuple[str, ...] = ()):
+    def __init__(self, records: RecordSettings, checks: CheckSettings, manifest: ManifestFormat):
         super().__init__()
-        self._max_image_bytes = max_image_bytes
-        self._allowed_prefixes = allowed_prefixes
-        self._max_distance = max_distance
-        self._max_pixels = max_pixels
+        self._max_image_bytes = records.max_image_bytes
+        self._allowed_prefixes = manifest.allowed_prefixes  # checked again where each image is opened
+        self._max_distance = checks.near_duplicate_distance
+        self._max_pixels = records.max_pixels
 
     def expand(self, batches):
         hash_rows = HashRowsFn(self._max_image_bytes, self._max_pixels, self._allowed_prefixes)

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import apache_beam as beam
 
 from shardsmith.core.rows import ManifestRow, PlacedRow, RowBatch
+from shardsmith.core.settings import PlacementSettings
 from shardsmith.format.naming import SPLITS
 
 # Bounds the rows one worker holds while ranking: a (split, label) with more rows is ranked in 2^k hash buckets.
@@ -44,8 +45,8 @@ def keyed_hash(seed: int, purpose: bytes, *parts: str) -> int:
     return int.from_bytes(digest.digest(), "big")
 
 
-def assign_splits(batch: RowBatch, ratios: tuple[float, float, float], seed: int) -> RowBatch:
-    return [assign_split(row, ratios, seed) for row in batch]
+def assign_splits(batch: RowBatch, placement: PlacementSettings) -> RowBatch:
+    return [assign_split(row, placement.split_ratios, placement.seed) for row in batch]
 
 
 def assign_split(row: ManifestRow, ratios: tuple[float, float, float], seed: int) -> ManifestRow:

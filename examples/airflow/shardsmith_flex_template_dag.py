@@ -55,7 +55,7 @@ with DAG(
             "launchParameter": {
                 "jobName": "shardsmith-{{ ds_nodash }}",  # the operator appends a unique suffix
                 "containerSpecGcsPath": TEMPLATE_FILE,
-                # Template parameters, validated by the regexes of pipeline/flex_template_metadata.json.
+                # Template parameters, validated by the regexes of pipeline/options/flex_template_metadata.json.
                 "parameters": {
                     "manifest": MANIFEST,
                     "output_dir": OUTPUT_DIR,

@@ -22,7 +22,7 @@ COMMANDS = {
     "image": "build the container image (Dataflow workers and Flex Template launcher) and push it",
     "dataflow": "run `shardsmith build ARGS...` on Dataflow, its workers in the container image",
     "template": "build the Flex Template spec file (on gs://) from the image and "
-                "pipeline/flex_template_metadata.json",
+                "pipeline/options/flex_template_metadata.json",
     "run-template": "launch a Dataflow job from the Flex Template; build flags become template parameters",
 }
 

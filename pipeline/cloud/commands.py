@@ -2,7 +2,7 @@
 
 Guarantees: the steps follow from the settings, the passed arguments and this checkout; nothing here runs
 them (steps.py does). `image` builds from this checkout (its Dockerfile); `template` uses this checkout's
-pipeline/flex_template_metadata.json; `dataflow` and `run-template` accept only gs:// manifests and output
+pipeline/options/flex_template_metadata.json; `dataflow` and `run-template` accept only gs:// manifests and output
 folders, since Dataflow's workers cannot read the launching machine's files.
 """
 
@@ -115,8 +115,8 @@ def dataflow(s: Settings, passed: list[str], python: str) -> list[list[str]]:
 
 
 def _check_build(argv: list[str]) -> None:
-    """The build's own argument checks (pipeline/build_args.py), for a dry run as for a real one."""
-    from pipeline.build_args import check_build_arguments
+    """The build's own argument checks (pipeline/options/check.py), for a dry run as for a real one."""
+    from pipeline.options.check import check_build_arguments
     from shardsmith.errors import UsageError as BuildUsageError
 
     try:

@@ -53,8 +53,9 @@ def help_text(prog: str) -> str:
               "and checks the output folder; it reads no row and no image: Dataflow's workers do.",
               first="  dataflow ARGS: ", indent="    "),
         _wrap("the template parameters as build flags (--manifest, --output_dir, --name, ...; see "
-              f"pipeline/flex_template_metadata.json). A repeated {lists} is joined with commas, and {switches} "
-              "without a value becomes true. Workers run in --image. The command returns once the job is launched.",
+              "pipeline/options/flex_template_metadata.json). "
+              f"A repeated {lists} is joined with commas, and {switches} without a value becomes true. Workers run "
+              "in --image. The command returns once the job is launched.",
               first="  run-template ARGS: ", indent="    "),
     ]
     return "\n\n".join(paragraphs)

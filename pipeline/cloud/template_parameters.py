@@ -1,8 +1,8 @@
 """run-template's arguments: build flags become Flex Template parameters, in gcloud's `--parameters` syntax.
 
-The template's parameters, and which are required, are those of pipeline/flex_template_metadata.json; which are
-lists and which are switches is in pipeline/flex_template_flags.json. Both are generated from the build flags
-(`python -m pipeline.flex_template --write`), so this module needs no Beam to know them.
+The template's parameters, and which are required, are those of pipeline/options/flex_template_metadata.json;
+which are lists and which are switches is in pipeline/options/flex_template_flags.json. Both are generated from the
+build flags (`python -m pipeline.options.flex_template --write`), so this module needs no Beam to know them.
 Guarantees: only the template's parameters pass, each once, in the order first given; a repeated list flag is
 joined with commas (the entry point splits it again), a repeated other flag keeps its last value, a switch without
 a value is `true`; the `--parameters` flag reads back as exactly these items, whatever commas they contain.
@@ -16,9 +16,9 @@ from pathlib import Path
 
 from pipeline.cloud import UsageError
 
-PIPELINE = Path(__file__).resolve().parent.parent
-METADATA_FILE = PIPELINE / "flex_template_metadata.json"
-FLAGS_FILE = PIPELINE / "flex_template_flags.json"
+OPTIONS = Path(__file__).resolve().parent.parent / "options"
+METADATA_FILE = OPTIONS / "flex_template_metadata.json"
+FLAGS_FILE = OPTIONS / "flex_template_flags.json"
 # gcloud splits a list flag at commas unless it starts with ^D^, D the delimiter used instead (gcloud topic escaping)
 DELIMITERS = ("~", ";", "#", "|", "@")
 
@@ -53,7 +53,7 @@ def template_parameters(args: list[str], template: Template) -> list[str]:
             raise UsageError(f"unexpected argument: {arg} (template parameters are --name VALUE)")
         name, has_value, value = arg[2:].partition("=")
         if name not in template.names:
-            raise UsageError(f"--{name} is not a parameter of the template (see pipeline/{METADATA_FILE.name})")
+            raise UsageError(f"--{name} is not a parameter of the template (see pipeline/options/{METADATA_FILE.name})")
         if not has_value:
             if name in template.switches:
                 value = "true"

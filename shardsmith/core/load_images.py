@@ -102,6 +102,14 @@ def inspect_image(data: bytes, validate: str = "decode", max_pixels: int = DEFAU
     return ImageInfo(fmt, height, width, channels)
 
 
+def check_min_side(info: ImageInfo, min_side: int) -> None:
+    """ImageRejected when the image's shorter side is below `min_side` pixels (--min_side; 0: any size). The
+    reason is the same for every image (errors are counted by reason); the detail gives this one's size."""
+    if min(info.width, info.height) < min_side:
+        raise ImageRejected(f"too small: shorter side below --min_side {min_side}",
+                            f"{info.width}x{info.height} pixels")
+
+
 def open_image(data: bytes, max_pixels: int = DEFAULT_MAX_PIXELS):
     """Pillow's image of `data`, opened (header parsed, no pixel decoded) and within `max_pixels` (a GIF by its
     largest frame, as TensorFlow decodes it); raises ImageRejected otherwise. Every decode in shardsmith (the

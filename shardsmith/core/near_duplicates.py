@@ -192,7 +192,7 @@ def pair_of(a: HashedImage, b: HashedImage, distance: int, similarity: float = 1
 
 def structure_similarity(a: ImageSignature, b: ImageSignature) -> float:
     """Cosine of the two signatures' low-frequency DCT coefficients: 1 for copies, lower for other pictures."""
-    import numpy as np  # not at the top: pipeline/options.py reads this module's constants without numpy
+    import numpy as np  # not at the top: shardsmith/core/settings.py reads this module's constants without numpy
 
     u, v = a.structure_vector(), b.structure_vector()
     norms = float(np.linalg.norm(u) * np.linalg.norm(v))

@@ -27,8 +27,9 @@ from dataclasses import dataclass
 
 from shardsmith.core.load_images import DEFAULT_MAX_PIXELS, open_image
 
-# numpy, scipy and Pillow are imported where used: pipeline/options.py reads this module's constants (through
-# near_duplicates.py) on the bare standard library, for the dataflow command's argument checks.
+# numpy, scipy and Pillow are imported where used: the flag declarations (shardsmith/core/settings.py) read this
+# module's constants (through near_duplicates.py) on the bare standard library, for the dataflow command's
+# argument checks.
 HASH_BITS = 64
 # The thumbnail pHash takes its DCT of is 32x32; decoding at least twice that keeps the Lanczos resize honest.
 MIN_REDUCED_SIDE = 64

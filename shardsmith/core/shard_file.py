@@ -27,6 +27,7 @@ from shardsmith.core.encode import encode_image_example
 from shardsmith.core.load_images import (
     ImageInfo,
     ImageRejected,
+    check_min_side,
     inspect_image,
     ordered_bounded_map,
     read_bytes,
@@ -91,9 +92,11 @@ def _load(placed: PlacedRow, config: WriterConfig) -> _Loaded:
         sha256 = hashlib.sha256(data).hexdigest()
         changed = reencode(data, settings.reencoding, settings.max_pixels) if settings.reencoding.active else None
         if changed is not None:
+            check_min_side(changed[1], settings.min_side)
             signature = signature_of_bytes(data, settings.max_pixels) if settings.perceptual_hash else None
             return _Loaded(placed, *changed, sha256, source_size=len(data), signature=signature)
         info, signature = _inspect(data, settings)
+        check_min_side(info, settings.min_side)
     except ImageRejected as e:
         return _Loaded(placed, error=e)
     except OSError as e:

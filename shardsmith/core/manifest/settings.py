@@ -7,27 +7,20 @@ import os
 import posixpath
 from dataclasses import dataclass, fields
 
+from shardsmith.core.settings import ManifestSettings
 from shardsmith.format.naming import is_remote
 
 
 @dataclass(frozen=True)
-class ManifestFormat:
-    """How to read a manifest: column names and optional URI prefix rewrites (OLD, NEW)."""
-
-    split_column: str = "split"
-    uri_column: str = "image_uri"
-    label_column: str = "label"
-    path_map: tuple[tuple[str, str], ...] = ()
-    allowed_prefixes: tuple[str, ...] = ()  # each ends with "/", local ones real paths; empty: anywhere
-    task: str = "classification"
-    list_delimiter: str = ";"
-    mask_column: str = "mask_uri"
-    features: tuple[tuple[str, str], ...] = ()  # (column name, type)
+class ManifestFormat(ManifestSettings):
+    """How to read a manifest: column names, the task, features and optional URI prefix rewrites (OLD, NEW).
+    Its fields and their defaults are the flags declared on ManifestSettings (shardsmith/core/settings.py);
+    `allowed_prefixes` each end with "/", local ones real paths; empty means anywhere."""
 
     @classmethod
     def from_recorded(cls, recorded: dict) -> ManifestFormat:
         """The format a build read its manifests with, from the options recorded in its metadata.json (see
-        pipeline/options.py BuildOptions.recorded); fields a build did not record keep their defaults."""
+        pipeline/options/build_options.py BuildOptions.recorded); fields a build did not record keep their defaults."""
         known = {f.name for f in fields(cls)}
         values = {key: value for key, value in recorded.items() if key in known}
         for key in ("path_map", "features"):

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import argparse
 
-from pipeline import beam_flags
-from pipeline.options import (
+from pipeline.options import beam_flags
+from pipeline.options.arguments import (
     UsageError,
     add_build_arguments,
     build_options_from,

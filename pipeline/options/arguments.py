@@ -1,0 +1,96 @@
+"""`shardsmith build`'s command line: argparse made from the declared flags (flags.py), its values parsed into
+BuildOptions, and the checks that span flags. Everything argparse does not know passes through to Beam.
+Guarantee: every mistake is a UsageError of one line, raised before Beam or TensorFlow is imported.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from pipeline.options.build_options import BuildOptions
+from pipeline.options.flags import BOOLEAN, LIST, VALUE, build_flags, own_flag_names
+from shardsmith.core.flag import compose
+from shardsmith.core.settings import check_feature_names
+from shardsmith.errors import UsageError
+
+__all__ = ["UsageError", "add_build_arguments", "build_options_from", "normalize_flags", "own_flag_names",
+           "reject_unknown_flags"]
+
+
+def add_build_arguments(parser: argparse.ArgumentParser) -> None:
+    """Every build flag on `parser`, in --help's sections (inputs, output, checks) and order."""
+    groups: dict[str | None, argparse._ActionsContainer] = {None: parser}
+    for flag in build_flags():
+        group = flag.declared.flag.group
+        if group not in groups:
+            groups[group] = parser.add_argument_group(group)
+        settings = dict(help=flag.help, default=flag.default)
+        if flag.kind == BOOLEAN:
+            settings["action"] = "store_true"
+        else:
+            settings |= dict(action="append" if flag.kind == LIST else "store", metavar=flag.declared.flag.metavar)
+            if flag.kind == VALUE:
+                settings["type"] = flag.value_type
+            if flag.choices:
+                settings["choices"] = flag.choices
+            if flag.required:
+                settings["required"] = True
+        groups[group].add_argument(f"--{flag.name}", **settings)
+
+
+def build_options_from(args: argparse.Namespace) -> BuildOptions:
+    """BuildOptions from parsed arguments: each flag's value through its declared parse, then the checks that
+    span flags. Raises UsageError (one line) for the first mistake."""
+    values = {}
+    try:
+        for flag in build_flags():
+            value = getattr(args, flag.name)
+            parse = flag.declared.flag.parse
+            values[flag.declared.path] = parse(value) if parse and value is not None else value
+        values[("records", "perceptual_hash")] = values[("checks", "near_duplicates")] == "report"
+        options = compose(BuildOptions, values)
+        check_feature_names(options.manifest)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    task, reencoding = options.manifest.task, options.records.reencoding
+    if task in ("detection", "segmentation") and reencoding.active:
+        raise UsageError(f"--task {task} cannot yet be combined with --max_side or --reencode: boxes and "
+                         "masks would have to follow the resize and the EXIF rotation")
+    return options
+
+
+def normalize_flags(argv: list[str], own: frozenset[str]) -> list[str]:
+    """`--num-shards 4` and `--output-dir=x` as `--num_shards 4` and `--output_dir=x`: a dashed spelling of one
+    of shardsmith's own flags is that flag. Beam's flags are left as given (Beam reads its own)."""
+    normalized = []
+    for arg in argv:
+        if arg == "--":
+            return normalized + argv[len(normalized):]
+        name, eq, value = arg[2:].partition("=")
+        if arg.startswith("--") and "-" in name and name.replace("-", "_") in own:
+            arg = f"--{name.replace('-', '_')}{eq}{value}"
+        normalized.append(arg)
+    return normalized
+
+
+def reject_unknown_flags(argv: list[str], own: frozenset[str], beam: frozenset[str]) -> None:
+    """Raises UsageError naming every flag that neither shardsmith (exactly, or as argparse's unambiguous
+    abbreviation) nor Beam knows, with the closest known flag: Beam would otherwise drop it without a word."""
+    import difflib
+
+    unknown = []
+    for arg in argv:
+        if arg == "--":
+            break
+        if arg.startswith("--"):
+            name = arg[2:].partition("=")[0]
+            if name and (name in beam or any(flag.startswith(name) for flag in own)):
+                continue
+        elif arg == "-h" or not (arg.startswith("-") and arg[1:2].isalpha()):
+            continue  # a value (-1 included), or -h; Beam discards single-dash flags, so they are errors too
+        close = difflib.get_close_matches(arg.lstrip("-").partition("=")[0].replace("-", "_"),
+                                          sorted(own | beam), n=1)
+        unknown.append(arg.partition("=")[0] + (f" (did you mean --{close[0]}?)" if close else ""))
+    if unknown:
+        raise UsageError(f"unknown flag{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}; "
+                         "`shardsmith build --help` lists shardsmith's flags, other flags must be Apache Beam's")

@@ -1,0 +1,47 @@
+"""Each build flag is declared once, on the settings field it fills (shardsmith/core/flag.py): what argparse, the
+settings objects and metadata.json's options are made from must agree with those declarations."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from pipeline import cli
+from pipeline.options.arguments import build_options_from
+from pipeline.options.build_options import RECORDED_ORDER, BuildOptions
+from pipeline.options.flags import HELP_ORDER, build_flags
+from shardsmith.core.flag import declared
+from shardsmith.core.manifest import ManifestFormat
+from shardsmith.core.settings import ManifestSettings
+
+
+def _options(*argv: str) -> BuildOptions:
+    args, _ = cli._parser().parse_known_args(["build", "--manifest", "m.csv", "--output_dir", "o", "--name", "n",
+                                              *argv])
+    return build_options_from(args)
+
+
+def test_the_orders_users_have_seen_name_only_declared_flags():
+    names = [flag.name for flag in build_flags()]
+    assert len(names) == len(set(names))
+    assert names[:len(HELP_ORDER)] == list(HELP_ORDER)
+    keys = [flag.recorded_key for flag in declared(BuildOptions) if flag.flag.recorded is not None]
+    assert len(keys) == len(set(keys)) and set(RECORDED_ORDER) <= set(keys)
+
+
+def test_the_settings_objects_hold_the_declared_defaults():
+    options = _options()
+    for flag in declared(BuildOptions):
+        if flag.flag.required:
+            continue
+        holder = options
+        for name in flag.path:
+            holder = getattr(holder, name)
+        assert holder == flag.field.default, flag.name
+    # ManifestFormat (shardsmith/core/manifest.py) still spells its defaults; they must be the declared ones.
+    assert dataclasses.asdict(ManifestFormat()) == dataclasses.asdict(ManifestSettings())
+
+
+def test_a_flag_at_its_default_that_is_recorded_only_when_set_is_not_recorded():
+    assert "min_side" not in _options().recorded()
+    assert list(_options("--min_side", "8").recorded())[-1:] == ["min_side"]
+    assert _options("--near_duplicates", "report").recorded()["near_duplicate_distance"] == 10
