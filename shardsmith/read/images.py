@@ -53,5 +53,5 @@ def decode_image(data: bytes, size: int | Sequence[int] | None = None, channels:
     """`decode_pil` as a numpy array, height x width x channels, uint8."""
     import numpy as np
 
-    image = np.asarray(decode_pil(data, size, channels), dtype=np.uint8)
+    image = np.array(decode_pil(data, size, channels), dtype=np.uint8)  # a copy: writable, as torch wants
     return image[:, :, None] if image.ndim == 2 else image
