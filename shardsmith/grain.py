@@ -45,14 +45,14 @@ class ShardSource:
 
 
 def dataset(output_dir: str, split: str = "train", *, seed: int = 0, batch_size: int = 32,
-            image_size: int | Sequence[int] | None = None, shuffle: bool = True, drop_remainder: bool = False,
-            version: str | None = None):
-    """A `grain.MapDataset` of batches ({"image": uint8 [batch, height, width, 3], "label": int64 [batch]}):
-    the split shuffled by index with `seed` (a new order each epoch when repeated), decoded, batched.
-    `image_size` is needed to batch images of different sizes."""
+            image_size: int | Sequence[int] | None = None, num_epochs: int = 1, shuffle: bool = True,
+            drop_remainder: bool = False, version: str | None = None):
+    """A `grain.MapDataset` of batches ({"image": uint8 [batch, height, width, 3], "label": int64 [batch]}) over
+    `num_epochs` epochs: each epoch the whole split in a new order (Grain's shuffle by index, from `seed`), each
+    record once, decoded, batched. `image_size` is needed to batch images of different sizes."""
     import grain
 
     records = grain.MapDataset.source(ShardSource(output_dir, split, version=version, image_size=image_size))
     if shuffle:
         records = records.shuffle(seed=seed)
-    return records.batch(batch_size, drop_remainder=drop_remainder)
+    return records.repeat(num_epochs).batch(batch_size, drop_remainder=drop_remainder)
