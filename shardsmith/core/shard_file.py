@@ -198,6 +198,9 @@ def _write_index(config: WriterConfig, shard_name: str, index: RecordIndex) -> s
     into a gzip stream cannot be sought (DALI and `tfrecord` index uncompressed files only)."""
     if config.records.compression == "gzip":
         return None
+    from shardsmith.core.lifeline import exit_if_orphaned
+
+    exit_if_orphaned()  # as before the shard's rename: no file reaches its final name after the build is gone
     name = index_file_name(shard_name)
     write_atomically(join(config.output_dir, name), index.to_bytes())
     return name
