@@ -7,7 +7,8 @@
   shuffles the shard order (seed and `set_epoch(epoch)`, as `DistributedSampler`), lays the split's records out
   in that order and gives each DDP rank, then each DataLoader worker of that rank, one contiguous run of them
   (starting mid-shard through the index): every record goes to exactly one worker of one rank, and ranks' counts
-  differ by at most one. Records then pass through a `shuffle_buffer`.
+  differ by at most one. Records then pass through a `shuffle_buffer`. Call `set_epoch` before each epoch
+  with the default `persistent_workers=False`: persistent workers keep the epoch they were started with.
 
 Both yield `(image, target)`: the image a CHW tensor (uint8, or float32 in 0..1 with `dtype="float32"`), resized
 to `image_size` when given; the target the label id (classification) or a multi-hot float32 vector
