@@ -31,13 +31,13 @@ from shardsmith.format.naming import (
     BUILD_ID,
     METADATA_FILE,
     STAGED_METADATA,
-    canonical_split,
     index_file_name,
     is_remote,
     join,
 )
 from shardsmith.format.record_index import RecordIndex
 from shardsmith.format.tfrecord import FramingError, iter_records, unframe
+from shardsmith.read.load import split_name, split_shards
 from shardsmith.read.records import decompressed
 
 MAX_OPEN_FILES = 64  # shard files a reader keeps open for random access (least recently used closed first)
@@ -48,9 +48,10 @@ class CorruptRecord(RuntimeError):
 
 
 def open_build(output_dir: str, version: str | None = None) -> tuple[dict, str]:
-    """(metadata.json, the folder holding the build's files) of the published build (`version` None) or of the
-    kept, complete build `builds/<version>/`. FileNotFoundError when there is none; ValueError (one line) for a
-    bad version or a metadata.json the reader cannot use."""
+    """(metadata.json, the folder it was read from) of the published build (`version` None: `output_dir`) or of
+    the kept, complete build `builds/<version>/` (that folder); `dataset_dir(folder, metadata)` holds the files.
+    FileNotFoundError when there is none; ValueError (one line) for a bad version or a metadata.json the reader
+    cannot use."""
     output_dir = os.fspath(output_dir).rstrip("/")
     folder = output_dir
     if version is not None:
@@ -65,7 +66,7 @@ def open_build(output_dir: str, version: str | None = None) -> tuple[dict, str]:
     check_readable(metadata, join(folder, METADATA_FILE))
     if version is not None and read_bytes(join(folder, STAGED_METADATA)) is not None:
         raise FileNotFoundError(f"{output_dir}: build {version} was never published (it did not finish)")
-    return metadata, dataset_dir(folder, metadata)
+    return metadata, folder
 
 
 @dataclass(frozen=True)
@@ -176,24 +177,19 @@ class Records(Sequence):
 
     def __init__(self, output_dir: str, split: str = "train", version: str | None = None):
         self.output_dir = os.fspath(output_dir).rstrip("/")
-        self.metadata, self.folder = open_build(self.output_dir, version)
-        splits = self.metadata["splits"]
-        name = split if split in splits else canonical_split(split) or split
-        if name not in splits:
-            raise ValueError(f"split {split!r} is not in this dataset; it has {', '.join(splits) or 'no splits'}")
-        self.split = name
+        self.metadata, read_from = open_build(self.output_dir, version)
+        self.folder = dataset_dir(read_from, self.metadata)
+        self.split = split_name(split, self.metadata)
         self.compression = self.metadata.get("compression", "none")
         self.features: dict[str, str] = dict(self.metadata["features"])
         self.labels: list[str] = list(self.metadata["labels"])
         self.shards: list[Shard] = []
         start = 0
-        for entry in splits[name]["shards"]:
-            path = join(self.folder, confined_file_name(entry["file"]))
-            listed = entry.get("index")
+        for entry in split_shards(read_from, self.metadata, self.split):
             index_path = None
             if self.compression != "gzip":
-                index_path = join(self.folder, confined_file_name(listed or index_file_name(entry["file"])))
-            self.shards.append(Shard(path, entry["num_examples"], start, index_path))
+                index_path = join(self.folder, confined_file_name(entry.get("index") or index_file_name(entry["file"])))
+            self.shards.append(Shard(entry["path"], entry["num_examples"], start, index_path))
             start += entry["num_examples"]
         self._starts = [s.start for s in self.shards]
         self._length = start
