@@ -1,5 +1,6 @@
 """The `shardsmith` command: `build` runs the pipeline, `sample` writes the demo dataset, `verify` reads a
-dataset back and checks every record, `inspect` reports on one (and draws PNGs); `image`, `dataflow`,
+dataset back and checks every record, `inspect` reports on one (and draws PNGs), `index` writes the index
+files of a build made before builds wrote them; `image`, `dataflow`,
 `template` and `run-template` build and run it on Google Cloud (pipeline/cloud/, which needs neither Beam nor
 TensorFlow: they are imported only by the commands that use them).
 
@@ -28,7 +29,7 @@ from pipeline.quiet import VERBOSE_ENV, quiet
 from shardsmith.errors import UsageError
 
 DEBUG_ENV = "SHARDSMITH_DEBUG"
-COMMANDS = ("build", "sample", "verify", "inspect", "schema")
+COMMANDS = ("build", "sample", "verify", "inspect", "schema", "index")
 MAX_LABELS_SHOWN = 10  # per split in the summary; a dataset may have thousands
 # time.monotonic() when this command started: the process's start for `shardsmith ...` (interpreter start-up
 # and imports are part of the wait), the call of main() when a program calls it; None outside main().
@@ -45,7 +46,7 @@ def _parser() -> argparse.ArgumentParser:
     from pipeline.options.arguments import add_build_arguments
 
     commands = parser.add_subparsers(dest="command", required=True,
-                                     metavar="{build,sample,verify,inspect,schema," + ",".join(CLOUD_COMMANDS) + "}")
+                                     metavar="{" + ",".join([*COMMANDS, *CLOUD_COMMANDS]) + "}")
     build = commands.add_parser(
         "build", help="build TFRecord shards from a manifest or a folder",
         description="Build TFRecord shards. Each flag may also be spelled with dashes (--num-shards). Apache "
@@ -76,6 +77,12 @@ def _parser() -> argparse.ArgumentParser:
         "schema", help="print --feature flags for a manifest's extra columns (types inferred from its first rows)",
         description="Infers the type of each column shardsmith does not read itself and prints the --feature "
                     "flags to copy into `shardsmith build`."))
+    from shardsmith.read import reindex
+
+    reindex.add_arguments(commands.add_parser(
+        "index", help="write the index files (<shard>.idx) of a build made before builds wrote them",
+        description="Reads every shard of the published build (checksums checked) and writes its index file "
+                    "beside it, under the folder's lock; never changes a shard or metadata.json."))
     for name, line in CLOUD_COMMANDS.items():  # listed here; `main` hands them to pipeline.cloud
         commands.add_parser(name, help=line, add_help=False)
     return parser
@@ -351,12 +358,12 @@ def run(argv: list[str] | None = None) -> dict | str | int:
     if not argv or argv[0] not in COMMANDS:
         _parser().parse_args(argv)  # prints usage and exits
     command, rest = argv[0], argv[1:]
-    if command in ("verify", "inspect", "schema"):
+    if command in ("verify", "inspect", "schema", "index"):
         from pipeline import schema
-        from shardsmith.read import inspect, verify
+        from shardsmith.read import inspect, reindex, verify
 
         args = _parser().parse_args([command, *rest])
-        return {"verify": verify, "inspect": inspect, "schema": schema}[command].run(args)
+        return {"verify": verify, "inspect": inspect, "schema": schema, "index": reindex}[command].run(args)
     return build(rest) if command == "build" else sample(rest)
 
 

@@ -1,14 +1,16 @@
 """shardsmith: balanced, shuffled, sharded TFRecords from an image manifest.
 
-`shardsmith.load(out, split)` reads a finished build back as a `tf.data.Dataset`; `shardsmith.published_dir(out)`
-is the folder of the build `out` publishes (for TFDS's builder_from_directory, labels.txt, errors.jsonl).
+`shardsmith.load(out, split)` reads a finished build back as a `tf.data.Dataset`; `shardsmith.records(out, split)`
+as a sequence of dicts, without TensorFlow (`shardsmith.torch` and `shardsmith.grain` build on it);
+`shardsmith.decode_image(data, size)` decodes a record's image with Pillow; `shardsmith.published_dir(out)` is the
+folder of the build `out` publishes (for TFDS's builder_from_directory, labels.txt, errors.jsonl).
 Importing this package is cheap: TensorFlow is imported when `load` runs, not before.
 """
 
 from __future__ import annotations
 
 __version__ = "0.1.0"
-__all__ = ["load", "published_dir"]
+__all__ = ["decode_image", "load", "published_dir", "records"]
 
 
 def load(*args, **kwargs):
@@ -23,3 +25,17 @@ def published_dir(output_dir):
     from shardsmith.format.build_folder import published_dir as _published_dir
 
     return _published_dir(output_dir)
+
+
+def records(output_dir, split="train", version=None):
+    """A split's records as a sequence of dicts, TensorFlow-free, CRCs checked (shardsmith/read/sequence.py)."""
+    from shardsmith.read.sequence import records as _records
+
+    return _records(output_dir, split, version)
+
+
+def decode_image(data, size=None, channels=3):
+    """An encoded image as a height x width x channels uint8 numpy array, with Pillow (shardsmith/read/images.py)."""
+    from shardsmith.read.images import decode_image as _decode_image
+
+    return _decode_image(data, size, channels)

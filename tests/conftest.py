@@ -201,8 +201,8 @@ def tfrecorder_data() -> Path:
 
 def copy_with_gzip_shards(built: Path, target: Path) -> Path:
     """The built dataset with every shard gzip-compressed and metadata.json saying so, as --compression gzip
-    writes it (same names with .gz, num_bytes and sha256 of the compressed file, no TFDS files: TFDS cannot
-    read them)."""
+    writes it (same names with .gz, num_bytes and sha256 of the compressed file, no index files, no TFDS files:
+    TFDS cannot read them)."""
     shutil.copytree(built, target)
     metadata = json.loads((target / "metadata.json").read_text())
     metadata["compression"] = "gzip"
@@ -213,6 +213,8 @@ def copy_with_gzip_shards(built: Path, target: Path) -> Path:
             packed = folder / (shard["file"] + ".gz")
             packed.write_bytes(gzip.compress(raw.read_bytes(), mtime=0))
             raw.unlink()
+            (folder / (shard["file"] + ".idx")).unlink(missing_ok=True)  # gzip shards have no index
+            shard["index"] = None
             shard["file"], shard["num_bytes"] = packed.name, packed.stat().st_size
             shard["sha256"] = hashlib.sha256(packed.read_bytes()).hexdigest()
         info["num_bytes"] = sum(s["num_bytes"] for s in info["shards"])

@@ -103,10 +103,11 @@ def test_records_inside_a_shard_are_shuffled_not_label_sorted(built, read_record
 def test_file_names_follow_the_tfrecord_convention(built, metadata_of):
     folder = Path(published_dir(built))
     names = sorted(p.name for p in folder.iterdir() if ".tfrecord-" in p.name)
-    assert names == sorted(
+    shards = sorted(
         [f"pets-train.tfrecord-{i:05d}-of-00004" for i in range(4)]
         + [f"pets-{s}.tfrecord-{i:05d}-of-00002" for s in ("validation", "test") for i in range(2)]
     )
+    assert names == sorted(shards + [f"{shard}.idx" for shard in shards])  # each shard and its index file
     assert not [p for p in folder.iterdir() if p.name.startswith(".shardsmith-tmp-")]
     assert (folder / "errors.jsonl").read_text() == ""
 

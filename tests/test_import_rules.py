@@ -8,6 +8,9 @@
 - shardsmith.read (load, verify, inspect) never imports a stage or the build.
 - Manifests are read through shardsmith.core.manifest (the package's interface), never one of its modules from
   outside it: a new manifest format is then one module there.
+- The framework readers (shardsmith/torch.py, shardsmith/grain.py) build on shardsmith.read's TensorFlow-free
+  record reader: they never import TensorFlow, Beam (even gs:// goes through shardsmith.read), a stage or the
+  build; torch is imported by shardsmith/torch.py alone, so `import shardsmith` never loads it.
 """
 
 from __future__ import annotations
@@ -168,3 +171,20 @@ def test_the_flag_modules_load_without_beam_or_tensorflow_in_a_fresh_interpreter
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["[]", "35"]
+FRAMEWORK_READERS = ("shardsmith/torch.py", "shardsmith/grain.py")
+
+
+def test_the_framework_readers_import_neither_tensorflow_nor_beam_and_torch_only_there():
+    broken = [f"{path} imports {name}" for path in FRAMEWORK_READERS for name, _ in _imports(ROOT / path)
+              if _under(name, "tensorflow", "apache_beam", "transforms", "pipeline")]
+    torch_users = {str(path.relative_to(ROOT)) for path in _modules("shardsmith")
+                   for name, _ in _imports(path) if _under(name, "torch")}
+    assert broken == [] and torch_users == {"shardsmith/torch.py"}
+
+
+def test_the_framework_readers_load_without_tensorflow_or_beam_in_a_fresh_interpreter():
+    code = ("import sys, shardsmith.torch, shardsmith.grain, shardsmith.read.sequence\n"
+            "print(sorted(m for m in ('apache_beam', 'tensorflow', 'grain') if m in sys.modules))\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]", "shardsmith.grain imports grain only in dataset()"

@@ -136,7 +136,8 @@ def test_retried_shard_attempts_write_each_record_once(label_sorted_set, tmp_pat
     assert list(retried.iterdir()) == [], "a failed attempt leaves neither a final nor a temporary file"
     first = run_attempt(retried)
     second = run_attempt(retried)
-    assert [p.name for p in retried.iterdir()] == ["pets-train.tfrecord-00000-of-00001"]
+    assert sorted(p.name for p in retried.iterdir()) == ["pets-train.tfrecord-00000-of-00001",
+                                                         "pets-train.tfrecord-00000-of-00001.idx"]
     assert files_of(retried) == files_of(clean)
     results = [o for o in first if not hasattr(o, "tag")]
     assert results == [o for o in second if not hasattr(o, "tag")]

@@ -429,6 +429,39 @@ def read_snippet(group: Group, request) -> None:
     assert total == demo.metadata["splits"]["train"]["num_examples"] == 94  # every training record, once
 
 
+@handles("torch", "python")
+def torch_snippet(group: Group, request) -> None:
+    """Two epochs of the PyTorch snippet on the demo build: every training record once an epoch."""
+    pytest.importorskip("torch")
+    demo = request.getfixturevalue("demo")
+    request.getfixturevalue("monkeypatch").chdir(demo.root)
+    steps = []
+
+    def train_step(images, labels):
+        steps.append((tuple(images.shape), str(images.dtype), len(labels), str(labels.dtype)))
+
+    exec(compile(group.blocks[0].text, str(group.doc), "exec"), {"train_step": train_step})
+    assert steps[0] == ((32, 3, 224, 224), "torch.float32", 32, "torch.int64")
+    assert sum(step[2] for step in steps) == 2 * demo.metadata["splits"]["train"]["num_examples"] == 2 * 94
+
+
+@handles("grain", "python")
+def grain_snippet(group: Group, request) -> None:
+    pytest.importorskip("grain")
+    demo = request.getfixturevalue("demo")
+    request.getfixturevalue("monkeypatch").chdir(demo.root)
+    shapes = []
+
+    def train_step(state, batch):
+        shapes.append((batch["image"].shape, batch["image"].dtype.name, batch["label"].dtype.name))
+        return state + len(batch["label"])
+
+    scope = {"train_step": train_step, "state": 0}
+    exec(compile(group.blocks[0].text, str(group.doc), "exec"), scope)
+    assert shapes[0] == ((32, 224, 224, 3), "uint8", "int64")
+    assert scope["state"] == 2 * 94, "every training record once an epoch"
+
+
 @handles("tfds", "python")
 def tfds_snippet(group: Group, request) -> None:
     demo = request.getfixturevalue("demo")
@@ -609,18 +642,23 @@ def benchmark_commands(group: Group, request) -> None:
 def layout(group: Group, request) -> None:
     """The folder tree names exactly what the demo build holds (shard names by their template)."""
     demo = request.getfixturevalue("demo")
-    shard = re.compile(r"^[\w.-]+-(train|validation|test)\.tfrecord-\d{5}-of-\d{5}$")
+    shard = re.compile(r"^[\w.-]+-(train|validation|test)\.tfrecord-\d{5}-of-\d{5}(\.idx)?$")  # and its index
     build_id = re.compile(r"^builds/\d{8}T\d{6}Z-[0-9a-f]{8}/$")
+
+    def kind(name: str) -> str:
+        found = shard.match(name)
+        return "SHARD" + (found.group(2) or "") if found else "builds/<id>/" if build_id.match(name) else name
+
     top, inside = set(), set()
     for line in group.blocks[0].text.splitlines()[1:]:
         entry = re.match(r"^( +)(\S.*?)(?: {2,}.*)?$", line)
         if entry.group(2) == "...":
             continue
         for name in entry.group(2).split(", "):
-            name = "SHARD" if shard.match(name) else "builds/<id>/" if build_id.match(name) else name
-            (top if len(entry.group(1)) == 2 else inside).add(name)
+            (top if len(entry.group(1)) == 2 else inside).add(kind(name))
     assert top == {p.name + ("/" if p.is_dir() else "") for p in demo.out.iterdir()} - {"builds/"} | {"builds/<id>/"}
-    actual = {"SHARD" if shard.match(p.name) else p.name + ("/" if p.is_dir() else "") for p in demo.build.iterdir()}
+    actual = {kind(p.name) if shard.match(p.name) else p.name + ("/" if p.is_dir() else "")
+              for p in demo.build.iterdir()}
     assert inside == actual
 
 

@@ -151,14 +151,17 @@ def test_write_shards_pipeline(tmp_path, tf, compression):
 
     suffix = ".gz" if compression == "gzip" else ""
     names = [f"pets-train.tfrecord-0000{i}-of-00002{suffix}" for i in (0, 1)]
-    assert sorted(p.name for p in out_dir.iterdir()) == names  # and no temporary file left behind
+    indexes = [None, None] if compression == "gzip" else [f"{name}.idx" for name in names]  # gzip: no index
+    assert sorted(p.name for p in out_dir.iterdir()) == sorted(names + [i for i in indexes if i])  # no temporary
     assert not any(p.name.startswith(TEMP_PREFIX) for p in out_dir.iterdir())
 
     results = sorted(_load(tmp_path / "shards.pkl"), key=lambda r: r.shard)
     assert [r.sha256 for r in results] == [hashlib.sha256((out_dir / name).read_bytes()).hexdigest() for name in names]
     assert [dataclasses.replace(r, sha256="", first_key=None) for r in results] == [
-        ShardResult("train", 0, 2, names[0], 4, (out_dir / names[0]).stat().st_size, {"cat": 3, "dog": 1}, 4),
-        ShardResult("train", 1, 2, names[1], 1, (out_dir / names[1]).stat().st_size, {"dog": 1}, 1),
+        ShardResult("train", 0, 2, names[0], 4, (out_dir / names[0]).stat().st_size, {"cat": 3, "dog": 1}, 4,
+                    index_file=indexes[0]),
+        ShardResult("train", 1, 2, names[1], 1, (out_dir / names[1]).stat().st_size, {"dog": 1}, 1,
+                    index_file=indexes[1]),
     ]
 
     errors = sorted(_load(tmp_path / "errors.pkl"), key=ErrorRow.sort_key)

@@ -103,7 +103,8 @@ def build_metadata(
             "label_counts": {label: label_counts[label] for label in vocabulary.labels if label_counts[label]},
             "shards": [
                 {"file": s.file, "num_examples": s.num_examples, "num_bytes": s.num_bytes,
-                 "label_counts": s.label_counts, "sha256": s.sha256, "first_key": s.first_key}
+                 "label_counts": s.label_counts, "sha256": s.sha256, "first_key": s.first_key,
+                 "index": s.index_file}
                 for s in split_shards
             ],
         }

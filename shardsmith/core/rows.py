@@ -147,6 +147,7 @@ class ShardResult:
     num_rows: int = -1  # manifest lines its records stand for (detection: one per box); -1: one per record
     sha256: str = ""  # hex SHA-256 of the file as written, computed while writing it
     first_key: str | None = None  # image/key/sha256 of its first record; None when it holds none
+    index_file: str | None = None  # its record index's file name, beside it; None for gzip shards (no index)
 
 
 @pickled_as_field_values

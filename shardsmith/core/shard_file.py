@@ -38,8 +38,10 @@ from shardsmith.core.perceptual_hash import MIN_REDUCED_SIDE, ImageSignature, si
 from shardsmith.core.reencode import reencode
 from shardsmith.core.rows import ErrorRow, ImageDigest, PlacedRow, ShardResult
 from shardsmith.core.settings import RecordSettings
+from shardsmith.format.build_folder import write_atomically
 from shardsmith.format.build_record import claim
-from shardsmith.format.naming import TEMP_PREFIX, is_remote, shard_file_name
+from shardsmith.format.naming import TEMP_PREFIX, index_file_name, is_remote, join, shard_file_name
+from shardsmith.format.record_index import RecordIndex
 from shardsmith.format.tfrecord import frame
 
 STAGE = "load"
@@ -150,6 +152,7 @@ def write_shard_file(config: WriterConfig, split: str, shard: int, dealt: Iterab
     label_counts: Counter[str] = Counter()
     num_rows = 0
     first_key: str | None = None  # image/key/sha256 of the shard's first record (None: the shard holds none)
+    index = RecordIndex()  # offsets as framed: the index file is never computed by reading the shard back
     outcome = ShardOutcome(ShardResult(split, shard, num_shards, final_name, 0, 0))
     try:
         with output.open_temporary() as out:
@@ -170,6 +173,7 @@ def write_shard_file(config: WriterConfig, split: str, shard: int, dealt: Iterab
                 out.write(head)
                 out.write(record)
                 out.write(tail)
+                index.add(len(record))
                 if first_key is None:
                     first_key = loaded.sha256
                 label_counts[row.label] += 1
@@ -177,6 +181,7 @@ def write_shard_file(config: WriterConfig, split: str, shard: int, dealt: Iterab
                 progress_signal.add(progress_signal.IMAGES_WRITTEN)
                 faults.reached("mid_shard")
                 faults.reached(faults.WRITER_KILLED)
+        index_file = _write_index(config, final_name, index)
         if config.lock is not None:
             config.lock.check()
     except BaseException:
@@ -185,8 +190,23 @@ def write_shard_file(config: WriterConfig, split: str, shard: int, dealt: Iterab
     num_bytes = output.publish()
     faults.reached("after_shards")
     outcome.result = ShardResult(split, shard, num_shards, final_name, sum(label_counts.values()), num_bytes,
-                                 dict(sorted(label_counts.items())), num_rows, output.sha256, first_key)
+                                 dict(sorted(label_counts.items())), num_rows, output.sha256, first_key,
+                                 index_file)
     return outcome
+
+
+def _write_index(config: WriterConfig, shard_name: str, index: RecordIndex) -> str | None:
+    """Writes the shard's index file beside it (atomically, listed in the build's record first), before the
+    shard itself is renamed into place; returns its name. None for a gzip shard, which gets no index: offsets
+    into a gzip stream cannot be sought (DALI and `tfrecord` index uncompressed files only)."""
+    if config.records.compression == "gzip":
+        return None
+    from shardsmith.core.lifeline import exit_if_orphaned
+
+    exit_if_orphaned()  # as before the shard's rename: no file reaches its final name after the build is gone
+    name = index_file_name(shard_name)
+    write_atomically(join(config.output_dir, name), index.to_bytes())
+    return name
 
 
 class _Output:

@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field, fields
 
-from shardsmith.format.naming import METADATA_FILE, join
+from shardsmith.format.naming import METADATA_FILE, index_file_name, join
 
 # The keys every shardsmith metadata.json has; a JSON file without them is not one.
 REQUIRED_KEYS = ("name", "splits", "labels", "features")
@@ -112,7 +112,8 @@ SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 def check_readable(metadata: dict, path: str = METADATA_FILE) -> None:
     """Checks that every entry the read side (`load()`, `verify`, `inspect`) takes from a parsed metadata.json
     is there with its type; raises MetadataError naming the first that is not, as a JSON path
-    (`splits.train.shards[1].num_bytes`). Entries added later (a shard's `sha256`, `first_key`) may be absent."""
+    (`splits.train.shards[1].num_bytes`). Entries added later (a shard's `sha256`, `first_key`, `index`) may be
+    absent."""
     at = _Entries(path)
     at.text(metadata, "name")
     for index, label in enumerate(at.typed(metadata, "labels", list, "a list")):
@@ -143,6 +144,9 @@ def check_readable(metadata: dict, path: str = METADATA_FILE) -> None:
             if shard.get("first_key") is not None:
                 at.check(isinstance(shard["first_key"], str), f"{shard_at}.first_key", shard["first_key"],
                          "a string or null")
+            if shard.get("index") is not None:
+                at.check(shard["index"] == index_file_name(shard["file"]), f"{shard_at}.index", shard["index"],
+                         f"null or {index_file_name(shard['file'])!r}")
 
 
 @dataclass(frozen=True)

@@ -63,8 +63,18 @@ def longest_file_name(name: str) -> str:
     return f"{TEMP_PREFIX}{final}.{'0' * (_TEMP_SUFFIX_CHARS - 1)}"
 
 
+# Beside each uncompressed shard: its record index, `<shard file name>.idx` (shardsmith/format/record_index.py).
+INDEX_SUFFIX = ".idx"
+
+
+def index_file_name(shard_file: str) -> str:
+    """The name of a shard's index file: the shard's name with `.idx` added (what DALI and `tfrecord` expect)."""
+    return shard_file + INDEX_SUFFIX
+
+
 def shard_file_pattern(name: str | None = None) -> str:
-    """The glob (and fnmatch) pattern of the shard files of dataset `name`, or of any dataset."""
+    """The glob (and fnmatch) pattern of the shard files of dataset `name`, or of any dataset. Index files
+    (INDEX_SUFFIX) match it too: tell them apart by their suffix."""
     return f"{name}-*.tfrecord-*" if name else "*.tfrecord-*"
 
 

@@ -2,8 +2,9 @@
 
     uint64 length | uint32 masked CRC32C of length | data | uint32 masked CRC32C of data   (little-endian)
 
-as TensorFlow's TFRecordWriter writes it, so tf.data reads the shards. `frame` is the writer's half and
-`iter_records` the reader's (verify); both use the one `masked_crc32c`.
+as TensorFlow's TFRecordWriter writes it, so tf.data reads the shards. `frame` is the writer's half, and
+`iter_records` (a stream) and `unframe` (one record read at its index entry) the reader's; all use the one
+`masked_crc32c`.
 
 Memory: reading holds one record (a bogus length never allocates more than the file holds: see `read_exact`).
 """
@@ -59,6 +60,19 @@ def read_exact(stream: BinaryIO, n: int) -> bytes:
     return b"".join(parts)
 
 
+def _checked_length(header: bytes, offset: int) -> int:
+    """The data length a complete 12-byte header holds, its checksum checked."""
+    length_bytes = header[:8]
+    if masked_crc32c(length_bytes) != struct.unpack("<I", header[8:])[0]:
+        raise FramingError("record length checksum mismatch", offset)
+    return struct.unpack("<Q", length_bytes)[0]
+
+
+def _check_data(data: bytes, footer: bytes, offset: int) -> None:
+    if masked_crc32c(data) != struct.unpack("<I", footer)[0]:
+        raise FramingError("record data checksum mismatch", offset)
+
+
 def iter_records(stream: BinaryIO) -> Iterator[bytes]:
     """The records of a TFRecord stream, checking both CRCs of each; raises FramingError where the framing
     breaks. `stream` is any binary file object (already decompressing, for .gz shards)."""
@@ -69,17 +83,28 @@ def iter_records(stream: BinaryIO) -> Iterator[bytes]:
             return
         if len(header) < HEADER_BYTES:
             raise FramingError("truncated record header", offset, f"{len(header)} of {HEADER_BYTES} bytes")
-        length_bytes = header[:8]
-        if masked_crc32c(length_bytes) != struct.unpack("<I", header[8:])[0]:
-            raise FramingError("record length checksum mismatch", offset)
-        length = struct.unpack("<Q", length_bytes)[0]
+        length = _checked_length(header, offset)
         data = read_exact(stream, length)
         if len(data) < length:
             raise FramingError("truncated record data", offset, f"{len(data)} of {length} bytes")
         footer = read_exact(stream, FOOTER_BYTES)
         if len(footer) < FOOTER_BYTES:
             raise FramingError("truncated record data checksum", offset)
-        if masked_crc32c(data) != struct.unpack("<I", footer)[0]:
-            raise FramingError("record data checksum mismatch", offset)
+        _check_data(data, footer, offset)
         yield data
         offset += HEADER_BYTES + length + FOOTER_BYTES
+
+
+def unframe(framed: bytes, offset: int) -> bytes:
+    """The data of one whole framed record (header, data, footer: as an index entry's range holds it), both
+    CRCs checked; FramingError (at `offset`, the record's place in its file) when the bytes are not exactly
+    one intact record."""
+    if len(framed) < HEADER_BYTES + FOOTER_BYTES:
+        raise FramingError("truncated record", offset, f"{len(framed)} bytes")
+    length = _checked_length(framed[:HEADER_BYTES], offset)
+    if HEADER_BYTES + length + FOOTER_BYTES != len(framed):
+        raise FramingError("record length differs from its index entry", offset,
+                           f"{length} data bytes in {len(framed)} framed")
+    data = framed[HEADER_BYTES:HEADER_BYTES + length]
+    _check_data(data, framed[HEADER_BYTES + length:], offset)
+    return data

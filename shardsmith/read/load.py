@@ -224,7 +224,7 @@ def interleave_and_shuffle(shards, open_shard: Callable, num_shards: int, *, shu
     return records
 
 
-def _split_name(split: str, metadata: dict) -> str:
+def split_name(split: str, metadata: dict) -> str:
     """The dataset's name for `split`: the split itself, or what a spelling `build` accepts (val, eval,
     training, TEST, ...) means; an unknown one is left for split_shards to refuse."""
     from shardsmith.format.naming import canonical_split
@@ -232,15 +232,6 @@ def _split_name(split: str, metadata: dict) -> str:
     if split in metadata["splits"]:
         return split
     return canonical_split(split) or split
-
-
-def _size(image_size: int | Sequence[int] | None) -> tuple[int, int] | None:
-    if image_size is None:
-        return None
-    if isinstance(image_size, int):
-        return (image_size, image_size)
-    height, width = image_size
-    return (int(height), int(width))
 
 
 def load(
@@ -293,7 +284,7 @@ def load(
     if channels not in (0, 1, 3, 4):
         raise ValueError(f"channels must be 0, 1, 3 or 4, not {channels!r}")
     metadata = read_metadata(output_dir)
-    shards = split_shards(output_dir, metadata, _split_name(split, metadata))
+    shards = split_shards(output_dir, metadata, split_name(split, metadata))
     if not shards:
         raise ValueError(f"split {split!r} has no shard files")
     compression = compression_type(metadata)
@@ -302,7 +293,9 @@ def load(
     spec = feature_spec(metadata)
     task = metadata.get("task", "classification")
     num_labels = len(metadata["labels"])
-    size = _size(image_size)
+    from shardsmith.read.images import image_size as size_of
+
+    size = size_of(image_size)
     parallel = num_parallel_calls or tf.data.AUTOTUNE
     deterministic = seed is not None or not (shuffle_buffer or shuffle_files)
 

@@ -9,7 +9,8 @@ image (or, with `sample`, a deterministic sample spread evenly over all shards) 
 `tf.io.decode_image(..., expand_animations=False)` to exactly (height, width, channels). Then the counts: records
 and label counts per shard, per split and in total, against metadata.json; each shard file's SHA-256 (hashed from
 the bytes as they are read, compressed for .gz) and its first record's image/key/sha256 against the shard's
-`sha256` and `first_key` (absent from builds made before they were recorded: a note, not a problem). Then the
+`sha256` and `first_key` (absent from builds made before they were recorded: a note, not a problem), and its
+index file (`<shard>.idx`, when metadata.json lists one or one lies beside it) against the records read. Then the
 folder: shard file names follow the template, no shard file lies there that metadata.json does not list,
 labels.txt and errors.jsonl agree with it, and so do the TFDS files when present.
 
@@ -50,7 +51,17 @@ from shardsmith.format.example import (
     parse_example,
 )
 from shardsmith.format.metadata import MetadataError, MetadataMissing, check_readable, parse_labels, read_metadata
-from shardsmith.format.naming import ERRORS_FILE, LABELS_FILE, METADATA_FILE, join, shard_file_name, shard_file_pattern
+from shardsmith.format.naming import (
+    ERRORS_FILE,
+    INDEX_SUFFIX,
+    LABELS_FILE,
+    METADATA_FILE,
+    index_file_name,
+    join,
+    shard_file_name,
+    shard_file_pattern,
+)
+from shardsmith.format.record_index import IndexFileError, RecordIndex
 from shardsmith.format.tfrecord import FramingError, iter_records
 from shardsmith.read.records import HashingReader, decompressed, open_raw
 
@@ -300,23 +311,29 @@ def _check_shard(output_dir: str, split: str, shard: dict, metadata: dict, decod
         check.add("file size differs from metadata.json", f"{check.num_bytes} bytes, metadata {shard['num_bytes']}")
     compression = metadata.get("compression", "none")
     file_sha256 = None
+    record_index: RecordIndex | None = RecordIndex()  # None once the records cannot be read to the end
     try:
         with HashingReader(open_raw(path)) as raw:
             try:
                 for index, data in enumerate(iter_records(decompressed(raw, compression))):
                     check.num_records += 1
+                    record_index.add(len(data))
                     if index == 0:
                         _check_first_key(check, data, shard)
                     text = _check_example(check, index, data, metadata, decode is None or index in decode)
                     if text is not None:
                         check.label_counts[text] += 1
             except FramingError as e:
+                record_index = None
                 check.add(e.reason, f"at byte {e.offset}" + (f", {e.detail}" if e.detail else ""),
                           check.num_records)
             file_sha256 = raw.rest_hexdigest()
     except (OSError, EOFError, zlib.error) as e:  # gzip: truncated stream, bad CRC, not gzip
+        record_index = None
         check.add("shard cannot be read" + (" (gzip)" if compression == "gzip" else ""),
                   f"{type(e).__name__}: {str(e)[:200]}", check.num_records)
+    if record_index is not None and compression != "gzip":
+        _check_index_file(check, f"{output_dir}/{index_file_name(name)}", shard, record_index)
     recorded_sha256 = shard.get("sha256")
     if recorded_sha256 is None:
         check.sha256_checked = False
@@ -331,6 +348,31 @@ def _check_shard(output_dir: str, split: str, shard: dict, metadata: dict, decod
         check.add("label counts differ from metadata.json", f"{dict(sorted(check.label_counts.items()))}, "
                                                             f"metadata {recorded}")
     return check
+
+
+def _check_index_file(check: ShardCheck, path: str, shard: dict, records: RecordIndex) -> None:
+    """The shard's index file, when metadata.json lists it or one lies beside the shard (`shardsmith index`
+    wrote it), holds exactly the offsets and lengths of the records just read."""
+    try:
+        data = read_bytes(path)
+    except OSError as e:
+        check.add("index file cannot be read", f"{type(e).__name__}: {str(e)[:200]}")
+        return
+    if data is None:
+        if shard.get("index") is not None:
+            check.add("index file listed in metadata.json is missing", shard["index"])
+        return
+    if data == records.to_bytes():
+        return
+    try:
+        found = RecordIndex.parse(data, path.rsplit("/", 1)[-1])
+    except IndexFileError as e:
+        check.add("index file is not an index", str(e))
+        return
+    pairs = enumerate(zip(found, records, strict=False))
+    differ = next((i for i, (a, b) in pairs if a != b), min(len(found), len(records)))
+    check.add("index file differs from the shard's records",
+              f"{len(found)} entries for {len(records)} records, first difference at entry {differ}")
 
 
 def _check_first_key(check: ShardCheck, data: bytes, shard: dict) -> None:
@@ -437,7 +479,9 @@ def _check_dataset(output_dir: str, metadata: dict, shards: list[ShardCheck]) ->
     on_disk = FileSystems.match([join(output_dir, shard_file_pattern())])[0].metadata_list
     for m in sorted(on_disk, key=lambda m: m.path):
         base = m.path.rsplit("/", 1)[-1]
-        if base not in listed:
+        if base.endswith(INDEX_SUFFIX) and base.removesuffix(INDEX_SUFFIX) not in listed:
+            problems.append(Problem(base, "index file in the folder belongs to no shard listed in metadata.json"))
+        elif not base.endswith(INDEX_SUFFIX) and base not in listed:
             problems.append(Problem(base, "shard file in the folder is not listed in metadata.json"))
     labels_txt = _read_text(join(output_dir, LABELS_FILE))
     if labels_txt is None:

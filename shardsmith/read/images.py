@@ -1,0 +1,57 @@
+"""Images of records read without TensorFlow: the bytes a record holds (or, with --image_mode path, points at)
+and their pixels decoded with Pillow, optionally resized. Used by `shardsmith.torch` and `shardsmith.grain`.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+
+from shardsmith.format.example import IMAGE, URI
+
+_MODES = {1: "L", 3: "RGB", 4: "RGBA"}
+
+
+def image_bytes(record: dict) -> bytes:
+    """The encoded image of a record (a dict from `shardsmith.records`): its `image/encoded`, or with
+    --image_mode path the file at its `image/uri` (local or gs://), which must still be there."""
+    if record.get(IMAGE) is not None:
+        return record[IMAGE]
+    from shardsmith.core.load_images import read_bytes
+
+    return read_bytes(record[URI].decode("utf-8"), 1 << 62)
+
+
+def image_size(size: int | Sequence[int] | None) -> tuple[int, int] | None:
+    """(height, width) of a size given as an int (a square), a pair, or None."""
+    if size is None:
+        return None
+    if isinstance(size, int):
+        return (size, size)
+    height, width = size
+    return (int(height), int(width))
+
+
+def decode_pil(data: bytes, size: int | Sequence[int] | None = None, channels: int = 3):
+    """The image in `data` as a Pillow image: its first frame (as `tf.io.decode_image(...,
+    expand_animations=False)`), converted to `channels` (1 L, 3 RGB, 4 RGBA), and resized to `size`
+    ((height, width), or an int for a square; bilinear, antialiased, aspect ratio not kept) when given."""
+    from PIL import Image
+
+    if channels not in _MODES:
+        raise ValueError(f"channels must be 1, 3 or 4, not {channels!r}")
+    image = Image.open(io.BytesIO(data))
+    image.seek(0)
+    image = image.convert(_MODES[channels])
+    target = image_size(size)
+    if target is not None and (image.height, image.width) != target:
+        image = image.resize((target[1], target[0]), Image.Resampling.BILINEAR)
+    return image
+
+
+def decode_image(data: bytes, size: int | Sequence[int] | None = None, channels: int = 3):
+    """`decode_pil` as a numpy array, height x width x channels, uint8."""
+    import numpy as np
+
+    image = np.array(decode_pil(data, size, channels), dtype=np.uint8)  # a copy: writable, as torch wants
+    return image[:, :, None] if image.ndim == 2 else image

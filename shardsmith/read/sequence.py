@@ -1,0 +1,292 @@
+"""`shardsmith.records(out, split)`: a split's records as a Python sequence, without TensorFlow.
+
+`len(records)`, `records[i]` (random access through each shard's index file) and iteration (each shard
+streamed in order) give each record as a dict of plain values: every key of metadata.json's `features`, scalars
+as `bytes`, `int` or `float`, lists as numpy arrays (`bytes_list`: a list of bytes). Record `i` is record `i` of
+the split in shard order, the order `shardsmith verify` reads.
+
+Guarantees: every record handed out had both its CRCs checked as it was read (a damaged record raises
+CorruptRecord, naming the shard, the record and the byte); the build is the one metadata.json named when
+`records()` was called (or the kept build named by `version`), and its shard files are those metadata.json
+lists, never globbed. A shard without an index file (gzip shards; builds made before index files, unless
+`shardsmith index` wrote them) is read once whole to find its records, the first time one of them is asked for.
+
+Files: local paths use plain file calls (`os.pread`, so worker processes and threads share nothing); gs:// goes
+through Beam's FileSystems, imported only then. All of it is in `open_stored` and `_RangeReader`. Memory: one
+record at a time, one index per shard touched (16 bytes a record), and at most MAX_OPEN_FILES open files.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from shardsmith.format.build_folder import build_dir, confined_file_name, dataset_dir, read_bytes
+from shardsmith.format.metadata import MetadataMissing, check_readable, read_metadata
+from shardsmith.format.naming import (
+    BUILD_ID,
+    METADATA_FILE,
+    STAGED_METADATA,
+    index_file_name,
+    is_remote,
+    join,
+)
+from shardsmith.format.record_index import RecordIndex
+from shardsmith.format.tfrecord import FramingError, iter_records, unframe
+from shardsmith.read.load import split_name, split_shards
+from shardsmith.read.records import decompressed
+
+MAX_OPEN_FILES = 64  # shard files a reader keeps open for random access (least recently used closed first)
+
+
+class CorruptRecord(RuntimeError):
+    """A record failed its checksums or a shard is not what metadata.json says; the message, one line, says where."""
+
+
+def open_build(output_dir: str, version: str | None = None) -> tuple[dict, str]:
+    """(metadata.json, the folder it was read from) of the published build (`version` None: `output_dir`) or of
+    the kept, complete build `builds/<version>/` (that folder); `dataset_dir(folder, metadata)` holds the files.
+    FileNotFoundError when there is none; ValueError (one line) for a bad version or a metadata.json the reader
+    cannot use."""
+    output_dir = os.fspath(output_dir).rstrip("/")
+    folder = output_dir
+    if version is not None:
+        if not BUILD_ID.fullmatch(str(version)):
+            raise ValueError(f"version {version!r} is not a build id (like 20261124T211052Z-44b3a31b)")
+        folder = build_dir(output_dir, version)
+    try:
+        metadata = read_metadata(folder, read_bytes)
+    except MetadataMissing:
+        what = f"no complete build {version} (builds/{version}/metadata.json)" if version else "no finished dataset"
+        raise FileNotFoundError(f"{output_dir} holds {what}") from None
+    check_readable(metadata, join(folder, METADATA_FILE))
+    if version is not None and read_bytes(join(folder, STAGED_METADATA)) is not None:
+        raise FileNotFoundError(f"{output_dir}: build {version} was never published (it did not finish)")
+    return metadata, folder
+
+
+@dataclass(frozen=True)
+class Shard:
+    """One shard file of the split: where it is, how many records it holds and the index of its first one."""
+
+    path: str
+    num_records: int
+    start: int  # split-wide index of its first record
+    index_path: str | None  # its index file: listed in metadata.json, or beside it by name; None: none can be
+
+
+def open_stored(path: str):
+    """A shard file's bytes as stored, for reading (local, or gs:// through Beam's FileSystems)."""
+    if not is_remote(path):
+        return open(path, "rb")  # noqa: SIM115 (the caller closes it)
+    from apache_beam.io.filesystem import CompressionTypes
+    from apache_beam.io.filesystems import FileSystems
+
+    return FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+
+
+def scanned_index(path: str, compression: str) -> RecordIndex:
+    """The index of a shard, found by reading it whole (both CRCs of each record checked)."""
+    index = RecordIndex()
+    with decompressed(open_stored(path), compression) as stream:
+        try:
+            for data in iter_records(stream):
+                index.add(len(data))
+        except FramingError as e:
+            raise CorruptRecord(f"{path}: {e.reason} at byte {e.offset} (record {len(index)})") from None
+    return index
+
+
+class _RangeReader:
+    """Reads byte ranges of shard files, keeping up to MAX_OPEN_FILES open. Safe across threads; a copy in
+    another process (a DataLoader worker, forked or pickled) opens its own files."""
+
+    def __init__(self, compression: str):
+        self._compression = compression
+        self._files: OrderedDict[str, object] = OrderedDict()
+        self._pid = os.getpid()
+        self._lock = threading.Lock()
+
+    def read(self, path: str, offset: int, length: int) -> bytes:
+        local = not is_remote(path) and self._compression != "gzip"
+        with self._lock:
+            if self._pid != os.getpid():  # a forked copy: the parent's descriptors share file positions
+                self._files, self._pid = OrderedDict(), os.getpid()
+            handle = self._handle(path, local)
+            if local:
+                return os.pread(handle, length, offset)
+            handle.seek(offset)  # a gzip stream seeks by decompressing (from the start, going backwards)
+            return handle.read(length)
+
+    def _handle(self, path: str, local: bool):
+        if path in self._files:
+            self._files.move_to_end(path)
+            return self._files[path]
+        if len(self._files) >= MAX_OPEN_FILES:
+            _close(self._files.popitem(last=False)[1])
+        handle = os.open(path, os.O_RDONLY) if local else decompressed(open_stored(path), self._compression)
+        self._files[path] = handle
+        return handle
+
+    def __getstate__(self) -> dict:
+        return {"_compression": self._compression}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["_compression"])
+
+    def __del__(self) -> None:
+        if getattr(self, "_pid", None) == os.getpid():
+            for handle in self._files.values():
+                _close(handle)
+
+
+def _close(handle) -> None:
+    if isinstance(handle, int):
+        os.close(handle)
+    else:
+        handle.close()
+
+
+def record_values(data: bytes, features: dict[str, str]) -> dict:
+    """A serialized record as {key: value} for every key of `features` (metadata.json's): bytes, int64 and
+    float scalars as bytes, int and float (None if the record lacks it); lists as numpy arrays (int64,
+    float32), bytes_list as a list of bytes (empty when the record leaves the key out)."""
+    import numpy as np
+
+    from shardsmith.format.example import parse_example
+
+    values = parse_example(data)
+    out = {}
+    for key, kind in features.items():
+        found = values.get(key, [])
+        if not kind.endswith("_list"):
+            out[key] = found[0] if found else None
+        elif kind == "bytes_list":
+            out[key] = list(found)
+        else:
+            out[key] = np.asarray(found, dtype=np.int64 if kind == "int64_list" else np.float32)
+    return out
+
+
+class Records(Sequence):
+    """The records of one split of one build; see the module's docstring. Picklable (DataLoader workers)."""
+
+    def __init__(self, output_dir: str, split: str = "train", version: str | None = None):
+        self.output_dir = os.fspath(output_dir).rstrip("/")
+        self.metadata, read_from = open_build(self.output_dir, version)
+        self.folder = dataset_dir(read_from, self.metadata)
+        self.split = split_name(split, self.metadata)
+        self.compression = self.metadata.get("compression", "none")
+        self.features: dict[str, str] = dict(self.metadata["features"])
+        self.labels: list[str] = list(self.metadata["labels"])
+        self.shards: list[Shard] = []
+        start = 0
+        for entry in split_shards(read_from, self.metadata, self.split):
+            index_path = None
+            if self.compression != "gzip":
+                index_path = join(self.folder, confined_file_name(entry.get("index") or index_file_name(entry["file"])))
+            self.shards.append(Shard(entry["path"], entry["num_examples"], start, index_path))
+            start += entry["num_examples"]
+        self._starts = [s.start for s in self.shards]
+        self._length = start
+        self._indexes: dict[int, RecordIndex] = {}
+        self._reader = _RangeReader(self.compression)
+
+    def __len__(self) -> int:
+        return self._length
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(self._length))]
+        return record_values(self.read(i), self.features)
+
+    def __iter__(self) -> Iterator[dict]:
+        return self.iter_range(0, self._length)
+
+    def locate(self, i: int) -> tuple[int, int]:
+        """(shard number, record number in that shard) of split-wide record `i` (negative counts from the end)."""
+        i = int(i)
+        if i < 0:
+            i += self._length
+        if not 0 <= i < self._length:
+            raise IndexError(f"record {i} of a split of {self._length}")
+        shard = bisect.bisect_right(self._starts, i) - 1
+        while self.shards[shard].num_records == 0 or i >= self.shards[shard].start + self.shards[shard].num_records:
+            shard += 1
+        return shard, i - self.shards[shard].start
+
+    def read(self, i: int) -> bytes:
+        """Record `i`'s serialized Example, both CRCs checked."""
+        shard, at = self.locate(i)
+        index = self.shard_index(shard)
+        offset, length = index.offsets[at], index.lengths[at]
+        path = self.shards[shard].path
+        try:
+            return unframe(self._reader.read(path, offset, length), offset)
+        except FramingError as e:
+            raise CorruptRecord(f"{path} record {at}: {e.reason} at byte {e.offset}"
+                                + (f" ({e.detail})" if e.detail else "")) from None
+
+    def shard_index(self, shard: int) -> RecordIndex:
+        """Shard `shard`'s record index: its index file, or (without one) found by reading the shard once."""
+        if shard not in self._indexes:
+            info = self.shards[shard]
+            data = read_bytes(info.index_path) if info.index_path else None
+            index = (RecordIndex.parse(data, info.index_path) if data is not None
+                     else scanned_index(info.path, self.compression))
+            if len(index) != info.num_records:
+                raise CorruptRecord(f"{info.index_path if data is not None else info.path} holds {len(index)} "
+                                    f"records, metadata.json says {info.num_records}: not this build's file")
+            self._indexes[shard] = index
+        return self._indexes[shard]
+
+    def iter_range(self, start: int, stop: int, shard_order: Sequence[int] | None = None) -> Iterator[dict]:
+        """Records `start` to `stop` (exclusive) of the split, or of the shards taken in `shard_order` one
+        after the other, streamed shard by shard (each shard opened once, read in file order)."""
+        for shard, first, last in self.pieces(start, stop, shard_order):
+            for data in self.shard_records(shard, first, last):
+                yield record_values(data, self.features)
+
+    def pieces(self, start: int, stop: int, shard_order: Sequence[int] | None = None) -> list[tuple[int, int, int]]:
+        """(shard, first, last) record ranges that make up positions `start`..`stop` of the shards taken in
+        `shard_order` (default: file order), each shard's records counted in file order."""
+        pieces, position = [], 0
+        for shard in shard_order if shard_order is not None else range(len(self.shards)):
+            count = self.shards[shard].num_records
+            first, last = max(start - position, 0), min(stop - position, count)
+            if first < last:
+                pieces.append((shard, first, last))
+            position += count
+        return pieces
+
+    def shard_records(self, shard: int, first: int = 0, last: int | None = None) -> Iterator[bytes]:
+        """Records `first`..`last` of one shard, streamed in file order, both CRCs of each checked; starting
+        past the first record seeks through the shard's index."""
+        info = self.shards[shard]
+        last = info.num_records if last is None else last
+        if first >= last:
+            return
+        offset = self.shard_index(shard).offsets[first] if first else 0
+        got = first
+        with decompressed(open_stored(info.path), self.compression) as stream:
+            if offset:
+                stream.seek(offset)
+            try:
+                for data in iter_records(stream):
+                    yield data
+                    got += 1
+                    if got == last:
+                        return
+            except FramingError as e:
+                raise CorruptRecord(f"{info.path} record {got}: {e.reason} at byte {offset + e.offset}") from None
+        raise CorruptRecord(f"{info.path} ended after {got} records, metadata.json says {info.num_records}")
+
+
+def records(output_dir: str, split: str = "train", version: str | None = None) -> Records:
+    """The records of `split` (spelled as `build` accepts it) in the build `output_dir` publishes, or in its
+    kept build `version`: a sequence of dicts, without TensorFlow (see shardsmith/read/sequence.py)."""
+    return Records(output_dir, split, version)

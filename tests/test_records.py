@@ -1,0 +1,99 @@
+"""`shardsmith.records(out, split)`: a split's records without TensorFlow, the same as tf.data reads them, at
+random through the index files and in order by streaming, with every record's checksums checked."""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import shardsmith
+from shardsmith.format.build_folder import published_dir
+from shardsmith.read.sequence import CorruptRecord
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_records_are_the_records_tf_data_reads_in_shard_order(built, read_records):
+    records = shardsmith.records(built, "train")
+    expected = [record for shard in read_records(built, "train") for record in shard]
+    assert len(records) == len(expected) == 225
+    streamed = list(records)
+    for got, want in zip(streamed, expected, strict=True):
+        assert set(got) == set(json.loads((built / "metadata.json").read_text())["features"])
+        assert got["image/encoded"] == want["image/encoded"]
+        assert got["image/class/label"] == want["image/class/label"]
+        assert got["image/class/text"].decode() == want["image/class/text"]
+        assert got["image/filename"].decode() == want["image/filename"]
+    picks = random.Random(0).sample(range(len(records)), 40)
+    assert [records[i]["image/key/sha256"] for i in picks] == [streamed[i]["image/key/sha256"] for i in picks]
+    assert records[-1] == streamed[-1] and records[3:6] == streamed[3:6]
+    with pytest.raises(IndexError):
+        records[225]
+    assert records.labels == ["cat", "dog", "emu"]
+
+
+def test_a_split_alias_a_kept_version_and_bad_arguments(built):
+    build_id = json.loads((built / "metadata.json").read_text())["build_id"]
+    assert len(shardsmith.records(built, "val")) == 31
+    assert len(shardsmith.records(built, "test", version=build_id)) == 29
+    with pytest.raises(ValueError, match="split 'nope' is not in this dataset"):
+        shardsmith.records(built, "nope")
+    with pytest.raises(ValueError, match="not a build id"):
+        shardsmith.records(built, "train", version="latest")
+    with pytest.raises(FileNotFoundError, match="no complete build 20200101T000000Z-00000000"):
+        shardsmith.records(built, "train", version="20200101T000000Z-00000000")
+
+
+def test_without_index_files_and_with_gzip_shards_the_records_are_the_same(built, tmp_path, gzip_copy):
+    expected = list(shardsmith.records(built, "validation"))
+    plain = tmp_path / "plain"
+    shutil.copytree(built, plain)
+    for index in Path(published_dir(plain)).glob("*.idx"):
+        index.unlink()
+    packed = gzip_copy(built, tmp_path / "packed")
+    for out in (plain, packed):
+        records = shardsmith.records(out, "validation")
+        assert list(records) == expected
+        assert [records[i] for i in (30, 0, 17)] == [expected[i] for i in (30, 0, 17)]
+
+
+def test_a_damaged_record_raises_naming_the_shard_and_record(built, tmp_path):
+    out = tmp_path / "out"
+    shutil.copytree(built, out)
+    shard = Path(published_dir(out)) / "pets-train.tfrecord-00001-of-00004"
+    offset, length = map(int, (shard.parent / (shard.name + ".idx")).read_text().splitlines()[5].split())
+    data = bytearray(shard.read_bytes())
+    data[offset + length // 2] ^= 0x01
+    shard.write_bytes(bytes(data))
+    records = shardsmith.records(out, "train")
+    at = records.shards[1].start + 5
+    assert records[at - 1]["image/encoded"]
+    with pytest.raises(CorruptRecord, match="pets-train.tfrecord-00001-of-00004 record 5: record data checksum"):
+        records[at]
+    with pytest.raises(CorruptRecord, match="record 5: record data checksum mismatch"):
+        list(records)
+
+
+def test_decode_image_gives_height_width_channels_uint8(built):
+    record = shardsmith.records(built, "test")[0]
+    image = shardsmith.decode_image(record["image/encoded"])
+    assert image.dtype == np.uint8
+    assert image.shape == (record["image/height"], record["image/width"], 3)
+    assert shardsmith.decode_image(record["image/encoded"], (20, 30), channels=1).shape == (20, 30, 1)
+
+
+def test_records_import_neither_tensorflow_nor_beam(built):
+    code = ("import sys, shardsmith\n"
+            f"records = shardsmith.records({str(built)!r}, 'train')\n"
+            "assert records[7]['image/encoded'] and sum(1 for _ in records) == 225\n"
+            "print(sorted(m for m in ('tensorflow', 'apache_beam') if m in sys.modules))\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]"
