@@ -29,10 +29,10 @@ from shardsmith.core.annotations import (
     features_from,
     split_labels,
 )
-from shardsmith.core.local_files import NotARegularFile, kind_of, open_regular_file
 from shardsmith.core.rows import Annotation, ErrorRow, ManifestRow
 from shardsmith.errors import UsageError
 from shardsmith.format.naming import canonical_split, is_remote
+from shardsmith.storage.local_files import NotARegularFile, kind_of, open_regular_file
 
 STAGE = "manifest"
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".gif", ".bmp", ".webp")
