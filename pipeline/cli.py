@@ -230,8 +230,7 @@ def finished_build(output_dir: str, build_id: str) -> dict:
     """The result of a run that waited until its job finished, on any runner: read back from the output folder
     (metadata.json, and errors.jsonl when it lists rows), never from the runner's process. A job that finished
     without them wrote somewhere the launcher cannot see: an error, not a silent success."""
-    from apache_beam.io.filesystems import FileSystems
-
+    from shardsmith import storage
     from shardsmith.format.build_folder import build_dir
     from shardsmith.format.metadata import MetadataMissing, read_metadata
     from shardsmith.format.naming import ERRORS_FILE, join
@@ -242,7 +241,7 @@ def finished_build(output_dir: str, build_id: str) -> dict:
     except MetadataMissing:
         raise RuntimeError(f"the job finished but {join(files_dir, 'metadata.json')} does not exist: its workers "
                            "wrote somewhere this machine cannot see") from None
-    if metadata["num_errors"] and not FileSystems.exists(join(files_dir, ERRORS_FILE)):
+    if metadata["num_errors"] and not storage.exists(join(files_dir, ERRORS_FILE)):
         raise RuntimeError(f"the job finished but {join(files_dir, ERRORS_FILE)} does not exist")
     return metadata
 
@@ -293,8 +292,8 @@ def _error_reasons(metadata: dict, files_dir: str) -> list[str]:
     """The reasons rows failed, most common first, with one example each (from the build's errors.jsonl); only
     the counts if that file cannot be read."""
     from shardsmith.core.failures import error_rows, reason_table
-    from shardsmith.format.build_folder import read_bytes
     from shardsmith.format.naming import ERRORS_FILE, join
+    from shardsmith.storage import read_bytes
 
     try:
         return reason_table(error_rows(read_bytes(join(files_dir, ERRORS_FILE)) or b""))

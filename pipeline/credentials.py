@@ -16,6 +16,7 @@ import os
 from collections.abc import Mapping
 
 from pipeline.runner_kind import REMOTE_RUNNERS, beam_flag, runner_name
+from shardsmith.storage import is_cloud_storage
 
 FIX = ("run `gcloud auth application-default login`, or set GOOGLE_APPLICATION_CREDENTIALS to a service account "
        "key file")
@@ -34,7 +35,7 @@ def credentials_needed_for(beam_args: list[str], manifests: tuple[str, ...], out
     if runner_name(runner) in REMOTE_RUNNERS:
         return f"--runner={runner}"
     paths = (*manifests, output_dir, temp_dir or "", beam_flag(beam_args, "temp_location") or "")
-    return next((path for path in paths if path.startswith("gs://")), None)
+    return next((path for path in paths if is_cloud_storage(path)), None)
 
 
 def credentials_problem(needed_for: str, environ: Mapping[str, str] | None = None) -> str | None:

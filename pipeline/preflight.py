@@ -26,7 +26,8 @@ from shardsmith.format.build_folder import (
     start_build,
 )
 from shardsmith.format.metadata import MetadataError, read_metadata
-from shardsmith.format.naming import BUILDS_DIR, METADATA_FILE, is_remote
+from shardsmith.format.naming import BUILDS_DIR, METADATA_FILE
+from shardsmith.storage import is_remote, make_folders
 
 _LOG = logging.getLogger("shardsmith")
 
@@ -92,8 +93,7 @@ def prepare_output_dir(options: BuildOptions, sources: list[Source]) -> BuildLoc
         raise UsageError(_refusal(out, state.foreign))
     build_id = new_build_id()
     try:
-        if not is_remote(out):
-            os.makedirs(out, exist_ok=True)
+        make_folders(out, exist_ok=True)
         lock = acquire_lock(out, build_id, options.break_lock)
     except LockHeld as e:
         raise UsageError(str(e)) from None

@@ -8,7 +8,7 @@ import os
 import re
 
 from shardsmith.errors import UsageError
-from shardsmith.format.naming import is_remote
+from shardsmith.storage import is_remote
 
 # Beam's in-process runners, by their short or fully qualified names (the last dotted part is compared).
 LOCAL_RUNNERS = frozenset({"", "direct", "directrunner", "switchingdirectrunner", "fnapirunner"})

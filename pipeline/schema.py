@@ -28,9 +28,9 @@ def add_arguments(parser) -> None:
 
 
 def _columns(path: str, limit: int) -> Iterator[dict[str, object]]:
-    from apache_beam.io.filesystems import FileSystems
+    from shardsmith import storage
 
-    if not FileSystems.exists(path):
+    if not storage.exists(path):
         raise UsageError(f"manifest {path} does not exist")
     try:
         yield from sample_columns(path, limit)

@@ -7,6 +7,7 @@ helpers live here as fixtures rather than in an importable module.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import gzip
 import hashlib
@@ -15,7 +16,11 @@ import json
 import os
 import random
 import shutil
+import socket
 import subprocess
+import sys
+import time
+import urllib.request
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -319,3 +324,63 @@ def stop_process(process: subprocess.Popen, timeout_s: float) -> None:
 def stopped():
     """stop_process(process, timeout_s), for module fixtures that start servers."""
     return stop_process
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def emulator(stopped):
+    """A gcp-storage-emulator process (a real local Cloud Storage server, JSON API) on a free port, in memory;
+    stopped at the end of the module. Skips the test when gcp-storage-emulator is not installed."""
+    pytest.importorskip("gcp_storage_emulator", reason="gcp-storage-emulator is not installed")
+    port = _free_port()
+    host = f"http://127.0.0.1:{port}"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gcp_storage_emulator", "start", "--host", "127.0.0.1", "--port", str(port),
+         "--in-memory", "--quiet"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(host + "/", timeout=1) as response:
+                    if response.status == 200:
+                        break
+            except OSError:
+                pass
+            if process.poll() is not None:
+                pytest.fail(f"gcp-storage-emulator exited: {process.stderr.read().decode()[-2000:]}")
+            if time.monotonic() > deadline:
+                pytest.fail("gcp-storage-emulator did not answer within 30 s")
+            time.sleep(0.1)
+        yield host
+    finally:
+        stopped(process, 10)
+
+
+@contextlib.contextmanager
+def _beam_on_emulator(host: str):
+    """Points Beam's GCS client (and google-cloud-storage) at the emulator at `host`, anonymously, until the block
+    ends. Beam's client honours STORAGE_EMULATOR_HOST only with anonymous credentials, and retries the credential
+    lookup for about 22 s first: its cache is settled as "none found" up front; NO_GCE_CHECK keeps google-auth from
+    probing a metadata server. Yields (an anonymous storage client, the MonkeyPatch, for more patches)."""
+    from apache_beam.internal.gcp import auth
+    from google.cloud import storage
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("STORAGE_EMULATOR_HOST", host)
+        patch.setenv("NO_GCE_CHECK", "true")
+        patch.setattr(auth._Credentials, "_credentials_init", True)
+        patch.setattr(auth._Credentials, "_credentials", None)
+        yield storage.Client.create_anonymous_client(), patch
+
+
+@pytest.fixture(scope="session")
+def beam_on_emulator():
+    """_beam_on_emulator(host): a context manager pointing Beam's GCS client at a gcp-storage-emulator."""
+    return _beam_on_emulator

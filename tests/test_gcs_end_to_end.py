@@ -29,11 +29,7 @@ import io
 import json
 import os
 import random
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -50,41 +46,6 @@ from shardsmith.read.verify import verify
 
 BUCKET = "shardsmith-e2e"
 LABELS = ("cat", "dog", "emu")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def emulator(stopped):
-    """A gcp-storage-emulator process on a free port, in memory; stopped at the end of the module."""
-    port = _free_port()
-    host = f"http://127.0.0.1:{port}"
-    process = subprocess.Popen(
-        [sys.executable, "-m", "gcp_storage_emulator", "start", "--host", "127.0.0.1", "--port", str(port),
-         "--in-memory", "--quiet"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                with urllib.request.urlopen(host + "/", timeout=1) as response:
-                    if response.status == 200:
-                        break
-            except OSError:
-                pass
-            if process.poll() is not None:
-                pytest.fail(f"gcp-storage-emulator exited: {process.stderr.read().decode()[-2000:]}")
-            if time.monotonic() > deadline:
-                pytest.fail("gcp-storage-emulator did not answer within 30 s")
-            time.sleep(0.1)
-        yield host
-    finally:
-        stopped(process, 10)
 
 
 class _Stat:
@@ -236,21 +197,14 @@ class _TensorFlowGcsBridge:
 
 
 @pytest.fixture(scope="module")
-def gcs(emulator):
+def gcs(emulator, beam_on_emulator):
     """Points Beam's GCS client (and google-cloud-storage) at the emulator, anonymously, and bridges TensorFlow's
     file API for gs:// (see the module docstring); restores everything afterwards. Yields a storage client."""
     import tensorflow_transform.beam  # noqa: F401  (a process that has it writes transform_fn itself: here, bridged)
-    from apache_beam.internal.gcp import auth
-    from google.cloud import storage
     from tensorflow.python.lib.io import file_io
 
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("STORAGE_EMULATOR_HOST", emulator)
-        patch.setenv("NO_GCE_CHECK", "true")
-        patch.setattr(auth._Credentials, "_credentials_init", True)
-        patch.setattr(auth._Credentials, "_credentials", None)
+    with beam_on_emulator(emulator) as (client, patch):
         patch.setattr(file_io, "_pywrap_file_io", _TensorFlowGcsBridge(file_io._pywrap_file_io))
-        client = storage.Client.create_anonymous_client()
         client.create_bucket(BUCKET)
         yield client
 

@@ -1,8 +1,11 @@
 """The layout's import rules (docs/design.md), checked on the source and in a fresh interpreter.
 
-- shardsmith.format (what a dataset is) imports nothing else of shardsmith's; shardsmith.core (the Beam-free
-  work) imports only the format. Neither imports Beam or TensorFlow at import time: a shard writer process
-  loads them and stays tens of megabytes. Beam's file systems may be imported inside a function, for gs://.
+- shardsmith.storage (where files live) imports nothing else of shardsmith's, and Beam's file systems, Google's
+  storage client and TensorFlow only inside a function. It is the only module that imports Beam's file systems or
+  tells a gs:// path apart (core/manifest.py aside, until manifests are one module per format).
+- shardsmith.format (what a dataset is) imports only storage; shardsmith.core (the Beam-free work) imports only
+  the format and storage. Neither imports Beam or TensorFlow: a shard writer process loads them and stays tens of
+  megabytes.
 - transforms/ (the stages) never imports the build (pipeline/) or the read side (shardsmith.read), and each
   of its modules holds a PTransform.
 - shardsmith.read (load, verify, inspect) never imports a stage or the build.
@@ -24,6 +27,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 BEAM_FOR_REMOTE_FILES = ("apache_beam.io.filesystems", "apache_beam.io.filesystem", "apache_beam.io.gcp.gcsio")
+GOOGLE_CLOUD = ("google.cloud.storage", "google.api_core")  # the Cloud Storage client under Beam's gcsio
+# Modules that still open, list or test gs:// paths themselves: the manifest reader, which another change splits
+# into one module per format (issue 27); its `_open_binary` and folder listing move to shardsmith.storage then.
+
 
 
 def _modules(package: str) -> list[Path]:
@@ -46,7 +53,7 @@ def _imports(path: Path) -> list[tuple[str, bool]]:
 
 
 def _packages() -> set[str]:
-    return {"shardsmith.core", "shardsmith.format", "shardsmith.read", "transforms"}
+    return {"shardsmith.core", "shardsmith.format", "shardsmith.read", "shardsmith.storage", "transforms"}
 
 
 def _under(name: str, *prefixes: str) -> bool:
@@ -64,15 +71,50 @@ def _broken(package: str, forbidden: tuple[str, ...], top_level_only: tuple[str,
     return broken
 
 
-def test_the_format_imports_nothing_else_of_shardsmith_and_neither_beam_nor_tensorflow():
+def test_storage_imports_nothing_else_of_shardsmith_and_beam_or_tensorflow_only_when_called():
+    assert _broken("shardsmith.storage", ("shardsmith.core", "shardsmith.format", "shardsmith.read",
+                                          "shardsmith.errors", "transforms", "pipeline"),
+                   top_level_only=("apache_beam", "tensorflow", *GOOGLE_CLOUD),
+                   allowed_lazy=(*BEAM_FOR_REMOTE_FILES, "google.api_core.exceptions", "tensorflow")) == []
+
+
+def test_the_format_imports_only_storage_and_neither_beam_nor_tensorflow():
     assert _broken("shardsmith.format", ("shardsmith.core", "shardsmith.read", "transforms", "pipeline",
-                                         "tensorflow"),
-                   top_level_only=("apache_beam",), allowed_lazy=BEAM_FOR_REMOTE_FILES) == []
+                                         "tensorflow", "apache_beam", *GOOGLE_CLOUD)) == []
 
 
-def test_the_core_imports_only_the_format_and_neither_beam_nor_tensorflow():
-    assert _broken("shardsmith.core", ("shardsmith.read", "transforms", "pipeline", "tensorflow"),
-                   top_level_only=("apache_beam",), allowed_lazy=BEAM_FOR_REMOTE_FILES) == []
+def test_the_core_imports_only_the_format_and_storage_and_neither_beam_nor_tensorflow():
+    assert _broken("shardsmith.core", ("shardsmith.read", "transforms", "pipeline", "tensorflow", "apache_beam",
+                                       *GOOGLE_CLOUD)) == []
+
+
+def _tests_for_cloud_storage(path: Path) -> list[int]:
+    """Lines of `path` that test a string with startswith("gs://") (or a tuple holding "gs://...")."""
+    lines = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "startswith"
+                and node.args):
+            arg = node.args[0]
+            texts = arg.elts if isinstance(arg, ast.Tuple) else [arg]
+            if any(isinstance(t, ast.Constant) and isinstance(t.value, str) and t.value.startswith("gs:")
+                   for t in texts):
+                lines.append(node.lineno)
+    return lines
+
+
+def test_only_storage_opens_lists_or_tells_apart_gs_paths():
+    """No module but shardsmith/storage imports Beam's file systems or GCS client, or tests a path for gs://
+    itself (messages that mention gs:// are text, not a test)."""
+    broken = []
+    for package in ("shardsmith", "transforms", "pipeline"):
+        for path in _modules(package):
+            relative = str(path.relative_to(ROOT))
+            if relative.startswith("shardsmith/storage/"):
+                continue
+            broken += [f"{relative} imports {name}" for name, _ in _imports(path)
+                       if _under(name, *BEAM_FOR_REMOTE_FILES, *GOOGLE_CLOUD)]
+            broken += [f"{relative}:{line} tests a path for gs://" for line in _tests_for_cloud_storage(path)]
+    assert broken == []
 
 
 def test_stages_never_import_the_build_or_the_read_side():
@@ -106,7 +148,7 @@ def test_each_stage_module_holds_a_ptransform(path):
 def test_format_and_core_load_without_beam_or_tensorflow_in_a_fresh_interpreter():
     names = sorted(
         ".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
-        for package in ("shardsmith.format", "shardsmith.core") for p in _modules(package)
+        for package in ("shardsmith.storage", "shardsmith.format", "shardsmith.core") for p in _modules(package)
     )
     names = [n for n in names if not n.endswith("__main__")]
     code = ("import importlib, sys\n"

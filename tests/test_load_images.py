@@ -1,5 +1,5 @@
 """shardsmith/core/load_images.py: inspect_image against real images made here with Pillow (and a few made byte by
-byte), checked against TensorFlow's own decoder; read_bytes; ordered_bounded_map.
+byte), checked against TensorFlow's own decoder; read_input_file; ordered_bounded_map.
 
 The key contract: for every image inspect_image accepts, tf.io.decode_image(data, expand_animations=False) has
 exactly the (height, width, channels) it reports.
@@ -25,7 +25,7 @@ from shardsmith.core.load_images import (
     ImageRejected,
     inspect_image,
     ordered_bounded_map,
-    read_bytes,
+    read_input_file,
 )
 
 WIDTH, HEIGHT = 37, 23  # odd sizes: BMP row padding, no accidental width/height swap
@@ -347,14 +347,14 @@ def test_rejection_reasons_are_single_line():
         assert "\n" not in error.reason and "\n" not in error.detail
 
 
-# read_bytes ------------------------------------------------------------------------------------------------
+# read_input_file ------------------------------------------------------------------------------------------------
 
 
 def test_read_bytes_reads_whole_files_and_refuses_larger_than_the_limit(tmp_path):
     path = tmp_path / "a.bin"
     path.write_bytes(b"x" * 100)
-    assert read_bytes(str(path), 100) == b"x" * 100
-    error = pytest.raises(ImageRejected, read_bytes, str(path), 99).value
+    assert read_input_file(str(path), 100) == b"x" * 100
+    error = pytest.raises(ImageRejected, read_input_file, str(path), 99).value
     assert "larger than --max_image_bytes" in error.reason
 
 
@@ -364,7 +364,7 @@ def test_read_bytes_never_decompresses(tmp_path):
     path = tmp_path / "a.jpg.gz"
     payload = gzip.compress(b"y" * 1000)
     path.write_bytes(payload)
-    assert read_bytes(str(path), 10_000) == payload
+    assert read_input_file(str(path), 10_000) == payload
 
 
 # ordered_bounded_map ---------------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from shardsmith.core.load_images import ImageRejected, read_bytes
+from shardsmith.core.load_images import ImageRejected, read_input_file
 from shardsmith.core.manifest import ManifestFormat
 from shardsmith.core.manifest.csv_file import header_problem
 from shardsmith.errors import UsageError
@@ -63,20 +63,20 @@ def test_an_image_is_checked_against_the_prefix_where_it_was_opened(tmp_path, im
     path = str(allowed.path_of(uri))
     prefixes = _prefixes(tmp_path / "allowed")
     assert ManifestFormat(allowed_prefixes=prefixes).allows(path)
-    original = read_bytes(path, 1 << 20, allowed_prefixes=prefixes)
+    original = read_input_file(path, 1 << 20, allowed_prefixes=prefixes)
     assert original == Path(path).read_bytes()
 
     (tmp_path / "allowed" / "img").rename(tmp_path / "allowed" / "img_real")
     (tmp_path / "allowed" / "img").symlink_to(tmp_path / "secret" / "img")
     with pytest.raises(ImageRejected) as rejected:
-        read_bytes(path, 1 << 20, allowed_prefixes=prefixes)
+        read_input_file(path, 1 << 20, allowed_prefixes=prefixes)
     assert rejected.value.reason == OUTSIDE
     assert str(secret.root) not in rejected.value.detail  # nothing about where it leads
     # Without --allowed_prefixes a symlink is followed as before, and a symlink that stays inside is allowed.
-    assert read_bytes(path, 1 << 20) == secret.path_of(uri).read_bytes()
+    assert read_input_file(path, 1 << 20) == secret.path_of(uri).read_bytes()
     inside = tmp_path / "allowed" / "alias.jpg"
     inside.symlink_to(tmp_path / "allowed" / "img_real" / uri[len("img/"):])
-    assert read_bytes(str(inside), 1 << 20, allowed_prefixes=prefixes) == original
+    assert read_input_file(str(inside), 1 << 20, allowed_prefixes=prefixes) == original
 
 
 @pytest.mark.parametrize("kind", ["fifo", "folder", "device"])
@@ -87,7 +87,7 @@ def test_an_image_that_is_not_a_regular_file_is_rejected_without_reading_it(kind
     elif kind == "folder":
         path.mkdir()
     with readers_never_wait(*([path] if kind == "fifo" else [])), pytest.raises(ImageRejected) as rejected:
-        read_bytes(str(path), 1 << 20, expected_size=100)
+        read_input_file(str(path), 1 << 20, expected_size=100)
     assert rejected.value.reason == NOT_REGULAR
     assert rejected.value.detail == {"fifo": "a named pipe (FIFO)", "folder": "a folder", "device": "a device"}[kind]
 

@@ -22,7 +22,7 @@ from typing import NamedTuple
 
 import apache_beam as beam
 
-from shardsmith.core.load_images import read_bytes
+from shardsmith.core.load_images import read_input_file
 from shardsmith.core.manifest import ManifestFormat
 from shardsmith.core.rows import ROWS_PER_BATCH, ErrorRow, ImageDigest, ManifestRow, RowBatch
 from shardsmith.core.settings import RecordSettings
@@ -148,7 +148,7 @@ class HashRowsFn(ThreadPoolDoFn):
 
     def _hash(self, row: ManifestRow) -> str:
         try:
-            data = read_bytes(row.resolved_uri, self._max_image_bytes, row.size, self._allowed_prefixes)
+            data = read_input_file(row.resolved_uri, self._max_image_bytes, row.size, self._allowed_prefixes)
             return hashlib.sha256(data).hexdigest()
         except Exception:
             return ""

@@ -18,11 +18,11 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import apache_beam as beam
-from apache_beam.io.filesystems import FileSystems
 from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
+from shardsmith import storage
 from shardsmith.core.build_lock import LockGuard
 from shardsmith.core.failures import explain_counts
 from shardsmith.core.rows import ErrorRow
@@ -149,7 +149,7 @@ class WriteErrorPartsFn(beam.DoFn):
 def _merged_lines(parts: list[str]) -> Iterator[bytes]:
     """The lines of sorted part files in errors.jsonl's order, reading each file line by line."""
     with contextlib.ExitStack() as stack:
-        files = [stack.enter_context(FileSystems.open(p, compression_type="uncompressed")) for p in parts]
+        files = [stack.enter_context(storage.open_read(p, buffered=True)) for p in parts]
         yield from heapq.merge(*(iter(f.readline, b"") for f in files), key=_line_order)
 
 

@@ -8,48 +8,19 @@ objects run MAX_LOOKUPS_IN_FLIGHT at a time, so object-store latency does not se
 from __future__ import annotations
 
 import dataclasses
-import os
-import stat
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import apache_beam as beam
-from apache_beam.io.filesystems import FileSystems
 
-from shardsmith.core.local_files import kind_of
 from shardsmith.core.rows import ErrorRow, ManifestRow, RowBatch
 from shardsmith.core.settings import RecordSettings
-from shardsmith.format.naming import is_remote
+from shardsmith.storage import FileLookup, is_remote, look_up
 from transforms import ERRORS
 from transforms.metrics import rejected
 from transforms.thread_pool import ThreadPoolDoFn
 
 STAGE = "lookup"
 MAX_LOOKUPS_IN_FLIGHT = 32
-
-
-@dataclass(frozen=True)
-class FileLookup:
-    size: int | None  # None: there is no such file
-    not_regular: str = ""  # what the path names when it is not a regular file ("a named pipe (FIFO)")
-
-
-def look_up(uri: str) -> FileLookup:
-    """The file's size in bytes, or why there is none. Local paths skip Beam's FileSystems (a plain stat is
-    about 20 times cheaper); a local path that names a named pipe, a device or a folder is reported as such (the
-    shard writer checks again what it opens: this path may change before then)."""
-    if not is_remote(uri):
-        try:
-            found = os.stat(uri)
-        except (OSError, ValueError):  # ValueError: a NUL in the path
-            return FileLookup(None)
-        if not stat.S_ISREG(found.st_mode):
-            return FileLookup(None, kind_of(found.st_mode))
-        return FileLookup(found.st_size)
-    try:
-        return FileLookup(FileSystems.get_filesystem(uri).metadata(uri).size_in_bytes)
-    except Exception:  # Beam raises BeamIOError/OSError subclasses that differ by filesystem
-        return FileLookup(None)
 
 
 class LookupSizesFn(ThreadPoolDoFn):

@@ -26,7 +26,7 @@ from typing import NamedTuple
 import apache_beam as beam
 
 from shardsmith.core.identical_groups import MAX_EXPANDED_GROUP
-from shardsmith.core.load_images import DEFAULT_MAX_PIXELS, read_bytes
+from shardsmith.core.load_images import DEFAULT_MAX_PIXELS, read_input_file
 from shardsmith.core.manifest import ManifestFormat
 from shardsmith.core.near_duplicates import (
     CAPPED_BUCKET_EXAMPLES,
@@ -242,7 +242,7 @@ class HashRowsFn(ThreadPoolDoFn):
 
     def _hash(self, row: ManifestRow) -> ImageSignature | None:
         try:
-            data = read_bytes(row.resolved_uri, self._max_image_bytes, row.size, self._allowed_prefixes)
+            data = read_input_file(row.resolved_uri, self._max_image_bytes, row.size, self._allowed_prefixes)
             return signature_of_bytes(data, self._max_pixels)  # through the writer's decompression-bomb guard
         except Exception:
             return None

@@ -17,6 +17,7 @@ from pathlib import Path
 from pipeline.cloud import UsageError
 from pipeline.cloud.settings import Settings
 from pipeline.cloud.template_parameters import METADATA_FILE, Template, parameters_flag, template_parameters
+from shardsmith.storage import is_cloud_storage
 
 ROOT = Path(__file__).resolve().parents[2]  # the checkout: the Docker build context
 
@@ -49,7 +50,7 @@ def _require_remote_paths(passed: list[str]) -> None:
                 value = passed[i + 1]
             else:
                 continue
-            if value and not value.startswith("gs://"):
+            if value and not is_cloud_storage(value):
                 raise UsageError(f"--{flag} {value}: Dataflow workers read and write Cloud Storage only; use a gs:// "
                                  "path")
 

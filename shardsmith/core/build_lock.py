@@ -36,7 +36,9 @@ import threading
 import time
 from dataclasses import asdict, dataclass, fields
 
-from shardsmith.format.naming import LOCK_FILE, is_remote, join
+from shardsmith.format.naming import LOCK_FILE
+from shardsmith.storage import is_remote, join
+from shardsmith.storage.generations import VersionedObject
 
 LOCK_HEARTBEAT_S = 30
 # A heartbeat older than this means the holder stopped refreshing it (lost machine, killed launcher).
@@ -226,43 +228,24 @@ def _not_a_lock(path: str, what: str) -> str:
 
 
 class _GcsLock:
-    def __init__(self, path: str):
-        from apache_beam.io.gcp.gcsio import GcsIO, parse_gcs_path
+    """The lock on Cloud Storage: one object, changed only on condition of the generation last read."""
 
-        bucket, name = parse_gcs_path(path)
-        self._blob_name = name
-        self._bucket = GcsIO().client.bucket(bucket)
+    def __init__(self, path: str):
+        self._object = VersionedObject(path)
 
     def read(self) -> _Seen | None:
-        blob = self._bucket.get_blob(self._blob_name)
-        if blob is None:
-            return None
-        from google.api_core.exceptions import NotFound, PreconditionFailed
-
-        try:
-            data = blob.download_as_bytes(if_generation_match=blob.generation)
-        except (NotFound, PreconditionFailed):
-            return self.read()
-        return _Seen(data, time.time() - blob.updated.timestamp(), blob.generation)
-
-    def _upload(self, data: bytes, generation) -> bool:
-        from google.api_core.exceptions import PreconditionFailed
-
-        try:
-            self._bucket.blob(self._blob_name).upload_from_string(data, if_generation_match=generation)
-        except PreconditionFailed:
-            return False
-        return True
+        version = self._object.read()
+        return None if version is None else _Seen(version.data, version.age_s, version.generation)
 
     def create(self, data: bytes) -> bool:
-        return self._upload(data, 0)
+        return self._object.write_if(data, 0)
 
     def refresh(self, token) -> bool:
         seen = self.read()
-        return seen is not None and seen.token == token and self._upload(seen.data, token)
+        return seen is not None and seen.token == token and self._object.write_if(seen.data, token)
 
     def take_over(self, token, data: bytes) -> bool:
-        return self._upload(data, token)
+        return self._object.write_if(data, token)
 
     def unheld(self, token) -> bool:
         return True  # an object is written whole or not at all: no live build's lock is ever unreadable
@@ -271,10 +254,7 @@ class _GcsLock:
         pass
 
     def delete(self, token) -> None:
-        from google.api_core.exceptions import NotFound, PreconditionFailed
-
-        with contextlib.suppress(NotFound, PreconditionFailed):
-            self._bucket.blob(self._blob_name).delete(if_generation_match=token)
+        self._object.delete_if(token)
 
 
 def _lock_file(output_dir: str):

@@ -28,8 +28,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TypeVar
 
-from shardsmith.core.local_files import NotARegularFile, OutsideAllowedPrefixes, open_regular_file
-from shardsmith.format.naming import is_remote
+from shardsmith.storage import open_read
+from shardsmith.storage.local_files import NotARegularFile, OutsideAllowedPrefixes
 
 VALIDATE_MODES = ("header", "decode")
 # libjpeg's smallest DCT scale: 1/8 in each dimension.
@@ -259,12 +259,12 @@ def _one_line(error: Exception) -> str:
     return f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"[:300]
 
 
-def read_bytes(uri: str, max_bytes: int, expected_size: int = -1, allowed_prefixes: tuple[str, ...] = (),
-               what: str = "image") -> bytes:
-    """All bytes of one file: local paths with plain file I/O, anything else (gs://) through Beam's
-    FileSystems, imported only then. Never decompresses.
+def read_input_file(uri: str, max_bytes: int, expected_size: int = -1, allowed_prefixes: tuple[str, ...] = (),
+                    what: str = "image") -> bytes:
+    """All bytes of one input file (an image or a mask), at most `max_bytes`, through shardsmith.storage (local or
+    gs://). Never decompresses.
 
-    A local file is judged as opened, not by its path (shardsmith/core/local_files.py): one that is not a regular
+    A local file is judged as opened, not by its path (shardsmith/storage/local_files.py): one that is not a regular
     file is rejected without a read (a named pipe never makes this wait), and with `allowed_prefixes` (the
     manifest's) one whose real path is under none of them is rejected as `what` "URI is outside
     --allowed_prefixes", whatever the path looked like when the manifest was read.
@@ -273,7 +273,7 @@ def read_bytes(uri: str, max_bytes: int, expected_size: int = -1, allowed_prefix
     Python allocate a buffer of max_bytes (64 MiB by default) for every image, which costs more than the read."""
     first = expected_size + 1 if 0 <= expected_size < max_bytes else READ_CHUNK_BYTES
     try:
-        opened = _open_for_reading(uri, allowed_prefixes)
+        opened = open_read(uri, allowed_prefixes)
     except NotARegularFile as e:
         raise ImageRejected("file is not a regular file" if what == "image" else f"{what} file is not a regular file",
                             e.kind) from None
@@ -289,15 +289,6 @@ def read_bytes(uri: str, max_bytes: int, expected_size: int = -1, allowed_prefix
         raise ImageRejected("file is larger than --max_image_bytes", f"more than {max_bytes} bytes")
     chunks = [chunk for chunk in chunks if chunk]
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
-
-
-def _open_for_reading(uri: str, allowed_prefixes: tuple[str, ...]):
-    if not is_remote(uri):
-        return open_regular_file(uri, allowed_prefixes)
-    from apache_beam.io.filesystem import CompressionTypes
-    from apache_beam.io.filesystems import FileSystems
-
-    return FileSystems.open(uri, compression_type=CompressionTypes.UNCOMPRESSED)
 
 
 T = TypeVar("T")

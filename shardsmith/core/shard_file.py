@@ -1,7 +1,7 @@
 """One shard file, start to finish: read its images in placement order, validate, encode, stream the framed
 records to a temporary file and rename it to the final name.
 
-This module imports neither Beam nor TensorFlow (Beam's FileSystems only for a remote output or image), so
+This module imports neither Beam nor TensorFlow (shardsmith.storage imports Beam only for a remote file), so
 the shard writer processes that run it cost tens of megabytes each, not the 0.2-0.7 GB those imports take.
 
 Guarantees: the bytes of a shard depend only on its rows; a retried or duplicated attempt writes a temporary
@@ -12,15 +12,14 @@ under a final name. Memory: one shard's rows plus MAX_IMAGES_IN_FLIGHT images.
 from __future__ import annotations
 
 import contextlib
-import gzip
 import hashlib
-import os
 import uuid
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from shardsmith import storage
 from shardsmith.core import faults, progress_signal
 from shardsmith.core.build_lock import LockGuard
 from shardsmith.core.encode import encode_image_example
@@ -30,7 +29,7 @@ from shardsmith.core.load_images import (
     check_min_side,
     inspect_image,
     ordered_bounded_map,
-    read_bytes,
+    read_input_file,
 )
 from shardsmith.core.masks import mask_png
 from shardsmith.core.near_duplicates import HashedImage
@@ -40,7 +39,7 @@ from shardsmith.core.rows import ErrorRow, ImageDigest, PlacedRow, ShardResult
 from shardsmith.core.settings import RecordSettings
 from shardsmith.format.build_folder import write_atomically
 from shardsmith.format.build_record import claim
-from shardsmith.format.naming import TEMP_PREFIX, index_file_name, is_remote, join, shard_file_name
+from shardsmith.format.naming import TEMP_PREFIX, index_file_name, shard_file_name
 from shardsmith.format.record_index import RecordIndex
 from shardsmith.format.tfrecord import frame
 
@@ -90,7 +89,8 @@ class _Loaded:
 def _load(placed: PlacedRow, config: WriterConfig) -> _Loaded:
     try:
         settings = config.records
-        data = read_bytes(placed.row.resolved_uri, settings.max_image_bytes, placed.row.size, config.allowed_prefixes)
+        data = read_input_file(placed.row.resolved_uri, settings.max_image_bytes, placed.row.size,
+                               config.allowed_prefixes)
         sha256 = hashlib.sha256(data).hexdigest()
         changed = reencode(data, settings.reencoding, settings.max_pixels) if settings.reencoding.active else None
         if changed is not None:
@@ -107,8 +107,8 @@ def _load(placed: PlacedRow, config: WriterConfig) -> _Loaded:
     if annotation is None or not annotation.mask_uri:
         return _Loaded(placed, data, info, sha256, source_size=len(data), signature=signature)
     try:
-        mask_bytes = read_bytes(annotation.mask_uri, config.records.max_image_bytes,
-                                allowed_prefixes=config.allowed_prefixes, what="mask")
+        mask_bytes = read_input_file(annotation.mask_uri, config.records.max_image_bytes,
+                                     allowed_prefixes=config.allowed_prefixes, what="mask")
         mask = mask_png(mask_bytes, info.height, info.width)
     except ImageRejected as e:
         return _Loaded(placed, error=e)
@@ -129,7 +129,7 @@ def _inspect(data: bytes, settings: RecordSettings) -> tuple[ImageInfo, ImageSig
 
 
 def _loaded_in_order(rows: list[PlacedRow], config: WriterConfig) -> Iterator[_Loaded]:
-    if not any(is_remote(p.row.resolved_uri) for p in rows):
+    if not any(storage.is_remote(p.row.resolved_uri) for p in rows):
         return (_load(p, config) for p in rows)
     return _loaded_with_read_ahead(rows, config)
 
@@ -205,26 +205,24 @@ def _write_index(config: WriterConfig, shard_name: str, index: RecordIndex) -> s
 
     exit_if_orphaned()  # as before the shard's rename: no file reaches its final name after the build is gone
     name = index_file_name(shard_name)
-    write_atomically(join(config.output_dir, name), index.to_bytes())
+    write_atomically(storage.join(config.output_dir, name), index.to_bytes())
     return name
 
 
 class _Output:
-    """A temporary file beside the final name, renamed over it when complete. Local folders use plain file
-    calls (os.replace is atomic); other URIs (gs://) go through Beam's FileSystems. The file's SHA-256 is
-    computed from the bytes as they are written (`sha256`, once the file is closed), never by reading it back."""
+    """A temporary file beside the final name, renamed over it when complete (shardsmith.storage.rename: atomic
+    locally, a whole-object copy on Cloud Storage). The file's SHA-256 is computed from the bytes as they are
+    written (`sha256`, once the file is closed), never by reading it back."""
 
     def __init__(self, output_dir: str, final_name: str, compression: str):
-        self._remote = is_remote(output_dir)
-        join = _join_remote if self._remote else os.path.join
-        self.final_path = join(output_dir, final_name)
-        self.temp_path = join(output_dir, f"{TEMP_PREFIX}{final_name}.{uuid.uuid4().hex}")
+        self.final_path = storage.join(output_dir, final_name)
+        self.temp_path = storage.join(output_dir, f"{TEMP_PREFIX}{final_name}.{uuid.uuid4().hex}")
         self._gzip = compression == "gzip"
         self._file: HashedFile | None = None
 
     def open_temporary(self) -> HashedFile:
         claim(self.final_path)  # listed in the build's record (with its temporary names) before it is written
-        self._file = HashedFile(self.temp_path, through_filesystems=self._remote, gzip_compressed=self._gzip)
+        self._file = HashedFile(self.temp_path, gzip_compressed=self._gzip)
         return self._file
 
     @property
@@ -237,45 +235,25 @@ class _Output:
         from shardsmith.core.lifeline import exit_if_orphaned
 
         exit_if_orphaned()
-        if not self._remote:
-            os.replace(self.temp_path, self.final_path)
-            return os.path.getsize(self.final_path)
-        from apache_beam.io.filesystems import FileSystems
-
-        FileSystems.rename([self.temp_path], [self.final_path])
-        return FileSystems.get_filesystem(self.final_path).metadata(self.final_path).size_in_bytes
+        storage.rename([self.temp_path], [self.final_path])
+        return storage.size(self.final_path)
 
     def discard_temporary(self) -> None:
         # Already gone, or the filesystem is what failed: the report sweeps leftovers before metadata.json.
         with contextlib.suppress(Exception):
-            if not self._remote:
-                os.remove(self.temp_path)
-                return
-            from apache_beam.io.filesystems import FileSystems
-
-            FileSystems.delete([self.temp_path])
+            storage.delete([self.temp_path])
 
 
 class HashedFile:
     """A file opened for writing (a context manager) whose bytes, as they reach the file (compressed, for gzip),
     pass through SHA-256 on the way: `hexdigest()` after closing is the file's hash, without a second read.
     The bytes are those the writer wrote before hashing existed: locally, gzip with mtime=0, no file name and
-    zlib's default level 6; through Beam's FileSystems (gs://), Beam's own gzip stream (CompressedFile) and MIME
-    type, as `FileSystems.create(..., compression_type=GZIP)` writes them."""
+    zlib's default level 6; on Cloud Storage, Beam's own gzip stream (CompressedFile) and MIME type, as
+    `FileSystems.create(..., compression_type=GZIP)` writes them (shardsmith.storage.gzip_writer)."""
 
-    def __init__(self, path: str, *, through_filesystems: bool, gzip_compressed: bool):
-        if through_filesystems:
-            from apache_beam.io.filesystem import CompressedFile, CompressionTypes
-            from apache_beam.io.filesystems import FileSystems
-
-            kind = CompressionTypes.GZIP if gzip_compressed else CompressionTypes.UNCOMPRESSED
-            self._raw = _HashingWriter(FileSystems.create(path, mime_type=CompressionTypes.mime_type(kind),
-                                                          compression_type=CompressionTypes.UNCOMPRESSED))
-            self._stream = CompressedFile(self._raw, compression_type=kind) if gzip_compressed else self._raw
-        else:
-            self._raw = _HashingWriter(open(path, "wb"))  # noqa: SIM115 (closed by close())
-            self._stream = (gzip.GzipFile(filename="", mode="wb", fileobj=self._raw, mtime=0, compresslevel=6)
-                            if gzip_compressed else self._raw)
+    def __init__(self, path: str, *, gzip_compressed: bool):
+        self._raw = _HashingWriter(storage.create(path, gzip_compressed=gzip_compressed))
+        self._stream = storage.gzip_writer(self._raw, path) if gzip_compressed else self._raw
 
     def write(self, data: bytes) -> None:
         self._stream.write(data)
@@ -317,6 +295,3 @@ class _HashingWriter:
     def __getattr__(self, name: str):
         return getattr(self._file, name)
 
-
-def _join_remote(output_dir: str, name: str) -> str:
-    return f"{output_dir.rstrip('/')}/{name}"

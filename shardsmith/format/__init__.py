@@ -3,5 +3,5 @@ record's keys and Example encoding (example), metadata.json, labels.txt and erro
 files (tfds) and the output folder's builds (build_folder).
 
 The writer, `load()`, `verify`, `inspect` and the report import these; nothing else spells a key, a file name or
-a checksum. Imports neither Beam nor TensorFlow (gs:// paths go through Beam's FileSystems, imported only then).
+a checksum. Imports neither Beam nor TensorFlow; files are read and written through shardsmith.storage.
 """

@@ -20,26 +20,25 @@ Guarantees:
   is damaged. A build is finished only once its own metadata.json is written and the top-level one staged for
   it is gone (renamed over the top-level file): one killed just before that switch was never published.
 - Readers: a published build's files are never rewritten. A new build is published by replacing the top-level
-  metadata.json in one atomic step (os.replace locally, a single-object write on Cloud Storage), so a reader that
+  metadata.json in one atomic step (os.replace locally, a single-object copy on Cloud Storage), so a reader that
   read metadata.json keeps reading one build's files until retention removes them, then fails on a missing file.
 - Names: build ids sort by start time; shard names and build folders read from metadata.json are confined to
   the dataset folder (`dataset_dir`, `confined_file_name`).
 
-Beam-free: local paths use os; gs:// goes through Beam's FileSystems, imported only then.
+Every file operation goes through shardsmith.storage (local paths and gs:// alike).
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import secrets
-import shutil
 import time
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from shardsmith import storage
 from shardsmith.format.build_record import BuildRecord, claim, entry_file, written_entries
 from shardsmith.format.metadata import MetadataMissing, metadata_bytes, read_metadata
 from shardsmith.format.naming import (
@@ -52,7 +51,6 @@ from shardsmith.format.naming import (
     TEMP_PREFIX,
     TRANSFORM_DIRS,
     WRITTEN_DIR,
-    is_remote,
     join,
 )
 
@@ -97,7 +95,7 @@ def published_dir(output_dir: str | os.PathLike) -> str:
     `builder_from_directory`, or to read labels.txt and errors.jsonl). Raises FileNotFoundError without one."""
     output_dir = os.fspath(output_dir).rstrip("/")
     try:
-        metadata = read_metadata(output_dir, read_bytes)
+        metadata = read_metadata(output_dir)
     except MetadataMissing as e:
         raise FileNotFoundError(str(e)) from None
     return dataset_dir(output_dir, metadata)
@@ -108,26 +106,6 @@ def confined_file_name(name: str) -> str:
     if not name or "/" in name or "\\" in name or name in (".", "..") or name.startswith(TEMP_PREFIX):
         raise ValueError(f"metadata.json lists shard file {name!r}, which is not a file name in the dataset folder")
     return name
-
-
-def _list_local(folder: str) -> dict[str, bool]:
-    """{entry name: is a folder} of one local folder; empty if it does not exist."""
-    try:
-        with os.scandir(folder) as entries:
-            return {e.name: e.is_dir(follow_symlinks=False) for e in entries}
-    except (FileNotFoundError, NotADirectoryError):
-        return {}
-
-
-def _relative_remote_files(folder: str) -> list[str]:
-    from apache_beam.io.filesystems import FileSystems
-
-    prefix = folder.rstrip("/") + "/"
-    try:
-        matched = FileSystems.match([prefix + "**"])[0].metadata_list
-    except Exception:
-        return []
-    return sorted(m.path[len(prefix):] for m in matched if len(m.path) > len(prefix))
 
 
 @dataclass
@@ -142,39 +120,11 @@ class FolderState:
     left_behind: dict[str, list[str]] = field(default_factory=dict)
 
 
-def read_bytes(path: str) -> bytes | None:
-    """A whole file, or None if it does not exist."""
-    if not is_remote(path):
-        try:
-            with open(path, "rb") as f:
-                return f.read()
-        except FileNotFoundError:
-            return None
-    from apache_beam.io.filesystems import FileSystems
-
-    if not FileSystems.exists(path):
-        return None
-    with FileSystems.open(path) as f:
-        return f.read()
-
-
 def scan(output_dir: str) -> FolderState:
     """Lists the output folder and tells its entries apart. Reads only names and the top-level metadata.json."""
-    if is_remote(output_dir):
-        files = _relative_remote_files(output_dir)
-        top = {f.split("/", 1)[0]: "/" in f for f in files}
-        in_builds: dict[str, list[str] | None] = {}
-        for f in files:
-            parts = f.split("/", 2)
-            if parts[0] == BUILDS_DIR and len(parts) == 3 and in_builds.get(parts[1], []) is not None:
-                in_builds.setdefault(parts[1], []).append(parts[2])
-            elif parts[0] == BUILDS_DIR and len(parts) == 2:
-                in_builds[parts[1]] = None  # a file directly under builds/: not a build's folder
-    else:
-        top = _list_local(output_dir)
-        in_builds = {}
-        for entry, is_dir in _list_local(join(output_dir, BUILDS_DIR)).items():
-            in_builds[entry] = _walk_local(join(output_dir, BUILDS_DIR, entry)) if is_dir else None
+    top = storage.list_entries(output_dir)
+    in_builds = {entry: storage.list_files(join(output_dir, BUILDS_DIR, entry)) if is_dir else None
+                 for entry, is_dir in storage.list_entries(join(output_dir, BUILDS_DIR)).items()}
     foreign = [name + ("/" if is_dir else "") for name, is_dir in sorted(top.items())
                if (name, is_dir) not in ((METADATA_FILE, False), (LOCK_FILE, False), (BUILDS_DIR, True))]
     published = None
@@ -203,14 +153,6 @@ def left_behind_line(state: FolderState) -> str | None:
             "delete them when done): " + ", ".join(shown))
 
 
-def _walk_local(folder: str) -> list[str]:
-    found = []
-    for dirpath, _, names in os.walk(folder):
-        rel = os.path.relpath(dirpath, folder)
-        found.extend(name if rel == "." else f"{rel}/{name}" for name in names)
-    return found
-
-
 def _is_build_folder(files: list[str]) -> bool:
     """A build's folder holds its record; one killed while writing the record holds only that temporary file."""
     return BUILD_RECORD in files or all(f.startswith(f"{TEMP_PREFIX}{BUILD_RECORD}.") for f in files)
@@ -219,7 +161,7 @@ def _is_build_folder(files: list[str]) -> bool:
 def _published_metadata(output_dir: str) -> dict | None:
     """The top-level metadata.json if shardsmith wrote it in this layout, else None."""
     try:
-        metadata = read_metadata(output_dir, read_bytes)
+        metadata = read_metadata(output_dir)
         dataset_dir(output_dir, metadata)
     except ValueError:  # MetadataError among them
         return None
@@ -242,21 +184,11 @@ def published_build_id(state: FolderState) -> str | None:
 # Writing and removing ------------------------------------------------------------------------------------------
 
 def write_atomically(path: str, data: bytes) -> None:
-    """Writes `path` so that it holds either its old content or all of `data`, never a part: through a
-    temporary name beside it and a rename (locally), or as one object upload (Cloud Storage creates an object
-    only when its upload completes). A path in a build's folder is first added to its written list."""
+    """Writes `path` so that it holds either its old content or all of `data`, never a part
+    (shardsmith.storage.write_atomically), after adding it to its build's written list when it lies in a build's
+    folder."""
     claim(path)
-    if is_remote(path):
-        from apache_beam.io.filesystems import FileSystems
-
-        with FileSystems.create(path) as out:
-            out.write(data)
-        return
-    folder, base = path.rsplit("/", 1)
-    temp = f"{folder}/{TEMP_PREFIX}{base}.{secrets.token_hex(8)}"
-    with open(temp, "wb") as out:
-        out.write(data)
-    os.replace(temp, path)
+    storage.write_atomically(path, data)
 
 
 COPY_CHUNK_BYTES = 1 << 20  # write_atomically_from holds about one chunk at a time
@@ -267,36 +199,22 @@ def write_atomically_from(path: str, chunks: Iterable[bytes]) -> None:
     write_atomically, `path` holds either its old content or all of it (and is first added to its build's
     written list)."""
     claim(path)
-    if is_remote(path):
-        from apache_beam.io.filesystems import FileSystems
-
-        with FileSystems.create(path) as out:
-            for chunk in chunks:
-                out.write(chunk)
-        return
-    folder, base = path.rsplit("/", 1)
-    temp = f"{folder}/{TEMP_PREFIX}{base}.{secrets.token_hex(8)}"
-    with open(temp, "wb") as out:
-        for chunk in chunks:
-            out.write(chunk)
-    os.replace(temp, path)
+    storage.write_atomically_from(path, chunks)
 
 
 def start_build(output_dir: str, record: BuildRecord) -> str:
     """Creates the build's folder with its record in it; returns the folder."""
     folder = build_dir(output_dir, record.build_id)
-    if not is_remote(folder):
-        os.makedirs(folder, exist_ok=False)
+    storage.make_folders(folder)
     write_atomically(join(folder, BUILD_RECORD), record.to_json())
-    if not is_remote(folder):
-        os.mkdir(join(folder, WRITTEN_DIR))
+    storage.make_folder(join(folder, WRITTEN_DIR))
     return folder
 
 
 def publish(output_dir: str, build_id: str, metadata: dict, before_switch: Callable[[], None] | None = None) -> None:
     """Makes `build_id` the build readers of `output_dir` get: the top-level metadata.json (build_dir
     builds/<id>) is staged in the build's folder, then its own copy is written (build_dir "."), then the
-    top-level file is replaced in one step (a rename locally; one object write, then the staged copy removed,
+    top-level file is replaced in one step (a rename locally; one object copy, then the staged copy removed,
     on Cloud Storage). Nothing but metadata.json itself ever appears at the top level, and a build killed before
     the switch still holds its staged copy: `finished` says it was never published. `before_switch` runs just
     before the switch (the kill tests' fault point)."""
@@ -304,20 +222,13 @@ def publish(output_dir: str, build_id: str, metadata: dict, before_switch: Calla
     top = metadata_bytes({**metadata, "build_id": build_id, "build_dir": f"{BUILDS_DIR}/{build_id}"})
     staged = join(folder, STAGED_METADATA)
     claim(staged)
-    if is_remote(staged):
-        write_atomically(staged, top)
-    else:
-        with open(staged, "wb") as out:
-            out.write(top)
+    storage.write_bytes(staged, top)
     write_atomically(join(folder, METADATA_FILE), metadata_bytes(own_copy(metadata)))
     if before_switch is not None:
         before_switch()
-    if is_remote(output_dir):
-        write_atomically(join(output_dir, METADATA_FILE), top)
-        _delete([staged])
-    else:
-        os.replace(staged, join(output_dir, METADATA_FILE))
-    _delete([join(folder, entry_file(STAGED_METADATA))])  # gone from the folder: the list names no temporary file
+    storage.rename([staged], [join(output_dir, METADATA_FILE)])
+    # gone from the folder: the written list names no temporary file
+    storage.delete([join(folder, entry_file(STAGED_METADATA))])
 
 
 def own_copy(published: dict) -> dict:
@@ -336,7 +247,7 @@ def remove_build(output_dir: str, build_id: str, files: list[str]) -> list[str]:
     then (locally) the folders left empty. Files the record does not list stay, and so does the folder holding
     them. Returns what was removed, relative to the build's folder."""
     folder = build_dir(output_dir, build_id)
-    data = read_bytes(join(folder, BUILD_RECORD))
+    data = storage.read_bytes(join(folder, BUILD_RECORD))
     if data is None:  # killed while writing its record: only that temporary file can be there
         owned = [f for f in files if f.startswith(f"{TEMP_PREFIX}{BUILD_RECORD}.")]
     else:
@@ -347,29 +258,9 @@ def remove_build(output_dir: str, build_id: str, files: list[str]) -> list[str]:
         # lists (a kill part-way leaves a record that still covers what is left), the record last.
         owned = sorted(record.covered(files), key=lambda f: (f != METADATA_FILE, f.startswith(f"{WRITTEN_DIR}/")))
         owned.append(BUILD_RECORD)
-    _delete([join(folder, f) for f in owned])
-    if not is_remote(folder):
-        _remove_empty_folders(folder)
+    storage.delete([join(folder, f) for f in owned])
+    storage.remove_empty_folders(folder)
     return owned
-
-
-def _delete(paths: list[str]) -> None:
-    if not paths:
-        return
-    if not is_remote(paths[0]):
-        for path in paths:
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(path)
-        return
-    from apache_beam.io.filesystems import FileSystems
-
-    FileSystems.delete(paths)
-
-
-def _remove_empty_folders(root: str) -> None:
-    for dirpath, _, _ in sorted(os.walk(root), key=lambda t: -len(t[0])):
-        with contextlib.suppress(OSError):  # not empty: something the build did not make is still there
-            os.rmdir(dirpath)
 
 
 def retire_builds(output_dir: str, current: str | None = None, keep: int | None = None) -> list[str]:
@@ -405,42 +296,28 @@ def transform_scratch(files_dir: str) -> str:
     return scratch
 
 
-def _files_under(folder: str) -> list[str]:
-    if is_remote(folder):
-        return _relative_remote_files(folder)
-    return _walk_local(folder) if os.path.isdir(folder) else []
-
-
 def move_transform_output(scratch: str, files_dir: str) -> None:
     """Moves transform_fn/ and transformed_metadata/ from `scratch` into the build's folder, each file listed
     in the written list before it arrives, then removes `scratch` (the build's own, claimed whole)."""
-    moved = [f for f in _files_under(scratch) if f.split("/", 1)[0] in TRANSFORM_DIRS]
-    for relative in moved:
-        claim(join(files_dir, relative))
-    if is_remote(scratch):
-        from apache_beam.io.filesystems import FileSystems
-
-        FileSystems.rename([join(scratch, f) for f in moved], [join(files_dir, f) for f in moved])
-        left = _files_under(scratch)
-        _delete([join(scratch, f) for f in left])
-        return
-    for relative in moved:
-        target = join(files_dir, relative)
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        os.replace(join(scratch, relative), target)
-    shutil.rmtree(scratch, ignore_errors=True)
+    moved = [f for f in storage.list_files(scratch) if f.split("/", 1)[0] in TRANSFORM_DIRS]
+    targets = [join(files_dir, relative) for relative in moved]
+    for target in targets:
+        claim(target)
+    for folder in sorted({storage.parent(target) for target in targets}):
+        storage.make_folders(folder, exist_ok=True)
+    storage.rename([join(scratch, relative) for relative in moved], targets)
+    storage.remove_tree(scratch)
 
 
 def remove_temporary_files(files_dir: str) -> None:
     """Removes the temporary files and folders that the build in `files_dir` lists as written (left by killed
     or retried attempts; every shard is final by now), with their entries in its written list."""
-    data = read_bytes(join(files_dir, BUILD_RECORD))
+    data = storage.read_bytes(join(files_dir, BUILD_RECORD))
     if data is None:
         return
-    files = _files_under(files_dir)
+    files = storage.list_files(files_dir)
     temporary = sorted(f for f in BuildRecord.from_json(data).covered(files) if f.startswith(TEMP_PREFIX))
-    _delete([join(files_dir, f) for f in temporary])
-    if not is_remote(files_dir):
-        for folder in {f.split("/", 1)[0] for f in temporary if "/" in f}:
-            _remove_empty_folders(join(files_dir, folder))
-    _delete([join(files_dir, entry_file(e)) for e in written_entries(files) if e.startswith(TEMP_PREFIX)])
+    storage.delete([join(files_dir, f) for f in temporary])
+    for folder in {f.split("/", 1)[0] for f in temporary if "/" in f}:
+        storage.remove_empty_folders(join(files_dir, folder))
+    storage.delete([join(files_dir, entry_file(e)) for e in written_entries(files) if e.startswith(TEMP_PREFIX)])

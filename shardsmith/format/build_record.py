@@ -20,10 +20,8 @@ confined to one path segment and shard names checked exactly.
 
 from __future__ import annotations
 
-import contextlib
 import fnmatch
 import json
-import os
 import re
 import time
 from dataclasses import dataclass
@@ -34,9 +32,8 @@ from shardsmith.format.naming import (
     BUILDS_DIR,
     TEMP_PREFIX,
     WRITTEN_DIR,
-    is_remote,
-    join,
 )
+from shardsmith.storage import join, make_folder, touch
 
 RECORD_VERSION = 2
 _IN_A_BUILD = re.compile(rf"(.*/{BUILDS_DIR}/{BUILD_ID.pattern})/(.+)")  # greedy: the innermost build folder
@@ -134,14 +131,8 @@ def claim(path: str, folder: bool = False) -> None:
     if relative == BUILD_RECORD or relative.startswith((f"{TEMP_PREFIX}{BUILD_RECORD}.", f"{WRITTEN_DIR}/")):
         return
     entry = join(build, WRITTEN_DIR, _escape(relative.rstrip("/") + ("/" if folder else "")))
-    if is_remote(entry):
-        from apache_beam.io.filesystems import FileSystems
-
-        FileSystems.create(entry).close()
-        return
-    with contextlib.suppress(FileExistsError):
-        os.mkdir(join(build, WRITTEN_DIR))
-    os.close(os.open(entry, os.O_CREAT | os.O_WRONLY, 0o644))
+    make_folder(join(build, WRITTEN_DIR), exist_ok=True)
+    touch(entry)
 
 
 def entry_file(relative: str) -> str:

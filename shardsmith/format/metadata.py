@@ -13,6 +13,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field, fields
 
+from shardsmith import storage
 from shardsmith.format.naming import METADATA_FILE, index_file_name, join
 
 # The keys every shardsmith metadata.json has; a JSON file without them is not one.
@@ -78,12 +79,10 @@ class MetadataMissing(MetadataError):
 
 def read_metadata(folder: str, read_bytes: Callable[[str], bytes | None] | None = None) -> dict:
     """The metadata.json of `folder` (a dataset, or one build's folder), parsed and checked to be shardsmith's.
-    `read_bytes(path)` returns a file's bytes or None when it does not exist (default: local files and gs://
-    through Beam's FileSystems, shardsmith.format.build_folder.read_bytes)."""
-    if read_bytes is None:
-        from shardsmith.format.build_folder import read_bytes
+    `read_bytes(path)` returns a file's bytes or None when it does not exist (default: local files and gs://,
+    shardsmith.storage.read_bytes)."""
     path = join(folder, METADATA_FILE)
-    data = read_bytes(path)
+    data = (read_bytes or storage.read_bytes)(path)
     if data is None:
         raise MetadataMissing(f"{folder.rstrip('/')} holds no finished shardsmith dataset: {path} does not exist")
     return parse_metadata(data, path)

@@ -1,4 +1,4 @@
-"""Every name a dataset uses: its files, its build folders, its splits, and how a path says where it lives.
+"""Every name a dataset uses: its files, its build folders and its splits (paths themselves: shardsmith.storage).
 
 The writer, the report, `load()`, `verify` and `inspect` import these; nothing else spells a file name.
 """
@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import re
 
+# Defined by the storage module, which writes every file through a temporary name and tells local paths from
+# URIs; re-exported because the format's names are built with them.
+from shardsmith.storage import TEMP_PREFIX, is_remote, join  # noqa: F401
+
 METADATA_FILE = "metadata.json"
 LABELS_FILE = "labels.txt"
 ERRORS_FILE = "errors.jsonl"
 NEAR_DUPLICATES_FILE = "near_duplicates.jsonl"  # --near_duplicates report|drop: the pairs found
-# Every file is written under this prefix and renamed into place; such files are never part of a dataset.
-TEMP_PREFIX = ".shardsmith-tmp-"
 BUILDS_DIR = "builds"
 BUILD_RECORD = "build.json"
 # In a build's folder: one empty file per file or folder the build writes there, made before it is written (its
@@ -76,13 +78,3 @@ def shard_file_pattern(name: str | None = None) -> str:
     """The glob (and fnmatch) pattern of the shard files of dataset `name`, or of any dataset. Index files
     (INDEX_SUFFIX) match it too: tell them apart by their suffix."""
     return f"{name}-*.tfrecord-*" if name else "*.tfrecord-*"
-
-
-def is_remote(uri: str) -> bool:
-    """Whether a URI names an object store (gs://...), read through Beam's FileSystems; else a local path."""
-    return "://" in uri
-
-
-def join(folder: str, *names: str) -> str:
-    """`folder/name/...` with one slash between parts, for local paths and gs:// URIs alike."""
-    return "/".join([folder.rstrip("/"), *names])

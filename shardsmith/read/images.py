@@ -17,9 +17,9 @@ def image_bytes(record: dict) -> bytes:
     --image_mode path the file at its `image/uri` (local or gs://), which must still be there."""
     if record.get(IMAGE) is not None:
         return record[IMAGE]
-    from shardsmith.core.load_images import read_bytes
+    from shardsmith.core.load_images import read_input_file
 
-    return read_bytes(record[URI].decode("utf-8"), 1 << 62)
+    return read_input_file(record[URI].decode("utf-8"), 1 << 62)
 
 
 def image_size(size: int | Sequence[int] | None) -> tuple[int, int] | None:

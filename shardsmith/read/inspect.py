@@ -62,15 +62,14 @@ def mix_deviation(split: str, info: dict) -> MixDeviation | None:
 
 def error_summary(output_dir: str) -> tuple[Counter, dict[str, str]] | None:
     """(count by "stage: reason", an example URI or source:line per reason) from errors.jsonl, streamed."""
-    from apache_beam.io.filesystem import CompressionTypes
-    from apache_beam.io.filesystems import FileSystems
+    from shardsmith import storage
 
     path = f"{output_dir}/errors.jsonl"
-    if not FileSystems.exists(path):
+    if not storage.exists(path):
         return None
     counts: Counter = Counter()
     examples: dict[str, str] = {}
-    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as raw:
+    with storage.open_read(path, buffered=True) as raw:
         for line in io.TextIOWrapper(raw, encoding="utf-8", errors="replace"):
             if not line.strip():
                 continue

@@ -27,28 +27,21 @@ _DTYPES = {"bytes": "string", "int64": "int64", "float": "float32"}
 
 
 def read_metadata(output_dir: str) -> dict:
-    """metadata.json of a finished dataset, read with tf.io.gfile (local or gs://); FileNotFoundError without
+    """metadata.json of a finished dataset, read through TensorFlow's file systems like the shards (local or
+    gs://, shardsmith.storage.read_bytes_with_tensorflow); FileNotFoundError without
     one, MetadataError (a ValueError naming the file and the entry) when it is not JSON or lacks what `load`
     reads."""
     from shardsmith.format.metadata import MetadataMissing, check_readable
     from shardsmith.format.metadata import read_metadata as read
     from shardsmith.format.naming import METADATA_FILE, join
+    from shardsmith.storage import read_bytes_with_tensorflow
 
     try:
-        metadata = read(output_dir, read_bytes=_gfile_bytes)
+        metadata = read(output_dir, read_bytes=read_bytes_with_tensorflow)
     except MetadataMissing as e:
         raise FileNotFoundError(str(e)) from None
     check_readable(metadata, join(output_dir.rstrip("/"), METADATA_FILE))
     return metadata
-
-
-def _gfile_bytes(path: str) -> bytes | None:
-    import tensorflow as tf
-
-    if not tf.io.gfile.exists(path):
-        return None
-    with tf.io.gfile.GFile(path, "rb") as f:
-        return f.read()
 
 
 def split_shards(output_dir: str, metadata: dict, split: str) -> list[dict]:

@@ -262,9 +262,10 @@ def near_duplicate_pairs(output_dir: str, metadata: dict, path: str, max_pairs: 
     (dropped by --near_duplicates drop) is drawn as a note saying so."""
     from PIL import Image
 
-    from shardsmith.format.build_folder import dataset_dir, read_bytes
+    from shardsmith.format.build_folder import dataset_dir
     from shardsmith.format.metadata import NearDuplicatesEntry, parse_near_duplicates
     from shardsmith.format.naming import NEAR_DUPLICATES_FILE, join
+    from shardsmith.storage import read_bytes
 
     data = read_bytes(join(dataset_dir(output_dir, metadata), NEAR_DUPLICATES_FILE))
     pairs = parse_near_duplicates(data or b"")[:max_pairs]

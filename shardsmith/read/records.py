@@ -11,6 +11,7 @@ import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from shardsmith import storage
 from shardsmith.core.rows import placing_label_id
 from shardsmith.format.build_folder import confined_file_name, dataset_dir
 from shardsmith.format.example import (
@@ -33,11 +34,8 @@ def open_shard(path: str, compression: str):
 
 
 def open_raw(path: str):
-    """The shard file's bytes as stored (local or gs://)."""
-    from apache_beam.io.filesystem import CompressionTypes
-    from apache_beam.io.filesystems import FileSystems
-
-    return FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+    """The shard file's bytes as stored (local or gs://), buffered for the framing's small reads."""
+    return storage.open_read(path, buffered=True)
 
 
 def decompressed(raw, compression: str):
@@ -121,9 +119,9 @@ def _image_bytes(values: dict[str, list]) -> bytes:
     """The record's image: its bytes, or (--image_mode path) the file at image/uri; b"" if that is gone."""
     if IMAGE in values:
         return values[IMAGE][0]
-    from shardsmith.core.load_images import ImageRejected, read_bytes
+    from shardsmith.core.load_images import ImageRejected, read_input_file
 
     try:
-        return read_bytes(values[URI][0].decode(), 1 << 62)
+        return read_input_file(values[URI][0].decode(), 1 << 62)
     except (OSError, ImageRejected):  # ImageRejected: no longer a regular file
         return b""

@@ -13,8 +13,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from shardsmith import storage
 from shardsmith.errors import UsageError
-from shardsmith.format.build_folder import read_bytes, write_atomically
+from shardsmith.format.build_folder import write_atomically
 from shardsmith.format.build_record import BuildRecord
 from shardsmith.format.naming import BUILD_ID, BUILD_RECORD, BUILDS_DIR, join
 from shardsmith.read.sequence import CorruptRecord, Records, scanned_index
@@ -67,7 +68,7 @@ def index_build(output_dir: str, version: str | None = None) -> IndexReport:
                          "cannot be sought); build with --compression none to read it at random")
     folder = any_split.folder
     build_id = _build_id(folder, output_dir)
-    record = read_bytes(join(folder, BUILD_RECORD))
+    record = storage.read_bytes(join(folder, BUILD_RECORD))
     if record is None or BuildRecord.from_json(record).version < 2:
         raise UsageError(f"{folder}'s build record lists no written files (an early build): its removal would "
                          "leave index files behind; build it again to get index files")
@@ -105,7 +106,7 @@ def _index_shard(records: Records, shard, guard, report: IndexReport) -> None:
     report.shard_bytes += index.end
     report.index_bytes += len(content)
     name = shard.index_path.rsplit("/", 1)[-1]
-    if read_bytes(shard.index_path) == content:
+    if storage.read_bytes(shard.index_path) == content:
         report.present.append(name)
         return
     guard.check()

@@ -25,7 +25,8 @@ from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from shardsmith.format.build_folder import build_dir, confined_file_name, dataset_dir, read_bytes
+from shardsmith import storage
+from shardsmith.format.build_folder import build_dir, confined_file_name, dataset_dir
 from shardsmith.format.metadata import MetadataMissing, check_readable, read_metadata
 from shardsmith.format.naming import (
     BUILD_ID,
@@ -59,12 +60,12 @@ def open_build(output_dir: str, version: str | None = None) -> tuple[dict, str]:
             raise ValueError(f"version {version!r} is not a build id (like 20261124T211052Z-44b3a31b)")
         folder = build_dir(output_dir, version)
     try:
-        metadata = read_metadata(folder, read_bytes)
+        metadata = read_metadata(folder, storage.read_bytes)
     except MetadataMissing:
         what = f"no complete build {version} (builds/{version}/metadata.json)" if version else "no finished dataset"
         raise FileNotFoundError(f"{output_dir} holds {what}") from None
     check_readable(metadata, join(folder, METADATA_FILE))
-    if version is not None and read_bytes(join(folder, STAGED_METADATA)) is not None:
+    if version is not None and storage.read_bytes(join(folder, STAGED_METADATA)) is not None:
         raise FileNotFoundError(f"{output_dir}: build {version} was never published (it did not finish)")
     return metadata, folder
 
@@ -80,13 +81,8 @@ class Shard:
 
 
 def open_stored(path: str):
-    """A shard file's bytes as stored, for reading (local, or gs:// through Beam's FileSystems)."""
-    if not is_remote(path):
-        return open(path, "rb")  # noqa: SIM115 (the caller closes it)
-    from apache_beam.io.filesystem import CompressionTypes
-    from apache_beam.io.filesystems import FileSystems
-
-    return FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+    """A shard file's bytes as stored, for reading (local or gs://, through the storage module)."""
+    return storage.open_read(path, buffered=True)
 
 
 def scanned_index(path: str, compression: str) -> RecordIndex:
@@ -235,7 +231,7 @@ class Records(Sequence):
         """Shard `shard`'s record index: its index file, or (without one) found by reading the shard once."""
         if shard not in self._indexes:
             info = self.shards[shard]
-            data = read_bytes(info.index_path) if info.index_path else None
+            data = storage.read_bytes(info.index_path) if info.index_path else None
             index = (RecordIndex.parse(data, info.index_path) if data is not None
                      else scanned_index(info.path, self.compression))
             if len(index) != info.num_records:

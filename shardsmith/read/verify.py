@@ -16,11 +16,12 @@ labels.txt and errors.jsonl agree with it, and so do the TFDS files when present
 
 Memory: each thread holds one record (plus a 1 MiB read buffer); never a shard. Threads are enough to use all
 cores: SHA-256, CRC32C, file reads and TensorFlow's image decoders release the GIL, and they are the cost.
-Files are read through Beam's FileSystems, so local folders and gs:// both work.
+Files are read through shardsmith.storage, so local folders and gs:// both work.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import json
 import os
@@ -30,9 +31,10 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from shardsmith import storage
 from shardsmith.core.rows import placing_label_id
 from shardsmith.errors import UsageError
-from shardsmith.format.build_folder import dataset_dir, is_published, own_copy, read_bytes
+from shardsmith.format.build_folder import dataset_dir, is_published, own_copy
 from shardsmith.format.example import (
     BOX_KEYS,
     BOX_LABEL,
@@ -273,11 +275,11 @@ _LIST_FIELDS = {"bytes": "bytes_list", "int64": "int64_list", "float": "float_li
 
 def _image_at(values: dict, check: ShardCheck, index: int) -> bytes | None:
     """--image_mode path: the bytes at the record's image/uri, which must still be the ones it was built from."""
-    from shardsmith.core.load_images import read_bytes
+    from shardsmith.core.load_images import read_input_file
 
     uri = values[URI].decode("utf-8", "replace")
     try:
-        data = read_bytes(uri, 1 << 62)
+        data = read_input_file(uri, 1 << 62)
     except Exception as e:
         check.add(f"{URI} cannot be read", f"{uri}: {type(e).__name__}", index)
         return None
@@ -288,10 +290,8 @@ def _image_at(values: dict, check: ShardCheck, index: int) -> bytes | None:
 
 
 def _file_size(path: str) -> int:
-    from apache_beam.io.filesystems import FileSystems
-
     try:
-        return FileSystems.match([path])[0].metadata_list[0].size_in_bytes
+        return storage.size(path)
     except Exception:
         return -1
 
@@ -354,7 +354,7 @@ def _check_index_file(check: ShardCheck, path: str, shard: dict, records: Record
     """The shard's index file, when metadata.json lists it or one lies beside the shard (`shardsmith index`
     wrote it), holds exactly the offsets and lengths of the records just read."""
     try:
-        data = read_bytes(path)
+        data = storage.read_bytes(path)
     except OSError as e:
         check.add("index file cannot be read", f"{type(e).__name__}: {str(e)[:200]}")
         return
@@ -392,7 +392,7 @@ def _check_first_key(check: ShardCheck, data: bytes, shard: dict) -> None:
 def _read_text(path: str) -> str | None:
     """A side file's text, or None when it is missing or unreadable (verify reports either as a problem)."""
     try:
-        data = read_bytes(path)
+        data = storage.read_bytes(path)
         return None if data is None else data.decode("utf-8")
     except Exception:
         return None
@@ -400,14 +400,12 @@ def _read_text(path: str) -> str | None:
 
 def load_metadata(output_dir: str) -> dict:
     """metadata.json, or UsageError when the folder holds no finished dataset (or it cannot be parsed)."""
-    from apache_beam.io.filesystems import FileSystems
-
     output_dir = output_dir.rstrip("/")
     try:
         metadata = read_metadata(output_dir)
         check_readable(metadata, join(output_dir, METADATA_FILE))
     except MetadataMissing:
-        if not FileSystems.exists(output_dir):
+        if not storage.exists(output_dir):
             raise UsageError(f"{output_dir} does not exist: not a finished shardsmith dataset") from None
         from shardsmith.read.unfinished import unfinished_build
 
@@ -424,8 +422,6 @@ def load_metadata(output_dir: str) -> dict:
 
 def _check_dataset(output_dir: str, metadata: dict, shards: list[ShardCheck]) -> list[Problem]:
     """Checks that need every shard's result, or only the folder: totals, names, listed files, side files."""
-    from apache_beam.io.filesystems import FileSystems
-
     from shardsmith.format.tfds import tfds_metadata_files
 
     problems: list[Problem] = []
@@ -476,9 +472,9 @@ def _check_dataset(output_dir: str, metadata: dict, shards: list[ShardCheck]) ->
             own = None
         if own != own_copy(metadata):
             problems.append(Problem(METADATA_FILE, "the build's own copy differs from the published one"))
-    on_disk = FileSystems.match([join(output_dir, shard_file_pattern())])[0].metadata_list
-    for m in sorted(on_disk, key=lambda m: m.path):
-        base = m.path.rsplit("/", 1)[-1]
+    for base in storage.list_files(output_dir):
+        if "/" in base or not fnmatch.fnmatchcase(base, shard_file_pattern()):
+            continue
         if base.endswith(INDEX_SUFFIX) and base.removesuffix(INDEX_SUFFIX) not in listed:
             problems.append(Problem(base, "index file in the folder belongs to no shard listed in metadata.json"))
         elif not base.endswith(INDEX_SUFFIX) and base not in listed:

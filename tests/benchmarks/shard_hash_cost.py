@@ -51,7 +51,7 @@ def main() -> int:
             return gzip.GzipFile(target, "wb", mtime=0, compresslevel=6) if zipped else open(target, "wb")  # noqa: SIM115
 
         def hashed():
-            return HashedFile(target, through_filesystems=False, gzip_compressed=zipped)
+            return HashedFile(target, gzip_compressed=zipped)
 
         def timed(open_file) -> float:
             started = time.perf_counter()

@@ -77,7 +77,7 @@ def _images(corpus: Path, count: int) -> list[bytes]:
 def per_image_costs(count: int, corpus: Path) -> None:
     sys.path.insert(0, str(REPO))
     from shardsmith.core.encode import encode_image_example
-    from shardsmith.core.load_images import ImageInfo, inspect_image, read_bytes
+    from shardsmith.core.load_images import ImageInfo, inspect_image, read_input_file
     from shardsmith.core.rows import ManifestRow
     from shardsmith.format.tfrecord import frame
 
@@ -92,7 +92,7 @@ def per_image_costs(count: int, corpus: Path) -> None:
         info = ImageInfo("jpeg", 540, 720, 3)
         records = [encode_image_example(row, d, info, "ab" * 32) for d in images]
         steps = {
-            "read the file (page cache)": (lambda i: read_bytes(str(paths[i]), 64 << 20, sizes[i])),
+            "read the file (page cache)": (lambda i: read_input_file(str(paths[i]), 64 << 20, sizes[i])),
             "--validate header (JPEG start-of-frame)": (lambda i: inspect_image(images[i], "header")),
             "--validate decode, JPEG at full scale (as before)": (lambda i: inspect_image(images[i], "decode",
                                                                                           jpeg_scale=1)),

@@ -8,6 +8,7 @@ import os
 from collections import Counter
 from collections.abc import Iterator
 
+from shardsmith import storage
 from shardsmith.core.manifest.header_checks import IMAGE_EXTENSIONS
 from shardsmith.core.manifest.row_maker import STAGE, RowMaker, utf8
 from shardsmith.core.manifest.settings import ManifestFormat
@@ -26,10 +27,7 @@ class ClassFolders:
     def rows(self, source: Source, fmt: ManifestFormat) -> Iterator[ManifestRow | ErrorRow]:
         maker = RowMaker(fmt, source, base_dir=source.path, not_utf8_reason="file name is not valid UTF-8")
         root = source.path.rstrip("/")
-        from apache_beam.io.filesystems import FileSystems
-
-        matched = FileSystems.match([root + "/**"])[0].metadata_list
-        relative = sorted(m.path[len(root) + 1:] for m in matched)
+        relative = sorted(path[len(root) + 1:] for path in storage.match(root + "/**"))
         images = [r for r in relative if r.lower().endswith(IMAGE_EXTENSIONS) and not _hidden(r)]
         top_dirs = {r.split("/")[0] for r in images if "/" in r}
         split_layout = bool(top_dirs) and all(canonical_split(d) for d in top_dirs)

@@ -1,7 +1,7 @@
 """One input of a build (a manifest file or a folder of class folders) and the one place a manifest file is opened.
 
-`open_manifest` is every manifest format's way to its bytes: local files directly, other URIs (gs://) through
-Beam's FileSystems, imported only then, so that the CLI checks local manifests before it imports Beam.
+`open_manifest` is every manifest format's way to its bytes, through the storage module (which imports Beam's
+FileSystems only for gs://, so that the CLI checks local manifests before it imports Beam).
 """
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import BinaryIO
 
-from shardsmith.core.local_files import NotARegularFile, open_regular_file
+from shardsmith import storage
 from shardsmith.errors import UsageError
-from shardsmith.format.naming import is_remote
+from shardsmith.storage.local_files import NotARegularFile
 
 
 @dataclass(frozen=True)
@@ -24,15 +24,9 @@ class Source:
 
 
 def open_manifest(path: str) -> BinaryIO:
-    """A local file as Beam's LocalFileSystem opens it (uncompressed, binary, seekable), without importing Beam
-    (the header check runs before the CLI imports it); other URIs through Beam's FileSystems. A local path that
-    is not a regular file when opened is a UsageError, at once."""
-    if not is_remote(path):
-        try:
-            return open_regular_file(path)
-        except NotARegularFile as e:  # replaced since resolve_sources looked: never wait on a named pipe
-            raise UsageError(f"manifest {path} is {e.kind}, not a regular file") from None
-    from apache_beam.io.filesystem import CompressionTypes
-    from apache_beam.io.filesystems import FileSystems
-
-    return FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+    """A manifest opened for reading (uncompressed, binary; a local one seekable). A local path that is not a
+    regular file when opened is a UsageError, at once."""
+    try:
+        return storage.open_read(path)
+    except NotARegularFile as e:  # replaced since resolve_sources looked: never wait on a named pipe
+        raise UsageError(f"manifest {path} is {e.kind}, not a regular file") from None

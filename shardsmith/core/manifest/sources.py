@@ -6,11 +6,11 @@ from __future__ import annotations
 import os
 import stat
 
-from shardsmith.core.local_files import kind_of
+from shardsmith import storage
 from shardsmith.core.manifest.formats import source_kind
 from shardsmith.core.manifest.source import Source
 from shardsmith.errors import UsageError
-from shardsmith.format.naming import is_remote
+from shardsmith.storage.local_files import kind_of
 
 GLOB_CHARS = "*?["  # a --manifest holding one of these is a glob
 
@@ -23,23 +23,21 @@ def resolve_sources(manifests: tuple[str, ...]) -> list[Source]:
     paths: list[tuple[str, bool]] = []
     for given in manifests:
         if any(c in given for c in GLOB_CHARS):
-            from apache_beam.io.filesystems import FileSystems
-
             try:
-                matched = FileSystems.match([given])[0].metadata_list
-            except Exception:
+                matched = storage.match(given)
+            except Exception:  # an unreadable bucket or folder: reported as matching nothing
                 matched = []
             if not matched:
                 raise UsageError(f"no manifest matches {given!r}")
-            paths.extend((m.path, False) for m in matched)
-        elif _is_folder(given):
+            paths.extend((path, False) for path in matched)
+        elif storage.is_folder(given):
             paths.append((given.rstrip("/"), True))
-        elif _exists(given):
+        elif storage.exists(given):
             paths.append((given, False))
         else:
             raise UsageError(f"manifest not found: {given}")
     for path, is_folder in paths:
-        if is_folder or is_remote(path):
+        if is_folder or storage.is_remote(path):
             continue
         try:
             mode = os.stat(path).st_mode
@@ -50,24 +48,3 @@ def resolve_sources(manifests: tuple[str, ...]) -> list[Source]:
     unique = sorted(set(paths))
     return [Source(path, index, source_kind(path, is_folder)) for index, (path, is_folder) in enumerate(unique)]
 
-
-def _exists(path: str) -> bool:
-    if not is_remote(path):
-        return os.path.exists(path)
-    from apache_beam.io.filesystems import FileSystems
-
-    return FileSystems.exists(path)
-
-
-def _is_folder(path: str) -> bool:
-    if not is_remote(path):
-        return os.path.isdir(path)
-    if path.endswith("/"):
-        return True
-    from apache_beam.io.filesystems import FileSystems
-
-    try:
-        FileSystems.get_filesystem(path).metadata(path)
-        return False
-    except Exception:
-        return bool(FileSystems.match([path.rstrip("/") + "/**"], limits=[1])[0].metadata_list)
