@@ -242,7 +242,7 @@ def finished_build(output_dir: str, build_id: str) -> Metadata:
     except MetadataMissing:
         raise RuntimeError(f"the job finished but {join(files_dir, 'metadata.json')} does not exist: its workers "
                            "wrote somewhere this machine cannot see") from None
-    if metadata.errors and not FileSystems.exists(join(files_dir, ERRORS_FILE)):
+    if metadata.error_count and not FileSystems.exists(join(files_dir, ERRORS_FILE)):
         raise RuntimeError(f"the job finished but {join(files_dir, ERRORS_FILE)} does not exist")
     return metadata
 

@@ -283,7 +283,7 @@ class Metadata(_Entry):
         return self.task or "classification"
 
     @property
-    def errors(self) -> int:
+    def error_count(self) -> int:
         """Rows that did not become records (0 in a layout without the count)."""
         return self.num_errors or 0
 

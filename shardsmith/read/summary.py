@@ -41,8 +41,8 @@ def build_summary(metadata: Metadata, output_dir: str, build_id: str, elapsed_s:
         counts = label_counts_text(info.label_counts)
         lines.append(f"  {split:<10} {info.num_examples:>8} examples in {info.num_shards} shard(s), "
                      f"{info.num_bytes / 1e6:.1f} MB  ({counts})")
-    if metadata.errors:
-        lines.append(f"  errors     {metadata.errors:>8} rows, listed in {join(files_dir, ERRORS_FILE)}:")
+    if metadata.error_count:
+        lines.append(f"  errors     {metadata.error_count:>8} rows, listed in {join(files_dir, ERRORS_FILE)}:")
         lines += _error_reasons(metadata, files_dir)
     else:
         lines.append("  errors            0")

@@ -426,7 +426,7 @@ def _check_dataset(output_dir: str, metadata: Metadata, shards: list[ShardCheck]
                                 f"{metadata.num_examples} vs {total}"))
     # detection: several box lines per record
     in_records = total if metadata.num_example_rows is None else metadata.num_example_rows
-    if metadata.num_input_rows is not None and metadata.num_input_rows != in_records + metadata.errors:
+    if metadata.num_input_rows is not None and metadata.num_input_rows != in_records + metadata.error_count:
         problems.append(Problem(meta, "num_input_rows is not rows in records + errors",
                                 f"{metadata.num_input_rows} vs {in_records} + {metadata.num_errors}"))
     if metadata.is_published:
