@@ -179,7 +179,7 @@ def build(argv: list[str]) -> Metadata | None:
         return _run_build(options, sources, beam_args, transform_fn_writer)
 
 
-def _run_build(options, sources, beam_args: list[str], transform_fn_writer) -> dict:
+def _run_build(options, sources, beam_args: list[str], transform_fn_writer) -> Metadata | None:
     from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
     from pipeline.graph import build_graph
