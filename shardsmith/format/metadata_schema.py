@@ -44,7 +44,7 @@ class _Entry:
     field set since)."""
 
     NULLABLE: ClassVar[frozenset[str]] = frozenset()  # written as null rather than left out
-    NESTED: ClassVar[dict[str, Any]] = {}  # field -> how its JSON value becomes typed (see _decode)
+    NESTED: ClassVar[dict[str, Any]] = {}  # field -> how its JSON value becomes typed (_entry, _list_of, _map_of)
 
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
     read_keys: tuple[str, ...] = field(default=(), repr=False, compare=False)
