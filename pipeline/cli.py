@@ -23,14 +23,17 @@ import sys
 import tempfile
 import time
 import traceback
+from typing import TYPE_CHECKING
 
 from pipeline.cloud import COMMANDS as CLOUD_COMMANDS
 from pipeline.quiet import VERBOSE_ENV, quiet
 from shardsmith.errors import UsageError
 
+if TYPE_CHECKING:
+    from shardsmith.format.metadata_schema import Metadata
+
 DEBUG_ENV = "SHARDSMITH_DEBUG"
 COMMANDS = ("build", "sample", "verify", "inspect", "schema", "index")
-MAX_LABELS_SHOWN = 10  # per split in the summary; a dataset may have thousands
 # time.monotonic() when this command started: the process's start for `shardsmith ...` (interpreter start-up
 # and imports are part of the wait), the call of main() when a program calls it; None outside main().
 _command_started: float | None = None
@@ -145,8 +148,9 @@ def _progress_shown(local: bool):
     return Progress()
 
 
-def build(argv: list[str]) -> dict:
-    """Parses `build` arguments, runs the pipeline to completion and returns metadata.json as a dict."""
+def build(argv: list[str]) -> Metadata | None:
+    """Parses `build` arguments, runs the pipeline to completion and returns its metadata.json (None for a job
+    left running)."""
     from pipeline.options import beam_flags
     from pipeline.options.arguments import build_options_from, normalize_flags, own_flag_names, reject_unknown_flags
 
@@ -182,7 +186,7 @@ def build(argv: list[str]) -> dict:
         return _run_build(options, sources, beam_args, transform_fn_writer)
 
 
-def _run_build(options, sources, beam_args: list[str], transform_fn_writer) -> dict:
+def _run_build(options, sources, beam_args: list[str], transform_fn_writer) -> Metadata | None:
     from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
     from pipeline.graph import build_graph
@@ -216,23 +220,26 @@ def _run_build(options, sources, beam_args: list[str], transform_fn_writer) -> d
     gc.collect()  # the finished graph (main() collects again after a failure): part of the time reported
     elapsed = time.monotonic() - started
     if not waits:
-        return {}  # submitted, still running: its result is not there yet
+        return None  # submitted, still running: its result is not there yet
     if local:
         from transforms.metrics import query
 
         _LOG.info("metrics: %s", query(result).describe())  # what a Dataflow job page shows (docs/metrics.md)
     metadata = finished_build(options.output_dir, lock.build_id)
-    print(summary(metadata, options.output_dir, lock.build_id, elapsed))
+    from shardsmith.read.summary import build_summary
+
+    print(build_summary(metadata, options.output_dir, lock.build_id, elapsed))
     return metadata
 
 
-def finished_build(output_dir: str, build_id: str) -> dict:
+def finished_build(output_dir: str, build_id: str) -> Metadata:
     """The result of a run that waited until its job finished, on any runner: read back from the output folder
     (metadata.json, and errors.jsonl when it lists rows), never from the runner's process. A job that finished
     without them wrote somewhere the launcher cannot see: an error, not a silent success."""
     from shardsmith import storage
     from shardsmith.format.build_folder import build_dir
-    from shardsmith.format.metadata import MetadataMissing, read_metadata
+    from shardsmith.format.metadata import read_metadata
+    from shardsmith.format.metadata_schema import MetadataMissing
     from shardsmith.format.naming import ERRORS_FILE, join
 
     files_dir = build_dir(output_dir, build_id)
@@ -241,91 +248,9 @@ def finished_build(output_dir: str, build_id: str) -> dict:
     except MetadataMissing:
         raise RuntimeError(f"the job finished but {join(files_dir, 'metadata.json')} does not exist: its workers "
                            "wrote somewhere this machine cannot see") from None
-    if metadata["num_errors"] and not storage.exists(join(files_dir, ERRORS_FILE)):
+    if metadata.error_count and not storage.exists(join(files_dir, ERRORS_FILE)):
         raise RuntimeError(f"the job finished but {join(files_dir, ERRORS_FILE)} does not exist")
     return metadata
-
-
-def summary(metadata: dict, output_dir: str, build_id: str, elapsed_s: float) -> str:
-    """The final report a person reads: counts per split and label, errors by reason, speed, where it is."""
-    from shardsmith.format.build_folder import build_dir
-
-    files_dir = build_dir(output_dir, build_id)
-    lines = [f"shardsmith: built {metadata['name']!r} in {elapsed_s:.1f} s"]
-    total_bytes = 0
-    for split, info in metadata["splits"].items():
-        total_bytes += info["num_bytes"]
-        counts = _label_counts_text(info["label_counts"])
-        lines.append(f"  {split:<10} {info['num_examples']:>8} examples in {info['num_shards']} shard(s), "
-                     f"{info['num_bytes'] / 1e6:.1f} MB  ({counts})")
-    if metadata["num_errors"]:
-        lines.append(f"  errors     {metadata['num_errors']:>8} rows, listed in {files_dir}/errors.jsonl:")
-        lines += _error_reasons(metadata, files_dir)
-    else:
-        lines.append("  errors            0")
-    duplicates = metadata.get("duplicates", {})
-    if duplicates.get("num_groups"):
-        across = duplicates["num_groups_across_splits"]
-        pairs = ", ".join(f"{k} {n}" for k, n in duplicates["split_pairs"].items())
-        lines.append(f"  duplicates {duplicates['num_groups']:>8} images occur more than once "
-                     f"({duplicates['num_extra_copies']} extra copies)"
-                     + (f"; WARNING: {across} across splits ({pairs}), which leaks test data into training"
-                        if across else "") + "; see metadata.json")
-    lines += near_duplicates_summary(metadata, files_dir)
-    rate = metadata["num_examples"] / elapsed_s if elapsed_s else 0.0
-    lines.append(f"  speed      {rate:.0f} images/s, {total_bytes / 1e6 / elapsed_s if elapsed_s else 0:.1f} MB/s "
-                 "(whole run, start-up included)")
-    lines.append(f"  output     {output_dir}  (metadata.json; this build's files, labels.txt among them, in "
-                 f"builds/{build_id}; {len(metadata['labels'])} labels)")
-    return "\n".join(lines)
-
-
-def _label_counts_text(label_counts: dict[str, int]) -> str:
-    """`cat 12, dog 9`: the first MAX_LABELS_SHOWN labels and how many more, so that the line stays short."""
-    shown = ", ".join(f"{label if len(label) <= 40 else label[:39] + '…'} {n}"
-                      for label, n in list(label_counts.items())[:MAX_LABELS_SHOWN])
-    more = len(label_counts) - MAX_LABELS_SHOWN
-    return shown + (f", ... and {more:,} more" if more > 0 else "")
-
-
-def _error_reasons(metadata: dict, files_dir: str) -> list[str]:
-    """The reasons rows failed, most common first, with one example each (from the build's errors.jsonl); only
-    the counts if that file cannot be read."""
-    from shardsmith.core.failures import error_rows, reason_table
-    from shardsmith.format.naming import ERRORS_FILE, join
-    from shardsmith.storage import read_bytes
-
-    try:
-        return reason_table(error_rows(read_bytes(join(files_dir, ERRORS_FILE)) or b""))
-    except (OSError, ValueError):
-        return [f"    {n:>6}  {reason}" for reason, n in metadata["errors_by_reason"].items()]
-
-
-def near_duplicates_summary(metadata: dict, files_dir: str) -> list[str]:
-    """The build summary's near-duplicate line (--near_duplicates report|drop), naming cross-split leaks first."""
-    from shardsmith.format.metadata import NearDuplicatesEntry
-
-    near = NearDuplicatesEntry.of(metadata)
-    if near is None:
-        return []
-    pairs = near.split_pairs_text()
-    line = (f"  near dups  {near.num_pairs:>8} pairs within distance {near.max_distance}"
-            + (f" ({pairs})" if pairs else ""))
-    if near.num_low_detail_pairs:
-        line += f"; {near.num_low_detail_pairs} between low-detail images (review those first)"
-    if near.num_label_mismatches:
-        line += f"; {near.num_label_mismatches} with different labels (likely label errors)"
-    if near.num_dropped:
-        line += f"; {near.num_dropped} validation/test copies dropped"
-    if near.num_identical_groups == 1:
-        line += f"; 1 group of {near.num_identical_images} identical-looking images (compared once)"
-    elif near.num_identical_groups:
-        line += (f"; {near.num_identical_groups} groups of identical-looking images, {near.num_identical_images} "
-                 f"in all, the largest {near.identical_groups[0]['size']} (each compared once)")
-    if near.num_capped_buckets:
-        line += (f"; {near.num_capped_buckets} hash buckets over {near.max_bucket_members} images or "
-                 f"{near.max_bucket_candidates} candidate pairs not compared (e.g. near-blank images)")
-    return [line + f"; see {files_dir}/{near.file}"]
 
 
 def sample(argv: list[str]) -> str:
@@ -337,7 +262,7 @@ def sample(argv: list[str]) -> str:
     return manifest
 
 
-def run(argv: list[str] | None = None) -> dict | str | int:
+def run(argv: list[str] | None = None) -> Metadata | str | int | None:
     """Runs a subcommand and returns its result (a cloud command's: its exit status); raises on failure (see
     `main` for the exit codes)."""
     argv = list(sys.argv[1:] if argv is None else argv)

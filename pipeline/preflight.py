@@ -25,7 +25,8 @@ from shardsmith.format.build_folder import (
     scan,
     start_build,
 )
-from shardsmith.format.metadata import MetadataError, read_metadata
+from shardsmith.format.metadata import read_metadata
+from shardsmith.format.metadata_schema import MetadataError
 from shardsmith.format.naming import BUILDS_DIR, METADATA_FILE
 from shardsmith.storage import is_remote, make_folders
 
@@ -44,7 +45,7 @@ def _refusal(out: str, foreign: list[str]) -> str:
     earlier_layout = False
     if METADATA_FILE in foreign:
         with contextlib.suppress(MetadataError):
-            earlier_layout = read_metadata(out).get("format") == "tfrecord"
+            earlier_layout = read_metadata(out).format == "tfrecord"
     if earlier_layout:
         return (f"{out} holds a dataset written by an earlier shardsmith (its files at the top level, no "
                 f"{BUILDS_DIR}/ folder); it is left untouched: build into a new --output_dir")

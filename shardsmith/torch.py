@@ -40,7 +40,7 @@ class _Samples:
                  target_transform: Callable | None, features: bool):
         if dtype not in ("uint8", "float32"):
             raise ValueError(f"dtype must be 'uint8' or 'float32', not {dtype!r}")
-        self.task = records.metadata.get("task", "classification")
+        self.task = records.metadata.task_or_default
         if not features and self.task not in ("classification", "multi_label"):
             raise ValueError(f"a {self.task} dataset has no single target: pass features=True for every key")
         self.num_labels = len(records.labels)

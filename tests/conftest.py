@@ -30,7 +30,8 @@ import pytest
 from PIL import Image, ImageDraw
 
 from pipeline import cli
-from shardsmith.format.build_folder import is_published, own_copy
+from shardsmith.format.build_folder import own_copy
+from shardsmith.format.metadata_schema import Metadata
 
 TFRECORDER_DATA = Path(__file__).parent / "data" / "tfrecorder"
 
@@ -232,8 +233,9 @@ def copy_with_gzip_shards(built: Path, target: Path) -> Path:
 def write_metadata(out: Path, metadata: dict) -> None:
     """Writes an edited top-level metadata.json and, for a published build, the build's own copy to match."""
     (out / "metadata.json").write_text(json.dumps(metadata, indent=2))
-    if is_published(metadata):
-        (files_dir(out) / "metadata.json").write_text(json.dumps(own_copy(metadata), indent=2))
+    typed = Metadata.from_json(metadata)
+    if typed.is_published:
+        (files_dir(out) / "metadata.json").write_text(json.dumps(own_copy(typed).to_json(), indent=2))
 
 
 @pytest.fixture

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import cli
 from pipeline.options.flags import build_flags
+from shardsmith.format.metadata_schema import Metadata
+from shardsmith.read.summary import build_summary
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -87,10 +88,10 @@ def test_a_stray_file_in_the_output_folder_is_named_with_what_to_do(label_sorted
 
 def test_the_summary_of_ten_thousand_labels_is_short():
     labels = [f"label{i:05d}" for i in range(10_000)]
-    metadata = {"name": "x", "num_examples": 20_000, "num_errors": 0, "labels": labels,
+    metadata = {"name": "x", "num_examples": 20_000, "num_errors": 0, "labels": labels, "features": {},
                 "splits": {"train": {"num_examples": 20_000, "num_shards": 4, "num_bytes": 10**8,
                                      "label_counts": dict.fromkeys(labels, 2)}}}
-    text = cli.summary(metadata, "/out", "20260101T000000Z-00000000", 10.0)
+    text = build_summary(Metadata.from_json(metadata), "/out", "20260101T000000Z-00000000", 10.0)
     assert max(len(line) for line in text.splitlines()) < 300, text
     train = next(line for line in text.splitlines() if line.lstrip().startswith("train"))
     assert "label00000 2, label00001 2" in train and train.endswith("... and 9,990 more)")

@@ -30,7 +30,8 @@ from shardsmith.core.near_duplicates import (
 )
 from shardsmith.core.perceptual_hash import MIN_REDUCED_SIDE, ImageSignature, signature_of_bytes
 from shardsmith.format.build_folder import published_dir
-from shardsmith.format.metadata import NearDuplicatesEntry, parse_near_duplicates
+from shardsmith.format.metadata import parse_near_duplicates
+from shardsmith.format.metadata_schema import Metadata, NearDuplicatesEntry
 
 PHOTOS = Path(__file__).parent / "data" / "tfrecorder" / "images"
 PHOTO = PHOTOS / "TRAIN" / "cat" / "cat-640x853-1.jpg"
@@ -91,7 +92,7 @@ def test_report_lists_the_resized_copy_and_changes_no_shard_byte(leaky_set, shar
     assert not [p for p in _pairs(report) if pictures & {p["first"]["uri"], p["second"]["uri"]}]
     near = metadata_of(report)["near_duplicates"]
     assert near["mode"] == "report" and near["split_pairs"]["train-test"] >= 1 and near["num_dropped"] == 0
-    assert NearDuplicatesEntry.of(metadata_of(report)).to_dict() == near
+    assert Metadata.from_json(metadata_of(report)).near_duplicates.to_json() == near
     assert "near dups" in result.out and "train-test" in result.out
     assert "near_duplicates" not in metadata_of(off)
     assert not (Path(published_dir(off)) / "near_duplicates.jsonl").exists()
@@ -170,11 +171,12 @@ def test_an_entry_from_before_the_confirmation_still_reads():
     entry = {"mode": "report", "max_distance": 8, "hash": "pHash", "num_pairs": 3,
              "num_listed": 3, "file": "near_duplicates.jsonl", "split_pairs": {"train-test": 2, "validation-test": 0,
              "test": 1}, "num_label_mismatches": 0, "num_dropped": 0, "num_capped_buckets": 0}
-    near = NearDuplicatesEntry.of({"near_duplicates": entry})
+    near = NearDuplicatesEntry.from_json(entry)
     assert near.num_low_detail_pairs == 0 and near.low_detail_min_structure_similarity is None
     assert near.min_structure_similarity is None  # the first version reported pHash distances alone
     assert near.split_pairs_text() == "train-test 2, test 1"
-    assert NearDuplicatesEntry.of({"name": "built without --near_duplicates"}) is None
+    assert near.to_json() == entry  # read and written back as it was: no key added
+    assert Metadata.from_json({"name": "off", "labels": [], "features": {}, "splits": {}}).near_duplicates is None
 
 
 def test_bands_cover_every_bit_and_pigeonhole_holds():

@@ -11,11 +11,12 @@ import numpy as np
 import tensorflow_datasets as tfds
 
 from shardsmith.format.build_folder import published_dir
+from shardsmith.format.metadata_schema import Metadata
 from shardsmith.format.tfds import TFDS_FILE_NAMES, tfds_metadata_files
 
 
 def test_the_build_wrote_exactly_what_the_generator_gives(built, metadata_of):
-    files = tfds_metadata_files(metadata_of(built))
+    files = tfds_metadata_files(Metadata.from_json(metadata_of(built)))
     assert sorted(files) == sorted(TFDS_FILE_NAMES)
     folder = Path(published_dir(built))
     for name, content in files.items():
@@ -58,7 +59,7 @@ def test_as_supervised_gives_image_and_label(built):
 def test_gzip_datasets_get_no_tfds_files(built, metadata_of):
     metadata = metadata_of(built)
     metadata["compression"] = "gzip"
-    assert tfds_metadata_files(metadata) == {}
+    assert tfds_metadata_files(Metadata.from_json(metadata)) == {}
 
 
 def test_the_generator_imports_neither_tensorflow_nor_tfds():

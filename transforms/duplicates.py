@@ -26,6 +26,7 @@ from shardsmith.core.load_images import read_input_file
 from shardsmith.core.manifest import ManifestFormat
 from shardsmith.core.rows import ROWS_PER_BATCH, ErrorRow, ImageDigest, ManifestRow, RowBatch
 from shardsmith.core.settings import RecordSettings
+from shardsmith.format.metadata_schema import DuplicateCopy, DuplicateGroup, DuplicatesEntry
 from transforms import ERRORS
 from transforms.metrics import rejected
 from transforms.place import range_bits
@@ -46,15 +47,16 @@ class DuplicateSummary:
     split_pairs: dict[str, int] = field(default_factory=dict)  # "train+test" -> groups spanning both
     groups: list[tuple[str, list[tuple[str, str]]]] = field(default_factory=list)  # (sha256, [(split, uri)])
 
-    def to_dict(self) -> dict:
-        return {
-            "num_groups": self.num_groups,
-            "num_extra_copies": self.num_extra_copies,
-            "num_groups_across_splits": self.num_groups_across_splits,
-            "split_pairs": dict(sorted(self.split_pairs.items())),
-            "examples": [{"sha256": sha, "copies": [{"split": s, "uri": u} for s, u in copies]}
-                         for sha, copies in self.groups],
-        }
+    def to_entry(self) -> DuplicatesEntry:
+        """metadata.json's `duplicates` entry."""
+        return DuplicatesEntry(
+            num_groups=self.num_groups,
+            num_extra_copies=self.num_extra_copies,
+            num_groups_across_splits=self.num_groups_across_splits,
+            split_pairs=dict(sorted(self.split_pairs.items())),
+            examples=[DuplicateGroup(sha256=sha, copies=[DuplicateCopy(split=s, uri=u) for s, u in copies])
+                      for sha, copies in self.groups],
+        )
 
 
 class SummarizeFn(beam.CombineFn):

@@ -49,7 +49,8 @@ from shardsmith.core.perceptual_hash import ImageSignature, signature_of_bytes
 from shardsmith.core.rows import ROWS_PER_BATCH, ErrorRow, ManifestRow, RowBatch
 from shardsmith.core.settings import CheckSettings, RecordSettings
 from shardsmith.format.build_folder import write_atomically
-from shardsmith.format.metadata import NearDuplicatesEntry, near_duplicates_bytes
+from shardsmith.format.metadata import near_duplicates_bytes
+from shardsmith.format.metadata_schema import NearDuplicatesEntry
 from shardsmith.format.naming import NEAR_DUPLICATES_FILE, join
 from transforms import ERRORS
 from transforms.duplicates import STAGE
@@ -162,7 +163,8 @@ class SummarizePairsFn(beam.CombineFn):
 
 
 def write_near_duplicates(summary: NearDuplicateSummary, capped: list[CappedBucket], files_dir: str, mode: str,
-                          max_distance: int, num_dropped: int, groups: GroupsSummary | None = None) -> dict:
+                          max_distance: int, num_dropped: int,
+                          groups: GroupsSummary | None = None) -> NearDuplicatesEntry:
     """Writes near_duplicates.jsonl (closest pairs first) and returns metadata.json's `near_duplicates` entry."""
     groups = groups or GroupsSummary()
     write_atomically(join(files_dir, NEAR_DUPLICATES_FILE), near_duplicates_bytes(p.to_dict() for p in summary.closest))
@@ -192,11 +194,11 @@ def write_near_duplicates(summary: NearDuplicateSummary, capped: list[CappedBuck
         num_identical_groups=groups.num_groups,
         num_identical_images=groups.num_images,
         identical_groups=[g.to_dict() for g in groups.largest],
-    ).to_dict()
+    )
 
 
 class ReportNearDuplicates(beam.PTransform):
-    """NearPairs -> a one-element PCollection: metadata.json's `near_duplicates` entry, after
+    """NearPairs -> a one-element PCollection: metadata.json's NearDuplicatesEntry, after
     near_duplicates.jsonl is written into the build's folder."""
 
     def __init__(self, files_dir: str, checks: CheckSettings, dropped=None):

@@ -35,7 +35,8 @@ from shardsmith.format.build_folder import (
     write_atomically,
 )
 from shardsmith.format.example import example_keys
-from shardsmith.format.metadata import NEAR_DUPLICATES_KEY, labels_bytes
+from shardsmith.format.metadata import labels_bytes
+from shardsmith.format.metadata_schema import Metadata, NearDuplicatesEntry, ShardEntry, SplitEntry
 from shardsmith.format.naming import ERRORS_FILE, LABELS_FILE, join
 from shardsmith.format.tfds import tfds_metadata_files
 from transforms.duplicates import DuplicateSummary
@@ -87,72 +88,62 @@ def build_metadata(
     errors: ErrorSummary,
     num_input_rows: int,
     duplicates: DuplicateSummary | None = None,
-) -> dict:
+    near_duplicates: NearDuplicatesEntry | None = None,
+) -> Metadata:
+    """metadata.json of the build, assembled here only, from each stage's typed part."""
     splits = {}
     for split, split_plan in plan.splits.items():
         split_shards = sorted((s for s in shards if s.split == split), key=lambda s: s.shard)
         label_counts: Counter[str] = Counter()
         for s in split_shards:
             label_counts.update(s.label_counts)
-        splits[split] = {
-            "num_examples": sum(s.num_examples for s in split_shards),
-            "num_bytes": sum(s.num_bytes for s in split_shards),
-            "num_shards": split_plan.num_shards,
-            "num_placed": split_plan.num_examples,
-            "source_bytes": split_plan.num_bytes,
-            "label_counts": {label: label_counts[label] for label in vocabulary.labels if label_counts[label]},
-            "shards": [
-                {"file": s.file, "num_examples": s.num_examples, "num_bytes": s.num_bytes,
-                 "label_counts": s.label_counts, "sha256": s.sha256, "first_key": s.first_key,
-                 "index": s.index_file}
-                for s in split_shards
-            ],
-        }
-    return {
-        "name": config.name,
-        "format": "tfrecord",
-        "compression": config.records.compression,
-        "image_mode": config.records.image_mode,
-        "seed": config.seed,
-        "options": config.recorded_options,
-        "labels": list(vocabulary.labels),
-        "labels_taken_from": vocabulary.taken_from,
-        "label_image_counts": list(vocabulary.image_counts),  # picks the label that places a multi-label row
-        "task": config.task,
-        "features": example_keys(config.records.image_mode, config.task, config.features),
-        "num_input_rows": num_input_rows,
-        "num_examples": sum(s.num_examples for s in shards),
-        "num_example_rows": sum(s.num_examples if s.num_rows < 0 else s.num_rows for s in shards),
-        "num_errors": errors.num_errors,
-        "errors_by_reason": errors.by_reason,
-        "duplicates": (duplicates or DuplicateSummary()).to_dict(),
-        "splits": splits,
-    }
-
-
-def with_near_duplicates(metadata: dict, near_duplicates: dict | None) -> dict:
-    """metadata.json's `near_duplicates` entry (--near_duplicates report|drop), after `duplicates`; none when off."""
-    if near_duplicates is None:
-        return metadata
-    keys = list(metadata)
-    at = keys.index("duplicates") + 1
-    return {k: metadata[k] for k in keys[:at]} | {NEAR_DUPLICATES_KEY: near_duplicates} | \
-        {k: metadata[k] for k in keys[at:]}
+        splits[split] = SplitEntry(
+            num_examples=sum(s.num_examples for s in split_shards),
+            num_bytes=sum(s.num_bytes for s in split_shards),
+            num_shards=split_plan.num_shards,
+            num_placed=split_plan.num_examples,
+            source_bytes=split_plan.num_bytes,
+            label_counts={label: label_counts[label] for label in vocabulary.labels if label_counts[label]},
+            shards=[ShardEntry(file=s.file, num_examples=s.num_examples, num_bytes=s.num_bytes,
+                               label_counts=s.label_counts, sha256=s.sha256, first_key=s.first_key,
+                               index=s.index_file)
+                    for s in split_shards],
+        )
+    return Metadata(
+        name=config.name,
+        format="tfrecord",
+        compression=config.records.compression,
+        image_mode=config.records.image_mode,
+        seed=config.seed,
+        options=config.recorded_options,
+        labels=list(vocabulary.labels),
+        labels_taken_from=vocabulary.taken_from,
+        label_image_counts=list(vocabulary.image_counts),  # picks the label that places a multi-label row
+        task=config.task,
+        features=example_keys(config.records.image_mode, config.task, config.features),
+        num_input_rows=num_input_rows,
+        num_examples=sum(s.num_examples for s in shards),
+        num_example_rows=sum(s.num_examples if s.num_rows < 0 else s.num_rows for s in shards),
+        num_errors=errors.num_errors,
+        errors_by_reason=errors.by_reason,
+        duplicates=(duplicates or DuplicateSummary()).to_entry(),
+        near_duplicates=near_duplicates,
+        splits=splits,
+    )
 
 
 def check_and_write_metadata(
     _, config: ReportConfig, shards, plan, vocabulary, errors, num_input_rows, duplicates, _transform_written,
-    _errors_written=(), near_duplicates: dict | None = None,
-) -> dict:
+    _errors_written=(), near_duplicates: NearDuplicatesEntry | None = None,
+) -> Metadata:
     """Checks the accounting, the error budget and (with --on_duplicate error) duplicates; writes labels.txt,
     removes leftover temporary files, and writes metadata.json last."""
     shards = list(shards)
-    metadata = build_metadata(config, shards, plan, vocabulary, errors, num_input_rows, duplicates)
-    metadata = with_near_duplicates(metadata, near_duplicates)
-    accounted = metadata["num_example_rows"] + errors.num_errors
+    metadata = build_metadata(config, shards, plan, vocabulary, errors, num_input_rows, duplicates, near_duplicates)
+    accounted = metadata.num_example_rows + errors.num_errors
     if accounted != num_input_rows:
         raise DatasetCheckFailed(
-            f"{num_input_rows} input rows but {metadata['num_example_rows']} in records + {errors.num_errors} errors "
+            f"{num_input_rows} input rows but {metadata.num_example_rows} in records + {errors.num_errors} errors "
             f"= {accounted}; rows were lost or duplicated, do not use this output"
         )
     if num_input_rows == 0:
@@ -194,8 +185,8 @@ def check_and_write_metadata(
 class WriteReport(beam.PTransform):
     """Inputs: a dict of PCollections: shards, plan, vocabulary, errors (a tuple: each stage's ErrorRows, not
     flattened), input_row_counts (numbers that add up to the input rows), duplicates, transform_written; and
-    near_duplicates (metadata.json's entry, written after near_duplicates.jsonl) with --near_duplicates
-    report|drop."""
+    near_duplicates (metadata.json's NearDuplicatesEntry, made after near_duplicates.jsonl is written) with
+    --near_duplicates report|drop."""
 
     def __init__(self, config: ReportConfig):
         super().__init__()

@@ -36,11 +36,12 @@ import secrets
 import time
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from shardsmith import storage
 from shardsmith.format.build_record import BuildRecord, claim, entry_file, written_entries
-from shardsmith.format.metadata import MetadataMissing, metadata_bytes, read_metadata
+from shardsmith.format.metadata import read_metadata
+from shardsmith.format.metadata_schema import Metadata, MetadataMissing, metadata_bytes
 from shardsmith.format.naming import (
     BUILD_ID,
     BUILD_RECORD,
@@ -77,13 +78,13 @@ def build_dir(output_dir: str, build_id: str) -> str:
 
 # Reading the layout -------------------------------------------------------------------------------------------
 
-def dataset_dir(output_dir: str, metadata: dict) -> str:
+def dataset_dir(output_dir: str, metadata: Metadata) -> str:
     """The folder holding the shards of the build that `metadata` (read from `output_dir`) describes: the build
     folder named by a top-level metadata.json, or `output_dir` itself for a build's own copy (and for datasets
     written before builds had folders). Raises ValueError for a name that would leave `output_dir`."""
-    if not is_published(metadata):
+    if not metadata.is_published:
         return output_dir.rstrip("/")
-    relative = metadata["build_dir"]
+    relative = metadata.build_dir
     parts = str(relative).split("/")
     if len(parts) != 2 or parts[0] != BUILDS_DIR or not BUILD_ID.fullmatch(parts[1]):
         raise ValueError(f"metadata.json names build folder {relative!r}; expected {BUILDS_DIR}/<build id>")
@@ -113,7 +114,7 @@ class FolderState:
     """What an output folder holds, as far as builds are concerned."""
 
     foreign: list[str]  # top-level entries (or entries of builds/) that no shardsmith build wrote
-    published: dict | None  # the top-level metadata.json, parsed
+    published: Metadata | None  # the top-level metadata.json, parsed
     builds: dict[str, list[str]]  # build id -> its files, relative to its folder (the record included)
     # build id -> files a person left in a removed build's folder (no record there any more): not a build,
     # never touched, no reason to refuse the folder
@@ -158,14 +159,14 @@ def _is_build_folder(files: list[str]) -> bool:
     return BUILD_RECORD in files or all(f.startswith(f"{TEMP_PREFIX}{BUILD_RECORD}.") for f in files)
 
 
-def _published_metadata(output_dir: str) -> dict | None:
+def _published_metadata(output_dir: str) -> Metadata | None:
     """The top-level metadata.json if shardsmith wrote it in this layout, else None."""
     try:
         metadata = read_metadata(output_dir)
         dataset_dir(output_dir, metadata)
     except ValueError:  # MetadataError among them
         return None
-    if metadata.get("format") != "tfrecord" or "build_dir" not in metadata:
+    if metadata.format != "tfrecord" or metadata.build_dir is None:
         return None
     return metadata
 
@@ -178,7 +179,7 @@ def finished(state: FolderState, build_id: str) -> bool:
 
 
 def published_build_id(state: FolderState) -> str | None:
-    return state.published["build_dir"].split("/", 1)[1] if state.published else None
+    return state.published.build_dir.split("/", 1)[1] if state.published else None
 
 
 # Writing and removing ------------------------------------------------------------------------------------------
@@ -211,7 +212,8 @@ def start_build(output_dir: str, record: BuildRecord) -> str:
     return folder
 
 
-def publish(output_dir: str, build_id: str, metadata: dict, before_switch: Callable[[], None] | None = None) -> None:
+def publish(output_dir: str, build_id: str, metadata: Metadata,
+            before_switch: Callable[[], None] | None = None) -> None:
     """Makes `build_id` the build readers of `output_dir` get: the top-level metadata.json (build_dir
     builds/<id>) is staged in the build's folder, then its own copy is written (build_dir "."), then the
     top-level file is replaced in one step (a rename locally; one object copy, then the staged copy removed,
@@ -219,7 +221,7 @@ def publish(output_dir: str, build_id: str, metadata: dict, before_switch: Calla
     the switch still holds its staged copy: `finished` says it was never published. `before_switch` runs just
     before the switch (the kill tests' fault point)."""
     folder = build_dir(output_dir, build_id)
-    top = metadata_bytes({**metadata, "build_id": build_id, "build_dir": f"{BUILDS_DIR}/{build_id}"})
+    top = metadata_bytes(replace(metadata, build_id=build_id, build_dir=f"{BUILDS_DIR}/{build_id}"))
     staged = join(folder, STAGED_METADATA)
     claim(staged)
     storage.write_bytes(staged, top)
@@ -231,15 +233,10 @@ def publish(output_dir: str, build_id: str, metadata: dict, before_switch: Calla
     storage.delete([join(folder, entry_file(STAGED_METADATA))])
 
 
-def own_copy(published: dict) -> dict:
+def own_copy(published: Metadata) -> Metadata:
     """The build folder's own metadata.json for a top-level one: the same, less the build id, with build_dir "."
     (and the top-level one for a build's own copy). Verify compares the two with it."""
-    return {**{k: v for k, v in published.items() if k != "build_id"}, "build_dir": "."}
-
-
-def is_published(metadata: dict) -> bool:
-    """Whether `metadata` is a top-level metadata.json that names a build folder (not a build's own copy)."""
-    return metadata.get("build_dir", ".") != "."
+    return replace(published, build_id=None, build_dir=".")
 
 
 def remove_build(output_dir: str, build_id: str, files: list[str]) -> list[str]:

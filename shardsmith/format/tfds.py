@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 
 from shardsmith.format.example import IMAGE, LABEL
+from shardsmith.format.metadata_schema import Metadata
 
 DATASET_INFO_FILE = "dataset_info.json"
 FEATURES_FILE = "features.json"
@@ -57,35 +58,35 @@ def _feature(key: str, kind: str, num_labels: int) -> dict:
     raise ValueError(f"feature {key!r} has kind {kind!r}; TFDS metadata knows bytes and int64")
 
 
-def features_json(metadata: dict) -> dict:
-    num_labels = len(metadata["labels"])
+def features_json(metadata: Metadata) -> dict:
+    num_labels = len(metadata.labels)
     return {
         "pythonClassName": _CLASS + "features_dict.FeaturesDict",
         "featuresDict": {"features": {key: _feature(key, kind, num_labels)
-                                      for key, kind in metadata["features"].items()}},
+                                      for key, kind in metadata.features.items()}},
     }
 
 
-def dataset_info_json(metadata: dict) -> dict:
+def dataset_info_json(metadata: Metadata) -> dict:
     splits = []
-    for split, info in metadata["splits"].items():
-        if not info["shards"]:
+    for split, info in metadata.splits.items():
+        if not info.shards:
             continue
         splits.append({
             "name": split,
-            "numBytes": str(info["num_bytes"]),
-            "shardLengths": [str(shard["num_examples"]) for shard in info["shards"]],
+            "numBytes": str(info.num_bytes),
+            "shardLengths": [str(shard.num_examples) for shard in info.shards],
             "filepathTemplate": FILE_TEMPLATE,
         })
-    labels = metadata["labels"]
+    labels = metadata.labels
     shown = ", ".join(labels[:10]) + (", ..." if len(labels) > 10 else "")
     description = (
-        f"{metadata['num_examples']} images in {len(labels)} classes ({shown}), built by shardsmith with seed "
-        f"{metadata['seed']}. Each record keeps shardsmith's keys: '{IMAGE}' is the decoded image (RGB) and "
+        f"{metadata.num_examples} images in {len(labels)} classes ({shown}), built by shardsmith with seed "
+        f"{metadata.seed}. Each record keeps shardsmith's keys: '{IMAGE}' is the decoded image (RGB) and "
         f"'{LABEL}' the class id (names in labels.txt); see metadata.json."
     )
     return {
-        "name": metadata["name"],
+        "name": metadata.name,
         "version": TFDS_VERSION,
         "description": description,
         "fileFormat": "tfrecord",
@@ -94,14 +95,14 @@ def dataset_info_json(metadata: dict) -> dict:
     }
 
 
-def tfds_metadata_files(metadata: dict) -> dict[str, bytes]:
-    """File name -> content of the TFDS metadata files for a dataset described by `metadata` (metadata.json as a
-    dict). Empty for gzip-compressed datasets, which TFDS cannot read. Pure: no I/O, no TensorFlow."""
-    if metadata.get("compression", "none") != "none":
+def tfds_metadata_files(metadata: Metadata) -> dict[str, bytes]:
+    """File name -> content of the TFDS metadata files for a dataset described by `metadata` (its metadata.json).
+    Empty for gzip-compressed datasets, which TFDS cannot read. Pure: no I/O, no TensorFlow."""
+    if metadata.compression_or_default != "none":
         return {}
-    if IMAGE not in metadata["features"] or LABEL not in metadata["features"]:
+    if IMAGE not in metadata.features or LABEL not in metadata.features:
         return {}
-    if any(kind not in ("bytes", "int64") for kind in metadata["features"].values()):
+    if any(kind not in ("bytes", "int64") for kind in metadata.features.values()):
         return {}  # list and float features (multi_label, extra columns) have no description here yet
 
     def dump(value: dict) -> bytes:
@@ -110,5 +111,5 @@ def tfds_metadata_files(metadata: dict) -> dict[str, bytes]:
     return {
         DATASET_INFO_FILE: dump(dataset_info_json(metadata)),
         FEATURES_FILE: dump(features_json(metadata)),
-        LABEL_NAMES_FILE: "".join(label + "\n" for label in metadata["labels"]).encode("utf-8"),
+        LABEL_NAMES_FILE: "".join(label + "\n" for label in metadata.labels).encode("utf-8"),
     }

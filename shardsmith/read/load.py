@@ -18,54 +18,61 @@ cheap.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from shardsmith.format.example import BOX_LABEL, IMAGE, LABEL, URI
+from shardsmith.format.metadata_schema import Metadata, ShardEntry
 from shardsmith.tensorflow_import import import_tensorflow
 
 DEFAULT_CYCLE_LENGTH = 16  # shard files read at once; more hides object-store latency, each costs a buffer
 _DTYPES = {"bytes": "string", "int64": "int64", "float": "float32"}
 
 
-def read_metadata(output_dir: str) -> dict:
+def read_metadata(output_dir: str) -> Metadata:
     """metadata.json of a finished dataset, read through TensorFlow's file systems like the shards (local or
     gs://, shardsmith.storage.read_bytes_with_tensorflow); FileNotFoundError without
     one, MetadataError (a ValueError naming the file and the entry) when it is not JSON or lacks what `load`
     reads."""
-    from shardsmith.format.metadata import MetadataMissing, check_readable
     from shardsmith.format.metadata import read_metadata as read
-    from shardsmith.format.naming import METADATA_FILE, join
+    from shardsmith.format.metadata_schema import MetadataMissing
     from shardsmith.storage import read_bytes_with_tensorflow
 
     try:
-        metadata = read(output_dir, read_bytes=read_bytes_with_tensorflow)
+        return read(output_dir.rstrip("/"), read_bytes=read_bytes_with_tensorflow, readable=True)
     except MetadataMissing as e:
         raise FileNotFoundError(str(e)) from None
-    check_readable(metadata, join(output_dir.rstrip("/"), METADATA_FILE))
-    return metadata
 
 
-def split_shards(output_dir: str, metadata: dict, split: str) -> list[dict]:
-    """The split's shard entries from metadata.json, in shard order, each with "path" added: the file in the
-    build's folder. Raises ValueError for an unknown split or a file name that would leave the folder."""
+@dataclass(frozen=True)
+class ShardFile:
+    """A shard's entry in metadata.json and its file in the build's folder."""
+
+    path: str
+    entry: ShardEntry
+
+
+def split_shards(output_dir: str, metadata: Metadata, split: str) -> list[ShardFile]:
+    """The split's shards from metadata.json, in shard order, each with its file in the build's folder.
+    Raises ValueError for an unknown split or a file name that would leave the folder."""
     from shardsmith.format.build_folder import confined_file_name, dataset_dir
 
-    splits = metadata["splits"]
+    splits = metadata.splits
     if split not in splits:
         raise ValueError(f"split {split!r} is not in this dataset; it has {', '.join(splits) or 'no splits'}")
     folder = dataset_dir(output_dir, metadata)
-    return [{**shard, "path": f"{folder}/{confined_file_name(shard['file'])}"} for shard in splits[split]["shards"]]
+    return [ShardFile(f"{folder}/{confined_file_name(shard.file)}", shard) for shard in splits[split].shards]
 
 
-def shard_paths(output_dir: str, metadata: dict, split: str) -> list[str]:
+def shard_paths(output_dir: str, metadata: Metadata, split: str) -> list[str]:
     """The split's shard files, in shard order, as listed in metadata.json."""
-    return [shard["path"] for shard in split_shards(output_dir, metadata, split)]
+    return [shard.path for shard in split_shards(output_dir, metadata, split)]
 
 
 class DatasetChanged(RuntimeError):
     """A shard file is not what metadata.json says: the build was retired, replaced or damaged under a reader."""
 
 
-def check_shards(shards: list[dict], compression: str) -> None:
+def check_shards(shards: list[ShardFile], compression: str) -> None:
     """Each shard file exists with the byte count metadata.json records, and its first record carries the
     `first_key` (image/key/sha256) recorded for it: one record read per shard, the shards in parallel (on
     gs:// each is a request). Raises DatasetChanged naming the first shard, in shard order, that differs.
@@ -78,29 +85,29 @@ def check_shards(shards: list[dict], compression: str) -> None:
                 raise DatasetChanged(problem)
 
 
-def _size_problem(shard: dict) -> str | None:
+def _size_problem(shard: ShardFile) -> str | None:
     import tensorflow as tf
 
     try:
-        size = tf.io.gfile.stat(shard["path"]).length
+        size = tf.io.gfile.stat(shard.path).length
     except tf.errors.NotFoundError:
-        return f"{shard['path']} is missing: the dataset was changed or removed"
-    if size != shard["num_bytes"]:
-        return (f"{shard['path']} holds {size} bytes, metadata.json says {shard['num_bytes']}: the file was changed "
+        return f"{shard.path} is missing: the dataset was changed or removed"
+    if size != shard.entry.num_bytes:
+        return (f"{shard.path} holds {size} bytes, metadata.json says {shard.entry.num_bytes}: the file was changed "
                 "or cut short")
     return None
 
 
-def _shard_problem(shard: dict, compression: str) -> str | None:
+def _shard_problem(shard: ShardFile, compression: str) -> str | None:
     problem = _size_problem(shard)
-    expected = shard.get("first_key")
+    expected = shard.entry.first_key
     if problem or expected is None:
         return problem
-    key = _first_key(shard["path"], compression)
+    key = _first_key(shard.path, compression)
     if key == expected:
         return None
     found = "no readable first record" if key is None else f"first record is image {key[:16]}..."
-    return (f"{shard['path']}: its {found}, metadata.json says {expected[:16]}... (image/key/sha256): not the "
+    return (f"{shard.path}: its {found}, metadata.json says {expected[:16]}... (image/key/sha256): not the "
             "file this build wrote (copied in from another build?)")
 
 
@@ -170,13 +177,13 @@ def counted_records(path, expected, compression: str):
             .map(lambda _, record: record))
 
 
-def feature_spec(metadata: dict) -> dict:
+def feature_spec(metadata: Metadata) -> dict:
     """The tf.io parse spec for every key the records carry, from metadata.json's "features": one value
     (FixedLenFeature) or, for list kinds, any number (VarLenFeature; `parse_record` makes them dense)."""
     import tensorflow as tf
 
     spec = {}
-    for key, kind in metadata["features"].items():
+    for key, kind in metadata.features.items():
         scalar = kind.removesuffix("_list")
         dtype = getattr(tf, _DTYPES[scalar])
         spec[key] = tf.io.VarLenFeature(dtype) if scalar != kind else tf.io.FixedLenFeature([], dtype)
@@ -192,8 +199,8 @@ def parse_record(record, spec: dict) -> dict:
             for key, value in example.items()}
 
 
-def compression_type(metadata: dict) -> str:
-    return {"none": "", "gzip": "GZIP"}[metadata.get("compression", "none")]
+def compression_type(metadata: Metadata) -> str:
+    return {"none": "", "gzip": "GZIP"}[metadata.compression_or_default]
 
 
 def interleave_and_shuffle(shards, open_shard: Callable, num_shards: int, *, shuffle_buffer: int | None,
@@ -217,12 +224,12 @@ def interleave_and_shuffle(shards, open_shard: Callable, num_shards: int, *, shu
     return records
 
 
-def split_name(split: str, metadata: dict) -> str:
+def split_name(split: str, metadata: Metadata) -> str:
     """The dataset's name for `split`: the split itself, or what a spelling `build` accepts (val, eval,
     training, TEST, ...) means; an unknown one is left for split_shards to refuse."""
     from shardsmith.format.naming import canonical_split
 
-    if split in metadata["splits"]:
+    if split in metadata.splits:
         return split
     return canonical_split(split) or split
 
@@ -284,8 +291,8 @@ def load(
     check_shards(shards, compression)
     _spend_first_read_log(tf)
     spec = feature_spec(metadata)
-    task = metadata.get("task", "classification")
-    num_labels = len(metadata["labels"])
+    task = metadata.task_or_default
+    num_labels = len(metadata.labels)
     from shardsmith.read.images import image_size as size_of
 
     size = size_of(image_size)
@@ -295,15 +302,15 @@ def load(
     def open_shard(path, expected):
         return counted_records(path, expected, compression)
 
-    files = tf.data.Dataset.from_tensor_slices(([s["path"] for s in shards],
-                                                tf.constant([s["num_examples"] for s in shards], tf.int64)))
+    files = tf.data.Dataset.from_tensor_slices(([s.path for s in shards],
+                                                tf.constant([s.entry.num_examples for s in shards], tf.int64)))
     records = interleave_and_shuffle(
         files, open_shard, len(shards), shuffle_buffer=shuffle_buffer,
         cycle_length=cycle_length, shuffle_files=shuffle_files, seed=seed,
     )
     # The interleave hides how many records there are; metadata.json knows (and counted_records fails a shard
     # that disagrees). Known, it survives map and batch, so Keras sees an epoch's batches and never runs out.
-    records = records.apply(tf.data.experimental.assert_cardinality(sum(s["num_examples"] for s in shards)))
+    records = records.apply(tf.data.experimental.assert_cardinality(sum(s.entry.num_examples for s in shards)))
 
     def parse(record):
         example = parse_record(record, spec)
@@ -335,7 +342,7 @@ def load(
 
     dataset = records.map(parse, num_parallel_calls=parallel, deterministic=deterministic)
     fixed_shapes = size is not None and not (task == "detection" or (features and any(
-        kind.endswith("_list") for kind in metadata["features"].values())))
+        kind.endswith("_list") for kind in metadata.features.values())))
     if batch_size:
         if not fixed_shapes and batch_size > 1:
             dataset = dataset.ragged_batch(batch_size, drop_remainder=drop_remainder)

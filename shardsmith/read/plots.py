@@ -10,6 +10,7 @@ import io
 import math
 from collections import Counter
 
+from shardsmith.format.metadata_schema import Metadata
 from shardsmith.read.records import Record, split_records
 
 MAX_SHEET_LABELS = 40
@@ -31,13 +32,13 @@ def _pyplot():
     return plt
 
 
-def contact_sheet(output_dir: str, metadata: dict, path: str, split: str, per_label: int) -> str:
+def contact_sheet(output_dir: str, metadata: Metadata, path: str, split: str, per_label: int) -> str:
     """The first `per_label` images of each label (in shard order) in a grid, one row per label."""
     from PIL import Image
 
-    labels = metadata["labels"][:MAX_SHEET_LABELS]
+    labels = metadata.labels[:MAX_SHEET_LABELS]
     picked: dict[int, list[Record]] = {i: [] for i in range(len(labels))}
-    remaining = {i for i in picked if metadata["splits"][split]["label_counts"].get(labels[i], 0)}
+    remaining = {i for i in picked if metadata.splits[split].label_counts.get(labels[i], 0)}
     for record in split_records(output_dir, metadata, split, with_images=True):
         if record.label in remaining:
             picked[record.label].append(record)
@@ -64,8 +65,8 @@ def contact_sheet(output_dir: str, metadata: dict, path: str, split: str, per_la
                 ax.set_title(f"{label} ({row})", fontsize=8)
             else:
                 ax.axis("off")
-    more = f", first {MAX_SHEET_LABELS} of {len(metadata['labels'])} labels" if len(metadata["labels"]) > rows else ""
-    figure.suptitle(f"{metadata['name']} {split}: first {per_label} images per label{more}", fontsize=10)
+    more = f", first {MAX_SHEET_LABELS} of {len(metadata.labels)} labels" if len(metadata.labels) > rows else ""
+    figure.suptitle(f"{metadata.name} {split}: first {per_label} images per label{more}", fontsize=10)
     figure.tight_layout()
     figure.savefig(path, dpi=100)
     plt.close(figure)
@@ -92,15 +93,15 @@ def _draw_annotations(ax, record: Record, size: tuple[int, int]) -> None:
         ax.imshow(ids, cmap="tab20", alpha=0.55, interpolation="nearest", vmin=0, vmax=19)
 
 
-def heatmap(metadata: dict, path: str) -> str:
+def heatmap(metadata: Metadata, path: str) -> str:
     """Records per (shard, label) for every shard of every split, from metadata.json."""
     import numpy as np
 
-    labels = metadata["labels"]
+    labels = metadata.labels
     rows, names = [], []
-    for split, info in metadata["splits"].items():
-        for index, shard in enumerate(info["shards"]):
-            rows.append([shard["label_counts"].get(label, 0) for label in labels])
+    for split, info in metadata.splits.items():
+        for index, shard in enumerate(info.shards):
+            rows.append([shard.label_counts.get(label, 0) for label in labels])
             names.append(f"{split} {index}")
     counts = np.array(rows or [[0] * len(labels)], dtype=float)
     plt = _pyplot()
@@ -120,21 +121,21 @@ def heatmap(metadata: dict, path: str) -> str:
                     color="black" if value > middle else "white")
     ax.set_xlabel("label")
     ax.set_ylabel("shard (split, index)")
-    ax.set_title(f"{metadata['name']}: records per shard and label")
+    ax.set_title(f"{metadata.name}: records per shard and label")
     figure.tight_layout()
     figure.savefig(path, dpi=100)
     plt.close(figure)
     return path
 
 
-def manifest_order(metadata: dict) -> dict[str, list[tuple[int, int]]] | None:
+def manifest_order(metadata: Metadata) -> dict[str, list[tuple[int, int]]] | None:
     """URI as written -> [(source index, line)] from re-reading the manifests named in metadata.json, or None
     when they cannot be read."""
     from shardsmith.core.manifest import ManifestFormat, ManifestParser, resolve_sources
     from shardsmith.core.rows import ManifestRow
 
     try:
-        recorded = metadata.get("options") or {}
+        recorded = metadata.options or {}
         sources = resolve_sources(tuple(recorded["manifests"]))
         # Only the order of the lines matters here: each line read as a plain row, whatever the task.
         plain = dataclasses.replace(ManifestFormat.from_recorded(recorded), task="classification", features=(),
@@ -150,7 +151,7 @@ def manifest_order(metadata: dict) -> dict[str, list[tuple[int, int]]] | None:
     return positions or None
 
 
-def _naive_shards(records: list[Record], num_shards: int, metadata: dict) -> tuple[list[list[int]], str]:
+def _naive_shards(records: list[Record], num_shards: int, metadata: Metadata) -> tuple[list[list[int]], str]:
     """The records in manifest order (or label-sorted), cut into num_shards contiguous files."""
     positions = manifest_order(metadata)
     found = 0
@@ -210,13 +211,13 @@ def ideal_distinct_per_batch(counts: list[int], batch: int) -> float:
     return expected
 
 
-def shuffle_plot(output_dir: str, metadata: dict, path: str, split: str, buffer: int, cycle_length: int = 4,
+def shuffle_plot(output_dir: str, metadata: Metadata, path: str, split: str, buffer: int, cycle_length: int = 4,
                  batch: int = 32) -> dict:
     """Two panels, same reader: this dataset's shards, and the same records in manifest order. Returns the
     distinct-labels-per-batch figures it prints in the titles ("ours", "naive", "ideal") and "naive_order",
     which order stood in for the manifest's."""
     records = list(split_records(output_dir, metadata, split))
-    num_shards = len(metadata["splits"][split]["shards"])
+    num_shards = len(metadata.splits[split].shards)
     ours: list[list[int]] = [[] for _ in range(num_shards)]
     for record in records:
         ours[record.shard].append(record.label)
@@ -239,10 +240,10 @@ def shuffle_plot(output_dir: str, metadata: dict, path: str, split: str, buffer:
                      f"(ideal {figures['ideal']:.2f})", fontsize=9)
         ax.set_xlabel("read position" + (f" (first {MAX_PLOT_POINTS})" if len(orders[name]) > MAX_PLOT_POINTS else ""))
     axes[0].set_ylabel("label id")
-    labels = metadata["labels"]
+    labels = metadata.labels
     if len(labels) <= 30:
         axes[0].set_yticks(range(len(labels)), [f"{i} {label[:16]}" for i, label in enumerate(labels)], fontsize=8)
-    figure.suptitle(f"{metadata['name']} {split}: label against read order; files in name order, "
+    figure.suptitle(f"{metadata.name} {split}: label against read order; files in name order, "
                     f"interleave(cycle_length={cycle_length}), shuffle({buffer})", fontsize=10)
     figure.tight_layout()
     figure.savefig(path, dpi=100)
@@ -256,14 +257,14 @@ def shuffle_plot(output_dir: str, metadata: dict, path: str, split: str, buffer:
 MAX_DRAWN_PAIRS = 12
 
 
-def near_duplicate_pairs(output_dir: str, metadata: dict, path: str, max_pairs: int = MAX_DRAWN_PAIRS) -> int:
+def near_duplicate_pairs(output_dir: str, metadata: Metadata, path: str, max_pairs: int = MAX_DRAWN_PAIRS) -> int:
     """The closest near-duplicate pairs (near_duplicates.jsonl, closest first) side by side, one pair per row,
     with their distance, splits and labels; returns the number of pairs drawn. A copy that is not in the dataset
     (dropped by --near_duplicates drop) is drawn as a note saying so."""
     from PIL import Image
 
     from shardsmith.format.build_folder import dataset_dir
-    from shardsmith.format.metadata import NearDuplicatesEntry, parse_near_duplicates
+    from shardsmith.format.metadata import parse_near_duplicates
     from shardsmith.format.naming import NEAR_DUPLICATES_FILE, join
     from shardsmith.storage import read_bytes
 
@@ -271,7 +272,7 @@ def near_duplicate_pairs(output_dir: str, metadata: dict, path: str, max_pairs: 
     pairs = parse_near_duplicates(data or b"")[:max_pairs]
     wanted = {(side["split"], side["uri"]) for pair in pairs for side in (pair["first"], pair["second"])}
     images: dict[tuple[str, str], bytes] = {}
-    for split in sorted({split for split, _ in wanted} & set(metadata["splits"])):
+    for split in sorted({split for split, _ in wanted} & set(metadata.splits)):
         for record in split_records(output_dir, metadata, split, with_images=True):
             if (split, record.filename) in wanted:
                 images[(split, record.filename)] = record.encoded
@@ -298,9 +299,9 @@ def near_duplicate_pairs(output_dir: str, metadata: dict, path: str, max_pairs: 
             ax.set_title(f"{side['split']} / {side['label']}{mark}\n{side['uri'][-40:]}", fontsize=7)
         if pairs:
             axes[row][0].set_ylabel(f"distance {pairs[row]['distance']}", fontsize=9)
-    near = NearDuplicatesEntry.of(metadata)
+    near = metadata.near_duplicates
     total = near.num_pairs if near else len(pairs)
-    figure.suptitle(f"{metadata['name']}: {len(pairs)} closest of {total} near-duplicate pairs", fontsize=10)
+    figure.suptitle(f"{metadata.name}: {len(pairs)} closest of {total} near-duplicate pairs", fontsize=10)
     figure.tight_layout()
     figure.savefig(path, dpi=100)
     plt.close(figure)

@@ -25,6 +25,7 @@ from shardsmith.format.example import (
     URI,
     parse_example,
 )
+from shardsmith.format.metadata_schema import Metadata
 from shardsmith.format.tfrecord import READ_CHUNK, iter_records
 
 
@@ -87,16 +88,16 @@ class Record:
     mask: bytes = b""  # segmentation: the class-id PNG
 
 
-def placed_label(values: dict[str, list], metadata: dict) -> int:
+def placed_label(values: dict[str, list], metadata: Metadata) -> int:
     """The label id a record was placed by: its only label, or the rarest of several (lowest id on ties)."""
-    return placing_label_id(values[BOX_LABEL if BOX_LABEL in values else LABEL], metadata.get("label_image_counts"))
+    return placing_label_id(values[BOX_LABEL if BOX_LABEL in values else LABEL], metadata.label_image_counts)
 
 
-def split_records(output_dir: str, metadata: dict, split: str, with_images: bool = False) -> Iterator[Record]:
+def split_records(output_dir: str, metadata: Metadata, split: str, with_images: bool = False) -> Iterator[Record]:
     """Every record of a split in shard order, parsed with shardsmith's own Example class."""
-    compression = metadata.get("compression", "none")
-    for index, shard in enumerate(metadata["splits"][split]["shards"]):
-        for data in shard_records(f"{dataset_dir(output_dir, metadata)}/{confined_file_name(shard['file'])}",
+    compression = metadata.compression_or_default
+    for index, shard in enumerate(metadata.splits[split].shards):
+        for data in shard_records(f"{dataset_dir(output_dir, metadata)}/{confined_file_name(shard.file)}",
                                   compression):
             values = parse_example(data)
             filename = values[FILENAME][0].decode("utf-8", "replace")

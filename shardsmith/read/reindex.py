@@ -90,7 +90,7 @@ def _splits(output_dir: str, version: str | None) -> list[str]:
     from shardsmith.read.sequence import open_build
 
     metadata, _ = open_build(output_dir, version)
-    return list(metadata["splits"])
+    return list(metadata.splits)
 
 
 def _index_shard(records: Records, shard, guard, report: IndexReport) -> None:

@@ -27,10 +27,10 @@ from dataclasses import dataclass
 
 from shardsmith import storage
 from shardsmith.format.build_folder import build_dir, confined_file_name, dataset_dir
-from shardsmith.format.metadata import MetadataMissing, check_readable, read_metadata
+from shardsmith.format.metadata import read_metadata
+from shardsmith.format.metadata_schema import Metadata, MetadataMissing
 from shardsmith.format.naming import (
     BUILD_ID,
-    METADATA_FILE,
     STAGED_METADATA,
     index_file_name,
     is_remote,
@@ -48,7 +48,7 @@ class CorruptRecord(RuntimeError):
     """A record failed its checksums or a shard is not what metadata.json says; the message, one line, says where."""
 
 
-def open_build(output_dir: str, version: str | None = None) -> tuple[dict, str]:
+def open_build(output_dir: str, version: str | None = None) -> tuple[Metadata, str]:
     """(metadata.json, the folder it was read from) of the published build (`version` None: `output_dir`) or of
     the kept, complete build `builds/<version>/` (that folder); `dataset_dir(folder, metadata)` holds the files.
     FileNotFoundError when there is none; ValueError (one line) for a bad version or a metadata.json the reader
@@ -60,11 +60,10 @@ def open_build(output_dir: str, version: str | None = None) -> tuple[dict, str]:
             raise ValueError(f"version {version!r} is not a build id (like 20261124T211052Z-44b3a31b)")
         folder = build_dir(output_dir, version)
     try:
-        metadata = read_metadata(folder, storage.read_bytes)
+        metadata = read_metadata(folder, storage.read_bytes, readable=True)
     except MetadataMissing:
         what = f"no complete build {version} (builds/{version}/metadata.json)" if version else "no finished dataset"
         raise FileNotFoundError(f"{output_dir} holds {what}") from None
-    check_readable(metadata, join(folder, METADATA_FILE))
     if version is not None and storage.read_bytes(join(folder, STAGED_METADATA)) is not None:
         raise FileNotFoundError(f"{output_dir}: build {version} was never published (it did not finish)")
     return metadata, folder
@@ -176,17 +175,18 @@ class Records(Sequence):
         self.metadata, read_from = open_build(self.output_dir, version)
         self.folder = dataset_dir(read_from, self.metadata)
         self.split = split_name(split, self.metadata)
-        self.compression = self.metadata.get("compression", "none")
-        self.features: dict[str, str] = dict(self.metadata["features"])
-        self.labels: list[str] = list(self.metadata["labels"])
+        self.compression = self.metadata.compression_or_default
+        self.features: dict[str, str] = dict(self.metadata.features)
+        self.labels: list[str] = list(self.metadata.labels)
         self.shards: list[Shard] = []
         start = 0
-        for entry in split_shards(read_from, self.metadata, self.split):
+        for shard in split_shards(read_from, self.metadata, self.split):
+            entry = shard.entry
             index_path = None
             if self.compression != "gzip":
-                index_path = join(self.folder, confined_file_name(entry.get("index") or index_file_name(entry["file"])))
-            self.shards.append(Shard(entry["path"], entry["num_examples"], start, index_path))
-            start += entry["num_examples"]
+                index_path = join(self.folder, confined_file_name(entry.index or index_file_name(entry.file)))
+            self.shards.append(Shard(shard.path, entry.num_examples, start, index_path))
+            start += entry.num_examples
         self._starts = [s.start for s in self.shards]
         self._length = start
         self._indexes: dict[int, RecordIndex] = {}

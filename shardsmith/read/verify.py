@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from shardsmith import storage
 from shardsmith.core.rows import placing_label_id
 from shardsmith.errors import UsageError
-from shardsmith.format.build_folder import dataset_dir, is_published, own_copy
+from shardsmith.format.build_folder import dataset_dir, own_copy
 from shardsmith.format.example import (
     BOX_KEYS,
     BOX_LABEL,
@@ -52,7 +52,8 @@ from shardsmith.format.example import (
     WIDTH,
     parse_example,
 )
-from shardsmith.format.metadata import MetadataError, MetadataMissing, check_readable, parse_labels, read_metadata
+from shardsmith.format.metadata import parse_labels, read_metadata
+from shardsmith.format.metadata_schema import Metadata, MetadataError, MetadataMissing, ShardEntry
 from shardsmith.format.naming import (
     ERRORS_FILE,
     INDEX_SUFFIX,
@@ -157,14 +158,14 @@ class VerifyReport:
                 f"{len(self.shards)} shards and {len(self.problems)} dataset-level; {counts}")
 
 
-def _decode_indices(metadata: dict, sample: int | None) -> dict[str, set[int]] | None:
+def _decode_indices(metadata: Metadata, sample: int | None) -> dict[str, set[int]] | None:
     """Which records to decode, per shard file: None means all. A sample of n gives every non-empty shard one
     record when n is at least the number of shards, and the rest in proportion to shard sizes (largest
     remainder); inside a shard the picks are evenly spaced. No randomness: the same records on every run."""
     if sample is None:
         return None
-    shards = [s for info in metadata["splits"].values() for s in info["shards"]]
-    sizes = [max(0, s["num_examples"]) for s in shards]
+    shards = [s for _, s in metadata.all_shards()]
+    sizes = [max(0, s.num_examples) for s in shards]
     if sample >= sum(sizes):
         return None
     counts = [0] * len(shards)
@@ -183,11 +184,11 @@ def _decode_indices(metadata: dict, sample: int | None) -> dict[str, set[int]] |
         for i in order[: left - sum(extra)]:
             extra[i] += 1
         counts = [c + e for c, e in zip(counts, extra, strict=True)]
-    return {s["file"]: {int((k + 0.5) * n / c) for k in range(c)} if c else set()
+    return {s.file: {int((k + 0.5) * n / c) for k in range(c)} if c else set()
             for s, n, c in zip(shards, sizes, counts, strict=True)}
 
 
-def _check_example(check: ShardCheck, index: int, data: bytes, metadata: dict, decode: bool) -> str | None:
+def _check_example(check: ShardCheck, index: int, data: bytes, metadata: Metadata, decode: bool) -> str | None:
     """Checks one serialized record; returns its label text (None when it cannot be told)."""
     import tensorflow as tf
 
@@ -197,7 +198,7 @@ def _check_example(check: ShardCheck, index: int, data: bytes, metadata: dict, d
         check.add("record is not a tf.train.Example", f"{type(e).__name__}", index)
         return None
     feature = example.features.feature
-    expected = metadata["features"]
+    expected = metadata.features
     present, required = set(feature.keys()), {k for k, kind in expected.items() if not kind.endswith("_list")}
     if not required <= present <= set(expected):  # an empty list feature is left out of a record
         missing, extra = sorted(required - present), sorted(present - set(expected))
@@ -246,10 +247,10 @@ def _check_example(check: ShardCheck, index: int, data: bytes, metadata: dict, d
     return text
 
 
-def _check_labels(check: ShardCheck, index: int, values: dict, metadata: dict) -> str | None:
+def _check_labels(check: ShardCheck, index: int, values: dict, metadata: Metadata) -> str | None:
     """Checks that label ids name the label texts they travel with (and that boxes are normalized); returns
     the label the record was placed by: its only label, or the rarest of several (as the build chose)."""
-    labels = metadata["labels"]
+    labels = metadata.labels
     boxes = BOX_LABEL in values
     ids, texts = (values[BOX_LABEL], values[BOX_LABEL_TEXT]) if boxes else (values[LABEL], values[LABEL_TEXT])
     ids, texts = (ids, texts) if isinstance(ids, list) else ([ids], [texts])
@@ -267,7 +268,7 @@ def _check_labels(check: ShardCheck, index: int, values: dict, metadata: dict) -
             check.add("box coordinates and box labels differ in number", f"{len(ids)} labels", index)
         elif any(not (0 <= x0 < x1 <= 1 and 0 <= y0 < y1 <= 1) for x0, y0, x1, y1 in zip(*corners, strict=True)):
             check.add("box outside [0, 1] or with min >= max", "", index)
-    return labels[placing_label_id(ids, metadata.get("label_image_counts"))]
+    return labels[placing_label_id(ids, metadata.label_image_counts)]
 
 
 _LIST_FIELDS = {"bytes": "bytes_list", "int64": "int64_list", "float": "float_list"}
@@ -296,8 +297,9 @@ def _file_size(path: str) -> int:
         return -1
 
 
-def _check_shard(output_dir: str, split: str, shard: dict, metadata: dict, decode: set[int] | None) -> ShardCheck:
-    name = shard["file"]
+def _check_shard(output_dir: str, split: str, shard: ShardEntry, metadata: Metadata,
+                 decode: set[int] | None) -> ShardCheck:
+    name = shard.file
     check = ShardCheck(name, split)
     if "/" in name or name in ("", ".", ".."):
         check.add("shard file name is not a plain file name", repr(name))
@@ -307,9 +309,9 @@ def _check_shard(output_dir: str, split: str, shard: dict, metadata: dict, decod
     if check.num_bytes < 0:
         check.add("shard file is missing")
         return check
-    if check.num_bytes != shard["num_bytes"]:
-        check.add("file size differs from metadata.json", f"{check.num_bytes} bytes, metadata {shard['num_bytes']}")
-    compression = metadata.get("compression", "none")
+    if check.num_bytes != shard.num_bytes:
+        check.add("file size differs from metadata.json", f"{check.num_bytes} bytes, metadata {shard.num_bytes}")
+    compression = metadata.compression_or_default
     file_sha256 = None
     record_index: RecordIndex | None = RecordIndex()  # None once the records cannot be read to the end
     try:
@@ -334,23 +336,23 @@ def _check_shard(output_dir: str, split: str, shard: dict, metadata: dict, decod
                   f"{type(e).__name__}: {str(e)[:200]}", check.num_records)
     if record_index is not None and compression != "gzip":
         _check_index_file(check, f"{output_dir}/{index_file_name(name)}", shard, record_index)
-    recorded_sha256 = shard.get("sha256")
+    recorded_sha256 = shard.sha256
     if recorded_sha256 is None:
         check.sha256_checked = False
     elif file_sha256 is not None and file_sha256 != recorded_sha256:
         check.add("file SHA-256 differs from metadata.json",
                   f"{file_sha256[:16]}..., metadata {recorded_sha256[:16]}...: not the file this build wrote")
-    if check.num_records != shard["num_examples"]:
+    if check.num_records != shard.num_examples:
         check.add("record count differs from metadata.json",
-                  f"{check.num_records} records, metadata {shard['num_examples']}")
-    recorded = {k: v for k, v in shard.get("label_counts", {}).items() if v}
-    if dict(+check.label_counts) != recorded and check.num_records == shard["num_examples"]:
+                  f"{check.num_records} records, metadata {shard.num_examples}")
+    recorded = {k: v for k, v in shard.label_counts.items() if v}
+    if dict(+check.label_counts) != recorded and check.num_records == shard.num_examples:
         check.add("label counts differ from metadata.json", f"{dict(sorted(check.label_counts.items()))}, "
                                                             f"metadata {recorded}")
     return check
 
 
-def _check_index_file(check: ShardCheck, path: str, shard: dict, records: RecordIndex) -> None:
+def _check_index_file(check: ShardCheck, path: str, shard: ShardEntry, records: RecordIndex) -> None:
     """The shard's index file, when metadata.json lists it or one lies beside the shard (`shardsmith index`
     wrote it), holds exactly the offsets and lengths of the records just read."""
     try:
@@ -359,8 +361,8 @@ def _check_index_file(check: ShardCheck, path: str, shard: dict, records: Record
         check.add("index file cannot be read", f"{type(e).__name__}: {str(e)[:200]}")
         return
     if data is None:
-        if shard.get("index") is not None:
-            check.add("index file listed in metadata.json is missing", shard["index"])
+        if shard.index is not None:
+            check.add("index file listed in metadata.json is missing", shard.index)
         return
     if data == records.to_bytes():
         return
@@ -375,9 +377,9 @@ def _check_index_file(check: ShardCheck, path: str, shard: dict, records: Record
               f"{len(found)} entries for {len(records)} records, first difference at entry {differ}")
 
 
-def _check_first_key(check: ShardCheck, data: bytes, shard: dict) -> None:
+def _check_first_key(check: ShardCheck, data: bytes, shard: ShardEntry) -> None:
     """The shard's first record carries the image/key/sha256 metadata.json records as its `first_key`."""
-    expected = shard.get("first_key")
+    expected = shard.first_key
     if expected is None:
         return
     try:
@@ -398,12 +400,11 @@ def _read_text(path: str) -> str | None:
         return None
 
 
-def load_metadata(output_dir: str) -> dict:
+def load_metadata(output_dir: str) -> Metadata:
     """metadata.json, or UsageError when the folder holds no finished dataset (or it cannot be parsed)."""
     output_dir = output_dir.rstrip("/")
     try:
-        metadata = read_metadata(output_dir)
-        check_readable(metadata, join(output_dir, METADATA_FILE))
+        metadata = read_metadata(output_dir, readable=True)
     except MetadataMissing:
         if not storage.exists(output_dir):
             raise UsageError(f"{output_dir} does not exist: not a finished shardsmith dataset") from None
@@ -420,52 +421,53 @@ def load_metadata(output_dir: str) -> dict:
     return metadata
 
 
-def _check_dataset(output_dir: str, metadata: dict, shards: list[ShardCheck]) -> list[Problem]:
+def _check_dataset(output_dir: str, metadata: Metadata, shards: list[ShardCheck]) -> list[Problem]:
     """Checks that need every shard's result, or only the folder: totals, names, listed files, side files."""
     from shardsmith.format.tfds import tfds_metadata_files
 
     problems: list[Problem] = []
     meta = METADATA_FILE
-    compression = metadata.get("compression", "none")
+    compression = metadata.compression_or_default
     by_split: dict[str, list[ShardCheck]] = {}
     for s in shards:
         by_split.setdefault(s.split, []).append(s)
     listed = set()
     total = 0
-    for split, info in metadata["splits"].items():
-        entries = info["shards"]
-        if info.get("num_shards") != len(entries):
+    for split, info in metadata.splits.items():
+        entries = info.shards
+        if info.num_shards != len(entries):
             problems.append(Problem(meta, f"{split}: num_shards differs from the shards listed",
-                                    f"{info.get('num_shards')} vs {len(entries)}"))
+                                    f"{info.num_shards} vs {len(entries)}"))
         for index, entry in enumerate(entries):
-            listed.add(entry["file"])
-            want = shard_file_name(metadata["name"], split, index, len(entries), compression)
-            if entry["file"] != want:
+            listed.add(entry.file)
+            want = shard_file_name(metadata.name, split, index, len(entries), compression)
+            if entry.file != want:
                 problems.append(Problem(meta, f"{split}: shard {index} is not named by the template",
-                                        f"{entry['file']!r}, expected {want!r}"))
+                                        f"{entry.file!r}, expected {want!r}"))
         for key in ("num_examples", "num_bytes"):
-            summed = sum(e[key] for e in entries)
-            if info.get(key) != summed:
+            summed = sum(getattr(e, key) for e in entries)
+            if getattr(info, key) != summed:
                 problems.append(Problem(meta, f"{split}: {key} differs from the sum over its shards",
-                                        f"{info.get(key)} vs {summed}"))
+                                        f"{getattr(info, key)} vs {summed}"))
         labels = Counter()
         for e in entries:
-            labels.update(e.get("label_counts", {}))
-        if {k: v for k, v in info.get("label_counts", {}).items() if v} != dict(+labels):
+            labels.update(e.label_counts)
+        if {k: v for k, v in info.label_counts.items() if v} != dict(+labels):
             problems.append(Problem(meta, f"{split}: label_counts differ from the sum over its shards"))
         read = sum(s.num_records for s in by_split.get(split, []))
-        if read != info.get("num_examples"):
+        if read != info.num_examples:
             problems.append(Problem(meta, f"{split}: records read differ from num_examples",
-                                    f"{read} read, metadata {info.get('num_examples')}"))
-        total += info.get("num_examples", 0)
-    if metadata.get("num_examples") != total:
+                                    f"{read} read, metadata {info.num_examples}"))
+        total += info.num_examples or 0
+    if metadata.num_examples != total:
         problems.append(Problem(meta, "num_examples differs from the sum over splits",
-                                f"{metadata.get('num_examples')} vs {total}"))
-    in_records = metadata.get("num_example_rows", total)  # detection: several box lines per record
-    if "num_input_rows" in metadata and metadata["num_input_rows"] != in_records + metadata.get("num_errors", 0):
+                                f"{metadata.num_examples} vs {total}"))
+    # detection: several box lines per record
+    in_records = total if metadata.num_example_rows is None else metadata.num_example_rows
+    if metadata.num_input_rows is not None and metadata.num_input_rows != in_records + metadata.error_count:
         problems.append(Problem(meta, "num_input_rows is not rows in records + errors",
-                                f"{metadata['num_input_rows']} vs {in_records} + {metadata.get('num_errors')}"))
-    if is_published(metadata):
+                                f"{metadata.num_input_rows} vs {in_records} + {metadata.num_errors}"))
+    if metadata.is_published:
         try:
             own = read_metadata(output_dir)
         except MetadataError:
@@ -482,16 +484,16 @@ def _check_dataset(output_dir: str, metadata: dict, shards: list[ShardCheck]) ->
     labels_txt = _read_text(join(output_dir, LABELS_FILE))
     if labels_txt is None:
         problems.append(Problem(LABELS_FILE, "missing"))
-    elif parse_labels(labels_txt.encode("utf-8")) != metadata["labels"]:
+    elif parse_labels(labels_txt.encode("utf-8")) != metadata.labels:
         problems.append(Problem(LABELS_FILE, "differs from metadata.json's labels"))
     errors_text = _read_text(join(output_dir, ERRORS_FILE))
     if errors_text is None:
         problems.append(Problem(ERRORS_FILE, "missing"))
     else:
         lines = [line for line in errors_text.split("\n") if line.strip()]
-        if len(lines) != metadata.get("num_errors", len(lines)):
+        if metadata.num_errors is not None and len(lines) != metadata.num_errors:
             problems.append(Problem(ERRORS_FILE, "line count differs from num_errors",
-                                    f"{len(lines)} lines, metadata {metadata.get('num_errors')}"))
+                                    f"{len(lines)} lines, metadata {metadata.num_errors}"))
     for name, content in tfds_metadata_files(metadata).items():
         present = _read_text(join(output_dir, name))
         if present is None:
@@ -518,12 +520,12 @@ def verify(output_dir: str, sample: int | None = None, workers: int | None = Non
 
     started = time.monotonic()
     decode = _decode_indices(metadata, sample)
-    jobs = [(split, shard) for split, info in metadata["splits"].items() for shard in info["shards"]]
-    expected = sum(shard["num_examples"] for _, shard in jobs)
+    jobs = metadata.all_shards()
+    expected = sum(shard.num_examples for _, shard in jobs)
     shards: list[ShardCheck] = []
     with ThreadPoolExecutor(max(1, workers or _cores())) as pool:
         futures = [pool.submit(_check_shard, output_dir, split, shard, metadata,
-                               None if decode is None else decode.get(shard["file"], set()))
+                               None if decode is None else decode.get(shard.file, set()))
                    for split, shard in jobs]
         for future in futures:
             shards.append(future.result())
