@@ -95,7 +95,7 @@ def test_a_detection_dataset_asks_for_features(built):
     from shardsmith.torch import _Samples
 
     records = shardsmith.records(built, "test")
-    records.metadata["task"] = "detection"
+    records.metadata.task = "detection"
     with pytest.raises(ValueError, match="pass features=True"):
         _Samples(records, None, 3, "uint8", None, None, False)
 

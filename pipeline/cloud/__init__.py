@@ -9,13 +9,19 @@
   help.py                 the help text, made from the settings table
   cli.py                  main(): exit 0, 2 with one line naming the mistake, or the status of the failing step
 
-Guarantees: this package imports only the standard library (and `pipeline`, which stays free of Beam and
-TensorFlow), so the commands and every dry run work without .venv; a mistake in the command line, the
-environment or the config file prints one line and exits 2 before anything runs; --dry-run prints the exact
-commands, one a line, runs nothing and creates nothing.
+Guarantees: this package imports only the standard library (and `pipeline` and `shardsmith.errors`, which stay
+free of Beam and TensorFlow), so the commands and every dry run work without .venv; a mistake in the command
+line, the environment or the config file prints one line and exits 2 before anything runs; --dry-run prints the
+exact commands, one a line, runs nothing and creates nothing.
 """
 
 from __future__ import annotations
+
+# A mistake in the command line, the environment or the config file: reported in one line, exit 2. The one
+# UsageError of every shardsmith command (shardsmith/errors.py imports only the standard library).
+from shardsmith.errors import UsageError
+
+__all__ = ["COMMANDS", "UsageError"]
 
 # Each command and its line in the help of `shardsmith` and of these commands.
 COMMANDS = {
@@ -25,7 +31,3 @@ COMMANDS = {
                 "pipeline/options/flex_template_metadata.json",
     "run-template": "launch a Dataflow job from the Flex Template; build flags become template parameters",
 }
-
-
-class UsageError(Exception):
-    """A mistake in the command line, the environment or the config file: reported in one line, exit 2."""
