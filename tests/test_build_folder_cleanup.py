@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from shardsmith import load
-from shardsmith.core.faults import FAULT_ENV
+from shardsmith.core.fault_injection import FAULT_ENV
 from shardsmith.format.naming import BUILDS_DIR, LOCK_FILE
 
 NUM_SHARDS = "train=2,validation=1,test=1"

@@ -8,7 +8,7 @@ import pytest
 from apache_beam.internal import cloudpickle_pickler
 
 from shardsmith.core.shard_file import WriterConfig
-from transforms.duplicates import HashRowsFn
+from transforms.duplicates import ContentDigestFn
 from transforms.lookup_sizes import LookupSizesFn
 from transforms.write_shards import WriteShardFn
 
@@ -16,12 +16,12 @@ from transforms.write_shards import WriteShardFn
 def _fns(tmp_path):
     return {
         "LookupSizesFn": LookupSizesFn(1 << 20),
-        "HashRowsFn": HashRowsFn(1 << 20),
+        "ContentDigestFn": ContentDigestFn(1 << 20),
         "WriteShardFn (writer processes)": WriteShardFn(WriterConfig(str(tmp_path), "pets"), processes=1),
     }
 
 
-@pytest.mark.parametrize("name", ["LookupSizesFn", "HashRowsFn", "WriteShardFn (writer processes)"])
+@pytest.mark.parametrize("name", ["LookupSizesFn", "ContentDigestFn", "WriteShardFn (writer processes)"])
 def test_a_set_up_dofn_pickles_again_without_its_resources(name, tmp_path):
     fn = _fns(tmp_path)[name]
     fn.setup()

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from shardsmith.core.faults import FAULT_ENV, WRITER_KILLED
+from shardsmith.core.fault_injection import FAULT_ENV, WRITER_KILLED
 from shardsmith.format.build_folder import published_dir
 from shardsmith.format.naming import BUILD_RECORD, BUILDS_DIR, LOCK_FILE, TEMP_PREFIX
 

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 from PIL import Image, PngImagePlugin
 
-from shardsmith.core.identical_groups import MAX_EXPANDED_GROUP, CollapsedRows, collapse_identical
+from shardsmith.core.identical_signatures import MAX_EXPANDED_GROUP, CollapsedRows, collapse_identical
 from shardsmith.core.load_images import DEFAULT_MAX_PIXELS, ImageRejected, open_image
-from shardsmith.core.near_duplicates import HashedImage, bucket_candidates
+from shardsmith.core.near_duplicate_search import HashedImage, bucket_candidates
 from shardsmith.core.perceptual_hash import ImageSignature, signature_of_bytes
 from shardsmith.format.build_folder import published_dir
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from shardsmith.core.near_duplicates import (
+from shardsmith.core.near_duplicate_search import (
     LOW_DETAIL_BLOCKS,
     LOW_DETAIL_MIN_STRUCTURE_SIMILARITY,
     MAX_BUCKET_MEMBERS,

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.transform_fn_process import transform_fn_process
-from shardsmith.core.faults import FAULT_ENV, WRITER_KILLED_ALWAYS
+from shardsmith.core.fault_injection import FAULT_ENV, WRITER_KILLED_ALWAYS
 from shardsmith.core.rows import ManifestRow, PlacedRow
 from shardsmith.core.shard_file import WriterConfig
 from shardsmith.core.shard_worker import ShardWriterPool

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from shardsmith.core.faults import FAULT_ENV
+from shardsmith.core.fault_injection import FAULT_ENV
 from shardsmith.format.naming import TEMP_PREFIX
 
 

@@ -137,7 +137,7 @@ class SummarizeDuplicates(beam.PTransform):
         )
 
 
-class HashRowsFn(ThreadPoolDoFn):
+class ContentDigestFn(ThreadPoolDoFn):
     """RowBatch -> (sha256, row) per row. A file that cannot be read passes with an empty hash: the shard
     writer reads it again and reports why it failed."""
 
@@ -190,7 +190,7 @@ class DropDuplicates(beam.PTransform):
     def expand(self, batches):
         kept = (
             batches
-            | "HashImages" >> beam.ParDo(HashRowsFn(self._max_image_bytes, self._allowed_prefixes))
+            | "HashImages" >> beam.ParDo(ContentDigestFn(self._max_image_bytes, self._allowed_prefixes))
             | "GroupBySha256" >> beam.GroupByKey()
             | "KeepFirstCopy" >> beam.FlatMap(_keep_first).with_outputs(ERRORS, main="rows")
         )

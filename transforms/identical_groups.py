@@ -1,4 +1,4 @@
-"""Beam stages for groups of identical signatures (shardsmith/core/identical_groups.py) within
+"""Beam stages for groups of identical signatures (shardsmith/core/identical_signatures.py) within
 transforms/near_duplicates.py: collapsing a signature's rows, summarising the groups for metadata.json, and the
 drop decisions of a group's other rows (followers), taken from its representative."""
 
@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 import apache_beam as beam
 
-from shardsmith.core.identical_groups import MAX_LISTED_GROUPS, IdenticalGroup, collapse_identical, signature_key
+from shardsmith.core.identical_signatures import MAX_LISTED_GROUPS, IdenticalGroup, collapse_identical, signature_key
 
 GROUPS = "groups"
 FOLLOWERS = "followers"

@@ -1,6 +1,6 @@
 """Near-duplicate images (resized, re-encoded, brightened or slightly cropped copies) across and within splits,
 by perceptual signature (shardsmith/core/perceptual_hash.py), banded candidates and their confirmation
-(shardsmith/core/near_duplicates.py).
+(shardsmith/core/near_duplicate_search.py).
 
 `--near_duplicates report` takes the signatures from the shard writer, which decodes each image anyway: only
 (signature, split, label, URI, row position) leaves it. `drop` must decide before placement, so it reads and hashes
@@ -8,7 +8,7 @@ every image in a pass of its own (a second read, as `--on_duplicate drop`) and t
 copy of a training image into an error row; both modes write near_duplicates.jsonl and a summary for
 metadata.json.
 
-Memory and work: rows of one signature are first grouped (shardsmith/core/identical_groups.py), so a thousand
+Memory and work: rows of one signature are first grouped (shardsmith/core/identical_signatures.py), so a thousand
 blank images are one group and one row to compare, not half a million pairs. The band GroupByKey carries rows of
 about 200 bytes keyed by (band, band value); one bucket holds at most MAX_BUCKET_MEMBERS + 1 of them in a worker,
 and at most MAX_BUCKET_CANDIDATES candidates are counted before any pair is formed (bigger buckets are reported as
@@ -25,10 +25,10 @@ from typing import NamedTuple
 
 import apache_beam as beam
 
-from shardsmith.core.identical_groups import MAX_EXPANDED_GROUP
+from shardsmith.core.identical_signatures import MAX_EXPANDED_GROUP
 from shardsmith.core.load_images import DEFAULT_MAX_PIXELS, read_input_file
 from shardsmith.core.manifest import ManifestFormat
-from shardsmith.core.near_duplicates import (
+from shardsmith.core.near_duplicate_search import (
     CAPPED_BUCKET_EXAMPLES,
     LOW_DETAIL_MIN_STRUCTURE_SIMILARITY,
     MAX_BUCKET_CANDIDATES,
@@ -229,7 +229,7 @@ def hashed(row: ManifestRow, signature: ImageSignature) -> HashedImage:
     return HashedImage(signature, row.split, row.label, row.uri, row.source_index, row.line)
 
 
-class HashRowsFn(ThreadPoolDoFn):
+class PerceptualSignatureFn(ThreadPoolDoFn):
     """RowBatch -> (row key, row) per row, and a HashedImage (tagged `hashes`) per row whose image decodes;
     one that does not is left to the shard writer, which reads it again and reports why."""
 
@@ -292,7 +292,7 @@ class DropNearDuplicates(beam.PTransform):
         self._max_pixels = records.max_pixels
 
     def expand(self, batches):
-        hash_rows = HashRowsFn(self._max_image_bytes, self._max_pixels, self._allowed_prefixes)
+        hash_rows = PerceptualSignatureFn(self._max_image_bytes, self._max_pixels, self._allowed_prefixes)
         keyed = batches | "HashImages" >> beam.ParDo(hash_rows).with_outputs("hashes", main="rows")
         found = keyed.hashes | "FindNearPairs" >> FindNearPairs(self._max_distance, lists=False, with_followers=True)
         pair_decisions = found.pairs | "LeakedCopies" >> beam.FlatMap(_drop_decision)

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import apache_beam as beam
 
-from shardsmith.core import faults
+from shardsmith.core import fault_injection
 from shardsmith.core.build_lock import LockGuard, release_lock
 from shardsmith.core.rows import ShardResult
 from shardsmith.core.settings import CheckSettings, RecordSettings
@@ -168,9 +168,10 @@ def check_and_write_metadata(
     for file_name, content in tfds_metadata_files(metadata).items():  # TFDS: builder_from_directory(files_dir)
         write_atomically(join(files_dir, file_name), content)
     remove_temporary_files(files_dir)
-    faults.reached("before_metadata")
+    fault_injection.reached("before_metadata")
     config.lock.check()
-    publish(config.output_dir, config.build_id, metadata, before_switch=lambda: faults.reached("before_switch"))
+    publish(config.output_dir, config.build_id, metadata,
+            before_switch=lambda: fault_injection.reached("before_switch"))
     if errors.explanation:  # also in a remote job's log, where no summary is printed
         _LOG.info("built %s with %d of %d rows failed: %s", config.name, num_failed, num_input_rows,
                   errors.explanation)

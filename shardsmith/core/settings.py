@@ -28,7 +28,7 @@ from shardsmith.core.flag import (
     option,
 )
 from shardsmith.core.load_images import DEFAULT_MAX_PIXELS, VALIDATE_MODES
-from shardsmith.core.near_duplicates import DEFAULT_MAX_DISTANCE, MAX_DISTANCE
+from shardsmith.core.near_duplicate_search import DEFAULT_MAX_DISTANCE, MAX_DISTANCE
 from shardsmith.core.reencode import Reencoding
 from shardsmith.format.example import IMAGE_MODES, KEY_PREFIX, TASKS
 from shardsmith.format.naming import SPLIT_ALIASES, SPLITS, canonical_split

@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from shardsmith import storage
-from shardsmith.core import faults, progress_signal
+from shardsmith.core import fault_injection, progress_signal
 from shardsmith.core.build_lock import LockGuard
 from shardsmith.core.encode import encode_image_example
 from shardsmith.core.load_images import (
@@ -32,7 +32,7 @@ from shardsmith.core.load_images import (
     read_input_file,
 )
 from shardsmith.core.masks import mask_png
-from shardsmith.core.near_duplicates import HashedImage
+from shardsmith.core.near_duplicate_search import HashedImage
 from shardsmith.core.perceptual_hash import MIN_REDUCED_SIDE, ImageSignature, signature_of_bytes, signature_of_image
 from shardsmith.core.reencode import reencode
 from shardsmith.core.rows import ErrorRow, ImageDigest, PlacedRow, ShardResult
@@ -179,8 +179,8 @@ def write_shard_file(config: WriterConfig, split: str, shard: int, dealt: Iterab
                 label_counts[row.label] += 1
                 num_rows += len(row.lines)
                 progress_signal.add(progress_signal.IMAGES_WRITTEN)
-                faults.reached("mid_shard")
-                faults.reached(faults.WRITER_KILLED)
+                fault_injection.reached("mid_shard")
+                fault_injection.reached(fault_injection.WRITER_KILLED)
         index_file = _write_index(config, final_name, index)
         if config.lock is not None:
             config.lock.check()
@@ -188,7 +188,7 @@ def write_shard_file(config: WriterConfig, split: str, shard: int, dealt: Iterab
         output.discard_temporary()  # a retry writes its own temporary file; do not leave this one behind
         raise
     num_bytes = output.publish()
-    faults.reached("after_shards")
+    fault_injection.reached("after_shards")
     outcome.result = ShardResult(split, shard, num_shards, final_name, sum(label_counts.values()), num_bytes,
                                  dict(sorted(label_counts.items())), num_rows, output.sha256, first_key,
                                  index_file)

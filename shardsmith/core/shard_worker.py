@@ -32,7 +32,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import BinaryIO
 
-from shardsmith.core import faults, lifeline
+from shardsmith.core import fault_injection, lifeline
 from shardsmith.core.lifeline import exit_described
 
 _LENGTH = struct.Struct("<Q")
@@ -112,8 +112,9 @@ class ShardWriterPool:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [_PACKAGE_ROOT, env.get("PYTHONPATH")]))
         env[lifeline.PARENT_ENV] = str(os.getpid())
-        if faults.FAULT_ENV in env:
-            env[faults.FAULT_ALSO_KILL_ENV] = str(os.getpid())  # a fault kills the whole build, as a lost machine
+        if fault_injection.FAULT_ENV in env:
+            # a fault kills the whole build, as a lost machine would
+            env[fault_injection.FAULT_ALSO_KILL_ENV] = str(os.getpid())
         self._env = env
         self._killed = threading.Event()  # kill(): an interrupted build; a dead writer is not replaced
         self._shard_deadline_s = shard_deadline_s
@@ -242,7 +243,7 @@ class ShardWriterPool:
         with self._workers_lock:
             if worker in self._workers:
                 self._workers.remove(worker)
-        self._idle.put(self._new_worker(faults.replacement_environment(self._env)))
+        self._idle.put(self._new_worker(fault_injection.replacement_environment(self._env)))
 
     def kill(self) -> None:
         self._killed.set()

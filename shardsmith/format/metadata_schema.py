@@ -229,7 +229,7 @@ class NearDuplicatesEntry(_Entry):
     max_bucket_members: int = 0
     capped_buckets: list[dict] = field(default_factory=list)
     max_bucket_candidates: int = 0  # 0: a build from before buckets were capped by their candidates too
-    # Rows with one signature, from this many on, are one group compared once (shardsmith/core/identical_groups.py);
+    # Rows with one signature, from this many on, are one group compared once (shardsmith/core/identical_signatures.py);
     # 0 and no groups: a build from before.
     identical_group_min_size: int = 0
     num_identical_groups: int = 0

@@ -40,9 +40,9 @@ import matplotlib
 import numpy as np
 from PIL import Image, ImageEnhance, ImageOps
 
-import shardsmith.core.near_duplicates as near_duplicates_core
+import shardsmith.core.near_duplicate_search as near_duplicates_core
 from shardsmith.core.load_images import inspect_image
-from shardsmith.core.near_duplicates import DEFAULT_MAX_DISTANCE, LOW_DETAIL_BLOCKS, confirmed
+from shardsmith.core.near_duplicate_search import DEFAULT_MAX_DISTANCE, LOW_DETAIL_BLOCKS, confirmed
 from shardsmith.core.perceptual_hash import MIN_REDUCED_SIDE, signature_of_bytes, signature_of_image
 
 ROOT = Path(__file__).resolve().parents[2]

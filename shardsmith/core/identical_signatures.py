@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from shardsmith.core.near_duplicates import CAPPED_BUCKET_EXAMPLES, HashedImage, is_low_detail
+from shardsmith.core.near_duplicate_search import CAPPED_BUCKET_EXAMPLES, HashedImage, is_low_detail
 from shardsmith.format.naming import SPLITS
 
 # Rows with one signature that are still compared row by row: at most 120 pairs each, so pairs stay below
