@@ -26,7 +26,7 @@ import traceback
 from typing import TYPE_CHECKING
 
 from pipeline.cloud import COMMANDS as CLOUD_COMMANDS
-from pipeline.quiet import VERBOSE_ENV, quiet
+from pipeline.running.quiet_logs import VERBOSE_ENV, quiet
 from shardsmith.errors import UsageError
 
 if TYPE_CHECKING:
@@ -118,7 +118,7 @@ def _checked_sources(options):
     """The manifests and folders to read, after the checks that need no Beam: a local manifest that is missing,
     unreadable or not a file, or a CSV header without the needed columns, is a usage error in well under a
     second (Beam is imported only for a glob or a remote path)."""
-    from pipeline.preflight import check_inputs
+    from pipeline.checks.preflight import check_inputs
     from shardsmith.core.manifest import resolve_sources
 
     sources = resolve_sources(options.manifests)
@@ -128,8 +128,8 @@ def _checked_sources(options):
 
 def _check_credentials(beam_args: list[str], options) -> None:
     """A build on Dataflow or with gs:// paths and no Google Cloud credentials is a usage error in a second,
-    before Beam's clients spend minutes retrying (pipeline/credentials.py)."""
-    from pipeline.credentials import credentials_needed_for, credentials_problem
+    before Beam's clients spend minutes retrying (pipeline/checks/credentials.py)."""
+    from pipeline.checks.credentials import credentials_needed_for, credentials_problem
     from shardsmith.errors import UsageError
 
     needed_for = credentials_needed_for(beam_args, options.manifests, options.output_dir, options.temp_dir,
@@ -140,10 +140,10 @@ def _check_credentials(beam_args: list[str], options) -> None:
 
 
 def _progress_shown(local: bool):
-    """A local build draws its progress on stderr (pipeline/progress.py); a remote job's is on its page."""
+    """A local build draws its progress on stderr (pipeline/running/progress.py); a remote job's is on its page."""
     if not local:
         return contextlib.nullcontext()
-    from pipeline.progress import Progress
+    from pipeline.running.progress import Progress
 
     return Progress()
 
@@ -162,17 +162,17 @@ def build(argv: list[str]) -> Metadata | None:
     parser = _parser()
     args, beam_args = parser.parse_known_args(["build", *argv])
     options = build_options_from(args)
-    from pipeline.runner_kind import absolute_beam_paths, beam_flag, check_paths_for_runner, is_local_runner
+    from pipeline.running.runner_names import absolute_beam_paths, beam_flag, check_paths_for_runner, is_local_runner
 
     beam_args = absolute_beam_paths(beam_args)
     check_paths_for_runner(beam_args, options.manifests, options.output_dir, options.temp_dir)
     _check_credentials(beam_args, options)
-    from pipeline.preflight import check_scratch_outside
+    from pipeline.checks.preflight import check_scratch_outside
 
     check_scratch_outside(options.output_dir, options.temp_dir, beam_flag(beam_args, "temp_location"))
     sources = _checked_sources(options)
 
-    from pipeline.transform_fn_process import transform_fn_process
+    from pipeline.running.transform_fn_process import transform_fn_process
 
     # A local build's tf.transform step imports TensorFlow (seconds) in a process of its own, from now on,
     # beside the launcher's own work; on a remote runner the workers do it. A process that has imported it
@@ -189,9 +189,9 @@ def build(argv: list[str]) -> Metadata | None:
 def _run_build(options, sources, beam_args: list[str], transform_fn_writer) -> Metadata | None:
     from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
+    from pipeline.checks.preflight import prepare_output_dir
     from pipeline.graph import build_graph
-    from pipeline.preflight import prepare_output_dir
-    from pipeline.runner import is_local, make_pipeline, writer_processes
+    from pipeline.running.runner import is_local, make_pipeline, writer_processes
 
     beam_options = PipelineOptions(beam_args)
     local = is_local(beam_options)
@@ -268,7 +268,7 @@ def run(argv: list[str] | None = None) -> Metadata | str | int | None:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] in (["build"], ["verify"], ["inspect"]) and "--verbose" in argv[1:]:
         os.environ[VERBOSE_ENV] = "1"  # before quiet(), and inherited by the writer processes
-    quiet()  # TensorFlow's C++ log lines off unless --verbose or SHARDSMITH_VERBOSE=1 (pipeline/quiet.py)
+    quiet()  # TensorFlow's C++ log lines off unless --verbose or SHARDSMITH_VERBOSE=1 (pipeline/running/quiet_logs.py)
     if argv and argv[0] in CLOUD_COMMANDS:
         from pipeline.cloud.cli import main as cloud_main
 
@@ -355,7 +355,7 @@ def _main(argv: list[str] | None) -> int:
         from pipeline.cloud.cli import main as cloud_main
 
         return cloud_main(argv)
-    from pipeline.interrupts import Interrupts
+    from pipeline.running.interrupts import Interrupts
     from shardsmith.errors import UsageError
 
     interrupts = Interrupts()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import apache_beam as beam
 
 from pipeline.options.build_options import BuildOptions
-from pipeline.transform_fn_process import TransformFnClient
+from pipeline.running.transform_fn_process import TransformFnClient
 from shardsmith.core import progress_signal
 from shardsmith.core.build_lock import LockGuard
 from shardsmith.core.shard_file import WriterConfig
@@ -32,10 +32,10 @@ from transforms.write_shards import WriteShards
 def build_graph(pipeline: beam.Pipeline, options: BuildOptions, sources: list[Source], temp_dir: str,
                 build_id: str, writer_processes: int = 0, transform_fn_writer: TransformFnClient | None = None):
     """Adds the whole build to `pipeline`; returns the PCollection holding the metadata dict.
-    Every file goes into the build's own folder (`builds/<build_id>`, started by pipeline/preflight.py); the
+    Every file goes into the build's own folder (`builds/<build_id>`, started by pipeline/checks/preflight.py); the
     report publishes it last. `writer_processes` > 0 hands shards to that many local writer processes
-    (pipeline/runner.py says when); `transform_fn_writer`, if given, writes transform_fn in a process of its
-    own (pipeline/transform_fn_process.py), beside the writing."""
+    (pipeline/running/runner.py says when); `transform_fn_writer`, if given, writes transform_fn in a process of its
+    own (pipeline/running/transform_fn_process.py), beside the writing."""
     manifest, placement, records, checks = options.manifest, options.placement, options.records, options.checks
     files_dir = build_dir(options.output_dir, build_id)
     lock = LockGuard(options.output_dir, build_id)  # checked before each write into files_dir

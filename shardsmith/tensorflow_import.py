@@ -1,6 +1,6 @@
 """Importing TensorFlow quietly: its C++ log lines (CUDA drivers not found, cuInit failed, oneDNN is on, absl's
 "before InitializeLog" notice, per-image PNG warnings) stay off the terminal unless SHARDSMITH_VERBOSE is set.
-Used by `load()` and by the `shardsmith` command (pipeline/quiet.py). Python warnings are never hidden.
+Used by `load()` and by the `shardsmith` command (pipeline/running/quiet_logs.py). Python warnings are never hidden.
 """
 
 from __future__ import annotations

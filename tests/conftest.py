@@ -1,5 +1,5 @@
 """Shared fixtures: real image files, real builds through the CLI (on Beam's FnApiRunner, pinned by
-pipeline.runner for every local run), and shards read back with tf.data.
+pipeline.running.runner for every local run), and shards read back with tf.data.
 
 pytest runs with --import-mode=importlib and apache-beam installs a top-level package named `tests`, so
 helpers live here as fixtures rather than in an importable module.

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.credentials import credentials_needed_for, credentials_problem
+from pipeline.checks.credentials import credentials_needed_for, credentials_problem
 
 ROOT = Path(__file__).resolve().parent.parent
 FIX = "gcloud auth application-default login"

@@ -156,7 +156,7 @@ def test_ctrl_c_in_each_phase_exits_130_in_one_line_and_the_rerun_publishes(tmp_
         assert not (out / "metadata.json").exists(), phase
 
     def early(build: _TerminalBuild):
-        build.wait_for("tf.transform process", lambda: build.children("pipeline.transform_fn_process"))
+        build.wait_for("tf.transform process", lambda: build.children("pipeline.running.transform_fn_process"))
         return lambda: None
 
     def while_writing(build: _TerminalBuild):
@@ -168,7 +168,7 @@ def test_ctrl_c_in_each_phase_exits_130_in_one_line_and_the_rerun_publishes(tmp_
     def during_tf_transform(build: _TerminalBuild):
         build.wait_for("every image written",
                        lambda: (written := build.written()) and written[0] == written[1] == len(images.rows))
-        helper = build.children("pipeline.transform_fn_process")
+        helper = build.children("pipeline.running.transform_fn_process")
         _pause(helper)  # still importing TensorFlow (seconds): paused, it cannot finish before the signal
         assert helper and not list(out.glob("builds/*/transform_fn")), "tf.transform finished before the signal"
         return lambda: _resume(helper)

@@ -27,7 +27,7 @@ from transforms.metrics import (
 def build_with_metrics(monkeypatch, shardsmith):
     """Runs `shardsmith build ARGS...` in this process and returns (what it logged, the run's BuildMetrics), read
     from the PipelineResult of the pipeline the CLI made."""
-    from pipeline import runner
+    from pipeline.running import runner
 
     made = []
     real_make_pipeline = runner.make_pipeline

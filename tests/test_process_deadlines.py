@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.transform_fn_process import transform_fn_process
+from pipeline.running.transform_fn_process import transform_fn_process
 from shardsmith.core.fault_injection import FAULT_ENV, WRITER_KILLED_ALWAYS
 from shardsmith.core.rows import ManifestRow, PlacedRow
 from shardsmith.core.shard_file import WriterConfig
@@ -26,7 +26,7 @@ from shardsmith.format.naming import LOCK_FILE
 from transforms.place import order_key
 
 REPO = Path(__file__).resolve().parents[1]
-HELPER_MODULE = b"pipeline.transform_fn_process"
+HELPER_MODULE = b"pipeline.running.transform_fn_process"
 
 
 def _children(parent: int) -> dict[int, list[bytes]]:

@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pipeline import progress
+from pipeline.running import progress
 from shardsmith.core import progress_signal
 
 ROOT = Path(__file__).resolve().parents[1]

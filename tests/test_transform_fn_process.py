@@ -1,4 +1,4 @@
-"""A local build writes transform_fn from a process of its own (pipeline/transform_fn_process.py), started at
+"""A local build writes transform_fn from a process of its own (pipeline/running/transform_fn_process.py), started at
 launch so that TensorFlow's import overlaps the build. The launcher never imports TensorFlow; the process's
 failures come back as one line; it does not outlive the build."""
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.transform_fn_process import SOCKET_NAME, transform_fn_process
+from pipeline.running.transform_fn_process import SOCKET_NAME, transform_fn_process
 from transforms.labels import Vocabulary
 
 REPO = Path(__file__).resolve().parents[1]

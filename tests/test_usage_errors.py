@@ -145,7 +145,7 @@ def test_a_runner_that_cannot_see_this_disk_refuses_local_paths_naming_the_flag(
 
 
 def test_runner_names_are_recognized_short_or_fully_qualified():
-    from pipeline.runner_kind import is_local_runner, sees_launcher_disk
+    from pipeline.running.runner_names import is_local_runner, sees_launcher_disk
 
     for name in (None, "DirectRunner", "direct", "FnApiRunner", "SwitchingDirectRunner",
                  "apache_beam.runners.direct.direct_runner.DirectRunner",

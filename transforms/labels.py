@@ -231,7 +231,7 @@ def _checked(value, lock: LockGuard):
 
 
 class TransformFnWriter(Protocol):
-    """Writes transform_fn elsewhere (pipeline/transform_fn_process.py): `start` hands over a request and
+    """Writes transform_fn elsewhere (pipeline/running/transform_fn_process.py): `start` hands over a request and
     returns its key at once, `wait(key)` returns `output_dir` when it is written."""
 
     def start(self, vocabulary: Vocabulary, output_dir: str, temp_dir: str, lock: LockGuard | None = None) -> str:

@@ -1,4 +1,4 @@
-"""Progress counters a local build's launcher can watch (pipeline/progress.py draws them), with no display here.
+"""Progress counters a local build's launcher can watch (pipeline/running/progress.py draws them), with no display here.
 
 When the launcher sets SHARDSMITH_PROGRESS_DIR, the steps that read rows and write images append one byte per
 row or image to a counter file in that folder (opened O_APPEND, so writes from the launcher, the shard writer

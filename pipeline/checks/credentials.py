@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from pipeline.runner_kind import REMOTE_RUNNERS, beam_flag, runner_name
+from pipeline.running.runner_names import REMOTE_RUNNERS, beam_flag, runner_name
 from shardsmith.storage import is_cloud_storage
 
 FIX = ("run `gcloud auth application-default login`, or set GOOGLE_APPLICATION_CREDENTIALS to a service account "

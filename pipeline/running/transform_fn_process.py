@@ -197,7 +197,7 @@ def transform_fn_process() -> Iterator[TransformFnClient]:
     address = os.path.join(socket_dir, SOCKET_NAME)
     authkey = secrets.token_bytes(32)
     # process_group=0: a terminal's Ctrl-C reaches only the launcher, which then closes stdin (the exit signal).
-    process = subprocess.Popen([sys.executable, "-m", "pipeline.transform_fn_process", address],
+    process = subprocess.Popen([sys.executable, "-m", "pipeline.running.transform_fn_process", address],
                                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, process_group=0)
     _RUNNING.add(process)
     watcher = threading.Thread(target=_record_exit, args=(process, socket_dir), name="watch-tf.transform",
@@ -309,7 +309,7 @@ def serve(address: str) -> None:
     # connection's handshake runs in that connection's thread instead.
     with Listener(address, family="AF_UNIX") as listener:
         threading.Thread(target=_accept, args=(listener, authkey, requests), name="accept", daemon=True).start()
-        from pipeline.quiet import quiet
+        from pipeline.running.quiet_logs import quiet
 
         quiet()
 

@@ -11,11 +11,11 @@ if TYPE_CHECKING:
     import apache_beam as beam
     from apache_beam.options.pipeline_options import PipelineOptions
 
-from pipeline.runner_kind import is_local_runner
+from pipeline.running.runner_names import is_local_runner
 
 
 def is_local(options: PipelineOptions) -> bool:
-    """Beam's local runner by any of its names, short or fully qualified (pipeline/runner_kind.py)."""
+    """Beam's local runner by any of its names, short or fully qualified (pipeline/running/runner_names.py)."""
     from apache_beam.options.pipeline_options import StandardOptions
 
     return is_local_runner(options.view_as(StandardOptions).runner)

@@ -1,6 +1,6 @@
 """What the runner named on the command line is, read from Beam's own flags before Beam is imported: whether it
-is Beam's local runner (which shardsmith replaces by the FnApiRunner, pipeline/runner.py) and whether its workers
-can see the launcher's disk. Beam-free, so that a wrong path is reported before seconds of imports."""
+is Beam's local runner (which shardsmith replaces by the FnApiRunner, pipeline/running/runner.py) and whether
+its workers can see the launcher's disk. Beam-free, so that a wrong path is reported before seconds of imports."""
 
 from __future__ import annotations
 

@@ -55,7 +55,7 @@ class Interrupts:
     def _stop_children(self) -> None:
         self.seen = True
         for module, stop in (("shardsmith.core.shard_worker", "kill_all_writers"),
-                             ("pipeline.transform_fn_process", "kill_all")):
+                             ("pipeline.running.transform_fn_process", "kill_all")):
             if module in sys.modules:
                 getattr(sys.modules[module], stop)()
 
