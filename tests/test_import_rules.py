@@ -121,8 +121,19 @@ def test_stages_never_import_the_build_or_the_read_side():
     assert _broken("transforms", ("pipeline", "shardsmith.read")) == []
 
 
+# What the read side takes from the core: the manifest package's interface (inspect's plots), row types and
+# placing_label_id (verify), error reasons (the summary), reading an input file (image_mode path) and the
+# folder's lock (`shardsmith index`). Never a shard writer's own work.
+READ_SIDE_TAKES_FROM_CORE = ("shardsmith.core.manifest", "shardsmith.core.rows", "shardsmith.core.failures",
+                             "shardsmith.core.load_images", "shardsmith.core.build_lock")
+
+
 def test_the_read_side_never_imports_a_stage_or_the_build():
     assert _broken("shardsmith.read", ("transforms", "pipeline")) == []
+    taken = [f"{path.relative_to(ROOT)} imports {name}" for path in _modules("shardsmith.read")
+             for name, _ in _imports(path) if _under(name, "shardsmith.core")
+             and not _under(name, *READ_SIDE_TAKES_FROM_CORE)]
+    assert taken == []
 
 
 def test_manifests_are_read_through_the_manifest_package_only():
