@@ -429,12 +429,19 @@ def read_snippet(group: Group, request) -> None:
     assert total == demo.metadata["splits"]["train"]["num_examples"] == 94  # every training record, once
 
 
+def _demo_for_snippet(request, framework: str):
+    """The demo build, the working folder set to it (as the README's snippets assume); skipped without
+    `framework` installed."""
+    pytest.importorskip(framework)
+    demo = request.getfixturevalue("demo")
+    request.getfixturevalue("monkeypatch").chdir(demo.root)
+    return demo
+
+
 @handles("torch", "python")
 def torch_snippet(group: Group, request) -> None:
     """Two epochs of the PyTorch snippet on the demo build: every training record once an epoch."""
-    pytest.importorskip("torch")
-    demo = request.getfixturevalue("demo")
-    request.getfixturevalue("monkeypatch").chdir(demo.root)
+    demo = _demo_for_snippet(request, "torch")
     steps = []
 
     def train_step(images, labels):
@@ -447,9 +454,7 @@ def torch_snippet(group: Group, request) -> None:
 
 @handles("grain", "python")
 def grain_snippet(group: Group, request) -> None:
-    pytest.importorskip("grain")
-    demo = request.getfixturevalue("demo")
-    request.getfixturevalue("monkeypatch").chdir(demo.root)
+    _demo_for_snippet(request, "grain")
     shapes = []
 
     def train_step(state, batch):
