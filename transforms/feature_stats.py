@@ -1,4 +1,4 @@
-"""Stage 3b, with --feature: tensorflow-transform over the rows, so that transform_fn/ holds the statistics
+"""With --feature: tensorflow-transform over the rows, so that transform_fn/ holds the statistics
 of the extra columns beside the label vocabulary, and training applies what the analysis saw.
 
 For each feature the transform outputs, under the feature's name: numeric (int, float and their lists): the

@@ -1,4 +1,4 @@
-"""Stage 1b (detection): the box lines of one image become one row, before any placement.
+"""Detection: the box lines of one image become one row, before any placement.
 
 A detection manifest holds one line per box; this stage groups the lines by (manifest, image URI) and merges
 them (shardsmith.core.annotations.merge_box_rows), or rejects every line of an image when one of its boxes is

@@ -1,4 +1,4 @@
-"""Stage 3: the label vocabulary. Ids are 0..N-1 in alphabetical (code point) order of the label text of the
+"""The label vocabulary. Ids are 0..N-1 in alphabetical (code point) order of the label text of the
 training split, the convention of Keras' image_dataset_from_directory and torchvision's ImageFolder.
 
 The vocabulary is computed from manifest rows only (never image bytes). tensorflow-transform analyzes the

@@ -1,4 +1,4 @@
-"""Stage 2: a metadata lookup (no read) of each image file: its size in bytes, or why it cannot be used.
+"""A metadata lookup (no read) of each image file: its size in bytes, or why it cannot be used.
 
 Missing, empty and oversized files leave here as error rows, before placement, so that they do not leave
 holes in otherwise balanced shards. Sizes feed the shard count (--target_shard_mb). Lookups of remote

@@ -1,4 +1,4 @@
-"""Stage 4: placement. Decides each row's split (when the manifest left it empty), shard and position in the
+"""Placement. Decides each row's split (when the manifest left it empty), shard and position in the
 shard, from manifest rows alone, before any image is read.
 
 Guarantees (per split, over the rows that reach this stage):

@@ -1,4 +1,4 @@
-"""Stage 1: read manifests (each format's reader in shardsmith/core/manifest/) or class folders into batches of
+"""Read manifests (each format's reader in shardsmith/core/manifest/) or class folders into batches of
 ManifestRows, inside the pipeline.
 
 The parsing is shardsmith.core.manifest's (one reader per format); this stage runs it on workers, one Source per

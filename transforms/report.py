@@ -1,4 +1,4 @@
-"""Stage 8: the report. Writes errors.jsonl, labels.txt and metadata.json into the build's folder, checks the
+"""The report. Writes errors.jsonl, labels.txt and metadata.json into the build's folder, checks the
 accounting equation (records + errors == input rows) and the error budget, and publishes the build.
 
 Guarantees: every file is written under a temporary name and renamed, and the build is published (the top-level

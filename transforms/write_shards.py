@@ -1,4 +1,4 @@
-"""Stage 7: write each shard in one step: read its images in placement order, validate, encode, stream the
+"""Write each shard in one step: read its images in placement order, validate, encode, stream the
 records to a temporary file and rename it to the final name (shardsmith/core/shard_file.py).
 
 Why not `beam.io.WriteToTFRecord`: with a fixed shard count it deals records round-robin and writes them in

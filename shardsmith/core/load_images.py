@@ -1,4 +1,4 @@
-"""Stage 5: read image bytes and validate them, so that every written record decodes with
+"""Read image bytes and validate them, so that every written record decodes with
 `tf.io.decode_image(..., expand_animations=False)` to exactly (height, width, channels).
 
 `header` parses the header only (about 22 us); `decode` also decodes the image data, which is the only check
