@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from shardsmith.core.build_lock import LOCK_STALE_AFTER_S
+from shardsmith.core.build_lock import LOCK_STALE_AFTER_S, LockHolder, acquire_lock, release_lock
 from shardsmith.format.naming import BUILD_RECORD, BUILDS_DIR, LOCK_FILE
 
 NUM_SHARDS = "train=2,validation=1,test=1"
@@ -166,3 +166,22 @@ def test_a_symlink_at_the_lock_path_is_refused_and_left_alone(label_sorted_set, 
             assert theirs.read_bytes() == b"a user's own file"
         else:
             assert not theirs.exists(), "nothing was written through the link"
+
+
+def test_the_heartbeat_is_quiet_after_the_publish_step_releases_the_lock_and_loud_after_a_takeover(tmp_path, caplog):
+    """The publish step releases the lock while the launcher's heartbeat still runs: a successful build must not
+    log that its lock was taken over (seen under load). A real takeover is still logged."""
+    released, taken = tmp_path / "released", tmp_path / "taken"
+    for folder in (released, taken):
+        folder.mkdir()
+    quiet = acquire_lock(str(released), "20261125T000000Z-00000001")
+    quiet.start_heartbeat(every_s=0.05)
+    release_lock(str(released), "20261125T000000Z-00000001")  # as transforms/report.py does after publishing
+    loud = acquire_lock(str(taken), "20261125T000000Z-00000002")
+    loud.start_heartbeat(every_s=0.05)
+    (taken / LOCK_FILE).write_bytes(LockHolder.this_process("20261125T000000Z-00000003").to_json())
+    time.sleep(0.5)
+    quiet.release()
+    loud.release()
+    taken_over = [r.getMessage() for r in caplog.records if "taken over" in r.getMessage()]
+    assert taken_over == [f"the lock of {taken} was taken over; this build will not publish"]

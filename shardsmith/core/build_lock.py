@@ -404,6 +404,8 @@ class BuildLock:
         while not self._stop.wait(every_s):
             try:
                 seen = lock.read()
+                if seen is None:  # released: the publish step removes the lock as its last act (a lock removed
+                    return        # by anything else fails the build at its next lock check, with its own line)
                 if not _held_by(seen, self.build_id) or not lock.refresh(seen.token):
                     _LOG.error("the lock of %s was taken over; this build will not publish", self.output_dir)
                     return
