@@ -296,7 +296,7 @@ def assert_balanced(shards: list[list[str]], what: str = "") -> None:
 
 
 def shard_bytes(out: Path) -> dict[str, bytes]:
-    """Every shard file of a dataset's published build, by name."""
+    """Every shard file of a dataset's published build and its index file (<shard>.idx), by name."""
     return {p.name: p.read_bytes() for p in sorted(files_dir(out).glob("*.tfrecord-*"))}
 
 

@@ -101,13 +101,15 @@ def _retarget(dataset: Path, old_root: str, new_root: str, write_metadata) -> No
     import tensorflow as tf
 
     from shardsmith.format.example import example_class
+    from shardsmith.format.naming import index_file_name
+    from shardsmith.format.record_index import RecordIndex
     from shardsmith.format.tfrecord import frame
 
     metadata = json.loads((dataset / "metadata.json").read_text())
     for info in metadata["splits"].values():
         for shard in info["shards"]:
             path = Path(published_dir(dataset)) / shard["file"]
-            out = bytearray()
+            out, index = bytearray(), RecordIndex()
             for serialized in tf.data.TFRecordDataset(str(path)):
                 example = example_class().FromString(serialized.numpy())
                 uri = example.features.feature["image/uri"].bytes_list.value
@@ -115,7 +117,9 @@ def _retarget(dataset: Path, old_root: str, new_root: str, write_metadata) -> No
                 record = example.SerializeToString(deterministic=True)
                 head, tail = frame(record)
                 out += head + record + tail
+                index.add(len(record))
             path.write_bytes(bytes(out))
+            path.with_name(index_file_name(path.name)).write_bytes(index.to_bytes())  # the records' new offsets
             shard["num_bytes"], shard["sha256"] = len(out), hashlib.sha256(out).hexdigest()
         info["num_bytes"] = sum(s["num_bytes"] for s in info["shards"])
     write_metadata(dataset, metadata)

@@ -90,7 +90,7 @@ def test_a_portable_build_reports_verifies_and_matches_the_default_runner(portab
     verified = shardsmith("verify", portable_out)
     assert verified.code == 0, verified.out + verified.err
     local_shards, portable_shards = checks.shard_bytes(local_out), checks.shard_bytes(portable_out)
-    assert len(local_shards) == 4 and portable_shards == local_shards
+    assert len(local_shards) == 2 * 4 and portable_shards == local_shards  # 4 shards, each with its index file
     assert not any(portable["worker_cwd"].iterdir()), "the workers wrote into their own working directory"
 
 

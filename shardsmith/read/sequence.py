@@ -184,7 +184,7 @@ class Records(Sequence):
             entry = shard.entry
             index_path = None
             if self.compression != "gzip":
-                index_path = join(self.folder, confined_file_name(entry.index or index_file_name(entry.file)))
+                index_path = join(self.folder, index_file_name(confined_file_name(entry.file)))
             self.shards.append(Shard(shard.path, entry.num_examples, start, index_path))
             start += entry.num_examples
         self._starts = [s.start for s in self.shards]
