@@ -48,7 +48,7 @@ def _index_cost(out: str) -> tuple[int, int, float]:
     output = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
     index_bytes = sum(p.stat().st_size for p in folder.glob("*.idx"))
     lengths = []
-    for split in shardsmith.records(out, "train").metadata["splits"]:
+    for split in shardsmith.records(out, "train").metadata.splits:
         records = shardsmith.records(out, split)
         lengths += [[len(data) for data in records.shard_records(k)] for k in range(len(records.shards))]
     with tempfile.TemporaryDirectory() as scratch:
