@@ -9,7 +9,8 @@ then prints: index files' bytes as a share of the build's output and the time wr
 offsets computed and the files written atomically, as the writer does, against the build's wall time);
 `shardsmith.records` streamed and at random (`records[i]` for --random random i, CRCs checked, page cache
 warm); one epoch of `shardsmith.torch.StreamingShardDataset` through `DataLoader(num_workers=2)`, decoded and
-resized to --image_size; and, unless --no_tf, one epoch of `shardsmith.load()` (tf.data) doing the same.
+resized to --image_size; unless --no_tf, one epoch of `shardsmith.load()` (tf.data) doing the same; and, for
+the demo set it built, one epoch over the same image files one by one, as torchvision's ImageFolder reads them.
 """
 
 from __future__ import annotations
@@ -89,6 +90,42 @@ def _torch_rate(out: str, size: int) -> float:
     return images / (time.perf_counter() - started)
 
 
+def _image_files_rate(manifest: Path, out: str, size: int) -> float:
+    """One epoch over the manifest's image files as torchvision's ImageFolder reads them (a file a sample, Pillow
+    decode, RGB, resize, a CHW uint8 tensor), through the same DataLoader: torchvision itself does not install
+    beside this machine's torch wheel, so its ImageFolder's default loader is spelled out here. The rows the build
+    rejected (the demo set's broken files, listed in errors.jsonl) are left out, as a user's folder would be."""
+    import csv
+    import json
+
+    import numpy as np
+    import torch
+    from PIL import Image
+
+    from shardsmith.format.build_folder import published_dir
+
+    errors = (Path(published_dir(out)) / "errors.jsonl").read_text().splitlines()
+    rejected = {json.loads(line)["uri"] for line in errors if line.strip()}
+    with manifest.open() as f:
+        files = [(str(manifest.parent / row["image_uri"]), index) for index, row in enumerate(csv.DictReader(f))
+                 if row["image_uri"] not in rejected]
+
+    class ImageFiles(torch.utils.data.Dataset):
+        def __len__(self) -> int:
+            return len(files)
+
+        def __getitem__(self, i: int):
+            path, label = files[i]
+            with Image.open(path) as image:
+                pixels = np.array(image.convert("RGB").resize((size, size), Image.BILINEAR))
+            return torch.from_numpy(pixels).permute(2, 0, 1), label % 3
+
+    loader = torch.utils.data.DataLoader(ImageFiles(), batch_size=32, num_workers=2, shuffle=True)
+    started = time.perf_counter()
+    images = sum(len(labels) for _, labels in loader)
+    return images / (time.perf_counter() - started)
+
+
 def _tf_rate(out: str, size: int) -> float:
     import shardsmith
 
@@ -126,6 +163,10 @@ def main() -> int:
         if not args.no_tf:
             print(f"shardsmith.load() (tf.data), decode + resize to {args.image_size}: "
                   f"{_tf_rate(out, args.image_size):.0f} images/s")
+        if args.dataset is None:
+            rate = _image_files_rate(Path(folder) / "data" / "manifest.csv", out, args.image_size)
+            print(f"the same image files one by one (ImageFolder's way), DataLoader(num_workers=2), decode + resize "
+                  f"to {args.image_size}: {rate:.0f} images/s")
     return 0
 
 
