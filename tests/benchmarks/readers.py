@@ -25,6 +25,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+from shardsmith.format.naming import ERRORS_FILE, INDEX_SUFFIX  # noqa: E402  (after the repo is on the path)
 
 
 def _build(folder: Path, per_label: int) -> tuple[Path, float]:
@@ -47,7 +49,7 @@ def _index_cost(out: str) -> tuple[int, int, float]:
 
     folder = Path(published_dir(out))
     output = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
-    index_bytes = sum(p.stat().st_size for p in folder.glob("*.idx"))
+    index_bytes = sum(p.stat().st_size for p in folder.glob(f"*{INDEX_SUFFIX}"))
     lengths = []
     for split in shardsmith.records(out, "train").metadata.splits:
         records = shardsmith.records(out, split)
@@ -104,7 +106,7 @@ def _image_files_rate(manifest: Path, out: str, size: int) -> float:
 
     from shardsmith.format.build_folder import published_dir
 
-    errors = (Path(published_dir(out)) / "errors.jsonl").read_text().splitlines()
+    errors = (Path(published_dir(out)) / ERRORS_FILE).read_text().splitlines()
     rejected = {json.loads(line)["uri"] for line in errors if line.strip()}
     with manifest.open() as f:
         files = [(str(manifest.parent / row["image_uri"]), index) for index, row in enumerate(csv.DictReader(f))
