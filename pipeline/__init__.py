@@ -5,7 +5,7 @@ Beam graph of transforms/ and runs it. By role:
   graph.py       the pipeline: the stages of transforms/, in order
   options/       every flag, declared once (build options, Beam's flags, the Flex Template files)
   checks/        what is checked before any work starts (preflight, credentials)
-  running/       running a build: the runner, the tf.transform process, progress, quiet logs, Ctrl-C
+  running/       running a build: the runner, writer processes, progress, quiet logs, Ctrl-C
   cloud/         the Google Cloud commands (image, dataflow, template, run-template)
   entrypoint.py  the Flex Template launcher's and Airflow's `python -m pipeline.entrypoint`
   sample.py      `shardsmith sample`: the demo dataset

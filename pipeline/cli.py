@@ -103,7 +103,7 @@ def _configure_logging(local: bool) -> None:
 
 
 def _temp_dir_for(given: str | None, beam_options) -> tuple[str, bool]:
-    """tf.transform's scratch folder and whether we made it (and must remove it)."""
+    """tf.transform's scratch folder (--feature) and whether we made it (and must remove it)."""
     from apache_beam.options.pipeline_options import GoogleCloudOptions
 
     if given:
@@ -162,7 +162,7 @@ def build(argv: list[str]) -> Metadata | None:
     parser = _parser()
     args, beam_args = parser.parse_known_args(["build", *argv])
     options = build_options_from(args)
-    from pipeline.running.runner_names import absolute_beam_paths, beam_flag, check_paths_for_runner, is_local_runner
+    from pipeline.running.runner_names import absolute_beam_paths, beam_flag, check_paths_for_runner
 
     beam_args = absolute_beam_paths(beam_args)
     check_paths_for_runner(beam_args, options.manifests, options.output_dir, options.temp_dir)
@@ -172,21 +172,10 @@ def build(argv: list[str]) -> Metadata | None:
     check_scratch_outside(options.output_dir, options.temp_dir, beam_flag(beam_args, "temp_location"))
     sources = _checked_sources(options)
 
-    from pipeline.running.transform_fn_process import transform_fn_process
-
-    # A local build's tf.transform step imports TensorFlow (seconds) in a process of its own, from now on,
-    # beside the launcher's own work; on a remote runner the workers do it. A process that has imported it
-    # already (a notebook, a test session) does the step itself, for free.
-    helper = contextlib.ExitStack()
-    transform_fn_writer = None
-    runs_here = is_local_runner(beam_flag(beam_args, "runner"))
-    if runs_here and not options.manifest.features and "tensorflow_transform.beam" not in sys.modules:
-        transform_fn_writer = helper.enter_context(transform_fn_process())
-    with helper:
-        return _run_build(options, sources, beam_args, transform_fn_writer)
+    return _run_build(options, sources, beam_args)
 
 
-def _run_build(options, sources, beam_args: list[str], transform_fn_writer) -> Metadata | None:
+def _run_build(options, sources, beam_args: list[str]) -> Metadata | None:
     from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
     from pipeline.checks.preflight import prepare_output_dir
@@ -204,7 +193,7 @@ def _run_build(options, sources, beam_args: list[str], transform_fn_writer) -> M
     waits = not beam_options.view_as(StandardOptions).no_wait_until_finish
     try:
         with _progress_shown(local), make_pipeline(beam_options) as pipeline:
-            build_graph(pipeline, options, sources, temp_dir, lock.build_id, processes, transform_fn_writer)
+            build_graph(pipeline, options, sources, temp_dir, lock.build_id, processes)
         result = pipeline.result  # set by the with-block's run(); holds the run's metrics, not the graph
         del pipeline  # its graph becomes garbage now, for main()'s collection
     except BaseException:
@@ -299,7 +288,7 @@ def _one_line(error: BaseException) -> str:
     for marker in (CHECK_FAILED_MARKER, LOCK_LOST_MARKER):
         if marker not in text:
             continue
-        # Runners (and the shard writer and tf.transform processes) wrap a step's exception in their own text;
+        # Runners (and the shard writer processes) wrap a step's exception in their own text;
         # keep the step's own sentence.
         text = text[text.index(marker):]
         for end in ("\n", " [while running", "\" [while running"):
@@ -393,7 +382,7 @@ def _main(argv: list[str] | None) -> int:
                   f"shardsmith: run again with {DEBUG_ENV}=1 to see the traceback", file=sys.stderr)
         return 1
     finally:
-        # A finished graph's DoFns (tf.transform's among them) hold protobuf objects in reference cycles. Left
+        # A finished graph's DoFns (tf.transform's with --feature) hold protobuf objects in reference cycles. Left
         # to the collection at interpreter exit, which runs after sys.modules is emptied, protobuf's upb
         # extension crashes freeing them (SIGSEGV in PyUpb_RepeatedContainer_Dealloc, exit status 139 instead
         # of ours); collected here, while every module is still there, they go quietly.

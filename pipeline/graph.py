@@ -12,7 +12,6 @@ from __future__ import annotations
 import apache_beam as beam
 
 from pipeline.options.build_options import BuildOptions
-from pipeline.running.transform_fn_process import TransformFnClient
 from shardsmith.core import progress_signal
 from shardsmith.core.build_lock import LockGuard
 from shardsmith.core.shard_file import WriterConfig
@@ -20,7 +19,7 @@ from shardsmith.format.build_folder import build_dir
 from transforms.duplicates import DropDuplicates, SummarizeDuplicates
 from transforms.feature_stats import AnalyzeRows
 from transforms.group_boxes import GroupBoxRows
-from transforms.labels import AnalyzeLabels, AttachLabelIds, ComputeVocabulary, start_importing_tensorflow
+from transforms.labels import AnalyzeLabels, AttachLabelIds, ComputeVocabulary
 from transforms.lookup_sizes import LookupSizes
 from transforms.near_duplicates import DropNearDuplicates, FindNearPairs, ReportNearDuplicates
 from transforms.place import MIB, PlaceRows, ShardSpec, assign_splits
@@ -30,12 +29,11 @@ from transforms.write_shards import WriteShards
 
 
 def build_graph(pipeline: beam.Pipeline, options: BuildOptions, sources: list[Source], temp_dir: str,
-                build_id: str, writer_processes: int = 0, transform_fn_writer: TransformFnClient | None = None):
+                build_id: str, writer_processes: int = 0):
     """Adds the whole build to `pipeline`; returns the PCollection holding the metadata dict.
     Every file goes into the build's own folder (`builds/<build_id>`, started by pipeline/checks/preflight.py); the
     report publishes it last. `writer_processes` > 0 hands shards to that many local writer processes
-    (pipeline/running/runner.py says when); `transform_fn_writer`, if given, writes transform_fn in a process of its
-    own (pipeline/running/transform_fn_process.py), beside the writing."""
+    (pipeline/running/runner.py says when). `temp_dir` is tf.transform's scratch folder (--feature only)."""
     manifest, placement, records, checks = options.manifest, options.placement, options.records, options.checks
     files_dir = build_dir(options.output_dir, build_id)
     lock = LockGuard(options.output_dir, build_id)  # checked before each write into files_dir
@@ -70,16 +68,12 @@ def build_graph(pipeline: beam.Pipeline, options: BuildOptions, sources: list[So
         WriterConfig(output_dir=files_dir, name=options.name, records=records,
                      allowed_prefixes=manifest.allowed_prefixes, lock=lock),
         writer_processes,
-        while_writing=start_importing_tensorflow if writer_processes and not transform_fn_writer else None,
     )
     if manifest.features:
         transform_written = labelled.rows | "AnalyzeRows" >> AnalyzeRows(vocabulary, files_dir, temp_dir, manifest,
                                                                           lock)
     else:
-        transform_written = vocabulary | "AnalyzeLabels" >> AnalyzeLabels(
-            files_dir, temp_dir, after=written.shards if writer_processes or transform_fn_writer else None,
-            writer=transform_fn_writer, lock=lock,
-        )
+        transform_written = vocabulary | "AnalyzeLabels" >> AnalyzeLabels(files_dir, lock)
     errors = (*stage_errors, labelled.errors, written.errors)  # not flattened: the report writes each where made
     num_placed = plan | "NumPlacedRows" >> beam.Map(lambda p: sum(s.num_examples for s in p.splits.values()))
     _ = num_placed | "NoteProgressTotal" >> beam.Map(progress_signal.set_total)  # a watching launcher's total

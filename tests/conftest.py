@@ -256,15 +256,6 @@ def tf():
     return tensorflow
 
 
-@pytest.fixture(scope="session", autouse=True)
-def _transform_fn_in_this_process():
-    """Imports tensorflow-transform's Beam layer once per test process. A local build in a process that has it
-    writes transform_fn itself (pipeline/cli.py), as in a notebook, instead of starting a process of its own that
-    imports TensorFlow again (8-10 s of CPU a build). Builds run as subprocesses (tests/test_kill_and_retry.py,
-    test_transform_fn_process.py, the chaos test, ...) still start and test that process."""
-    import tensorflow_transform.beam  # noqa: F401
-
-
 @pytest.fixture(autouse=True)
 def _quiet_tensorflow():
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")

@@ -13,12 +13,9 @@ What had to be found out:
   probing a metadata server.
 - TensorFlow's own GCS filesystem (C++, used by tf.io.gfile and tf.data) has its endpoint compiled in
   (https://www.googleapis.com, no emulator setting: "Could not resolve host: www.googleapis.com" here), so
-  tf.data cannot read the shards from the emulator, and tf.transform's WriteTransformFn (which writes
-  transform_fn/ with tf.io.gfile) cannot write there. On real Cloud Storage both work. So: shards are read by
-  downloading their bytes through Beam's FileSystems and parsing them with tf.data; and for the transform_fn/
-  step only, TensorFlow's Python file API is bridged to Beam's GCS client for gs:// paths (_TensorFlowGcsBridge).
-  The bridge lives in this process, so the `gcs` fixture imports tensorflow-transform first: a build started from
-  a process that has it writes transform_fn there instead of in a tf.transform process of its own.
+  tf.data cannot read the shards from the emulator: they are read by downloading their bytes through Beam's
+  FileSystems and parsing them with tf.data. The build itself never uses it: transform_fn/ is written through
+  shardsmith.storage like every other file.
 """
 
 from __future__ import annotations
@@ -27,7 +24,6 @@ import csv
 import hashlib
 import io
 import json
-import os
 import random
 import time
 from pathlib import Path
@@ -48,163 +44,11 @@ BUCKET = "shardsmith-e2e"
 LABELS = ("cat", "dog", "emu")
 
 
-class _Stat:
-    def __init__(self, length: int, is_directory: bool):
-        self.length = length
-        self.mtime_nsec = 0
-        self.is_directory = is_directory
-
-
-class _BeamWritableFile:
-    def __init__(self, path: str):
-        from apache_beam.io.filesystems import FileSystems
-
-        self._out = FileSystems.create(path)
-        self._written = 0
-
-    def append(self, data: bytes) -> None:
-        self._out.write(bytes(data))
-        self._written += len(data)
-
-    def tell(self) -> int:
-        return self._written
-
-    def flush(self) -> None:
-        pass
-
-    def close(self) -> None:
-        self._out.close()
-
-
-class _TensorFlowGcsBridge:
-    """Stands in for tensorflow.python.lib.io.file_io's native module: gs:// paths go through Beam's GCS client
-    (to the emulator), every other path to TensorFlow's own implementation. Covers what tf.transform's
-    WriteTransformFn and metadata writer call: exists, isdir, makedirs, copy, rename (of folders too), rmtree,
-    listdir, stat, and writing a small file."""
-
-    def __init__(self, native):
-        self._native = native
-
-    def __getattr__(self, name):
-        return getattr(self._native, name)
-
-    @staticmethod
-    def _gs(path) -> str | None:
-        text = path.decode() if isinstance(path, bytes) else str(path)
-        return text if text.startswith("gs://") else None
-
-    @staticmethod
-    def _under(folder: str) -> list[str]:
-        from apache_beam.io.filesystems import FileSystems
-
-        return [m.path for m in FileSystems.match([folder.rstrip("/") + "/**"])[0].metadata_list]
-
-    def _is_file(self, path: str) -> bool:
-        from apache_beam.io.filesystems import FileSystems
-
-        return not path.endswith("/") and FileSystems.exists(path)
-
-    def FileExists(self, path, *args):  # noqa: N802 (TensorFlow's names)
-        gs = self._gs(path)
-        if gs is None:
-            return self._native.FileExists(path, *args)
-        if not (self._is_file(gs) or self._under(gs)):
-            import tensorflow as tf
-
-            raise tf.errors.NotFoundError(None, None, f"{gs} not found")
-
-    def IsDirectory(self, path, *args):  # noqa: N802
-        gs = self._gs(path)
-        return self._native.IsDirectory(path, *args) if gs is None else bool(self._under(gs))
-
-    def RecursivelyCreateDir(self, path, *args):  # noqa: N802 (folders are implicit in Cloud Storage)
-        if self._gs(path) is None:
-            self._native.RecursivelyCreateDir(path, *args)
-
-    def CreateDir(self, path, *args):  # noqa: N802
-        if self._gs(path) is None:
-            self._native.CreateDir(path, *args)
-
-    def GetChildren(self, path, *args):  # noqa: N802
-        gs = self._gs(path)
-        if gs is None:
-            return self._native.GetChildren(path, *args)
-        prefix = gs.rstrip("/") + "/"
-        return sorted({p[len(prefix):].split("/")[0] for p in self._under(gs)})
-
-    def Stat(self, path, *args):  # noqa: N802
-        gs = self._gs(path)
-        if gs is None:
-            return self._native.Stat(path, *args)
-        from apache_beam.io.filesystems import FileSystems
-
-        if self._is_file(gs):
-            return _Stat(FileSystems.get_filesystem(gs).metadata(gs).size_in_bytes, False)
-        return _Stat(0, True)
-
-    def HasAtomicMove(self, path, *args):  # noqa: N802
-        return self._native.HasAtomicMove(path, *args) if self._gs(path) is None else False
-
-    def CopyFile(self, source, destination, overwrite, *args):  # noqa: N802
-        src, dst = self._gs(source), self._gs(destination)
-        if src is None and dst is None:
-            return self._native.CopyFile(source, destination, overwrite, *args)
-        from apache_beam.io.filesystems import FileSystems
-
-        with FileSystems.open(src or source.decode()) as f:
-            data = f.read()
-        with FileSystems.create(dst or destination.decode()) as out:
-            out.write(data)
-
-    def RenameFile(self, source, destination, overwrite, *args):  # noqa: N802
-        src, dst = self._gs(source), self._gs(destination)
-        if src is None and dst is None:
-            return self._native.RenameFile(source, destination, overwrite, *args)
-        from apache_beam.io.filesystems import FileSystems
-
-        if self._is_file(src):
-            FileSystems.rename([src], [dst])
-            return
-        files = self._under(src)
-        prefix = src.rstrip("/") + "/"
-        FileSystems.rename(files, [dst.rstrip("/") + "/" + p[len(prefix):] for p in files])
-
-    def DeleteRecursively(self, path, *args):  # noqa: N802
-        gs = self._gs(path)
-        if gs is None:
-            return self._native.DeleteRecursively(path, *args)
-        from apache_beam.io.filesystems import FileSystems
-
-        files = self._under(gs) + ([gs] if self._is_file(gs) else [])
-        if files:
-            FileSystems.delete(files)
-
-    def DeleteFile(self, path, *args):  # noqa: N802
-        gs = self._gs(path)
-        if gs is None:
-            return self._native.DeleteFile(path, *args)
-        from apache_beam.io.filesystems import FileSystems
-
-        FileSystems.delete([gs])
-
-    def WritableFile(self, name, mode, *args):  # noqa: N802
-        gs = self._gs(name)
-        if gs is None:
-            return self._native.WritableFile(name, mode, *args)
-        if not (mode.decode() if isinstance(mode, bytes) else mode).startswith("w"):
-            raise NotImplementedError(f"the test bridge only writes new files, not mode {mode!r}")
-        return _BeamWritableFile(gs)
-
-
 @pytest.fixture(scope="module")
 def gcs(emulator, beam_on_emulator):
-    """Points Beam's GCS client (and google-cloud-storage) at the emulator, anonymously, and bridges TensorFlow's
-    file API for gs:// (see the module docstring); restores everything afterwards. Yields a storage client."""
-    import tensorflow_transform.beam  # noqa: F401  (a process that has it writes transform_fn itself: here, bridged)
-    from tensorflow.python.lib.io import file_io
-
-    with beam_on_emulator(emulator) as (client, patch):
-        patch.setattr(file_io, "_pywrap_file_io", _TensorFlowGcsBridge(file_io._pywrap_file_io))
+    """Points Beam's GCS client (and google-cloud-storage) at the emulator, anonymously; restores everything
+    afterwards. Yields a storage client."""
+    with beam_on_emulator(emulator) as (client, _):
         client.create_bucket(BUCKET)
         yield client
 
@@ -344,11 +188,14 @@ def test_build_reads_and_writes_gs_paths_on_a_real_gcs_server(built_on_gcs, uplo
     report = verify(out, sample=4)  # through Beam's GCS client: every shard hashed as read and checked
     assert report.ok and report.num_unhashed == 0, [p.line() for p in report.all_problems]
 
-    # transform_fn/ (written into the bucket by tf.transform) maps label text to the same ids as labels.txt.
+    # transform_fn/ (written into the bucket through Beam's GCS client) maps label text to labels.txt's ids.
     _download_tree(files, tmp_path / "dataset")
     transform_output = tft.TFTransformOutput(str(tmp_path / "dataset"))
-    assert sorted(transform_output.vocabulary_by_name("labels")) == [label.encode() for label in LABELS]
-    assert os.path.exists(tmp_path / "dataset" / "transform_fn" / "saved_model.pb")
+    assert transform_output.vocabulary_by_name("labels") == [label.encode() for label in LABELS]
+    layer = transform_output.transform_features_layer()
+    queries = [*LABELS, "not a label"]
+    mapped = layer({"label": tf.constant(queries), "rank_weight": tf.ones([len(queries)])})["label_id"]
+    assert mapped.numpy().tolist() == [*range(len(LABELS)), -1]
 
 
 def _shards_of(out: str) -> list[tuple[str, str]]:

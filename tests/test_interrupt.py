@@ -3,11 +3,11 @@ run cleans up and publishes.
 
 A terminal's Ctrl-C is SIGINT to its whole foreground process group, children included. The build runs here in a
 session of its own on a pseudo-terminal and gets os.killpg(its group, SIGINT), as from a terminal. Each phase is
-recognised from the build's own output and processes, never from sleeps: early (the tf.transform process has
-just started, Beam is being imported), while writing (the progress line shows images written; the writer
-processes are paused with SIGSTOP around the signal so that it lands while they hold shards), and while the build
-waits for tf.transform (every image written while the tf.transform process still imports TensorFlow, which
-takes seconds; it is paused with SIGSTOP around the signal).
+recognised from the build's own output and files, never from sleeps, and held with SIGSTOP around the signal
+so that it lands there: early (the build has just taken the output folder's lock; the launcher is paused),
+while reading (the progress line shows rows read and no image written yet; the launcher is paused), and while
+writing (the progress line shows images written; the writer processes are paused, so that the signal lands
+while they hold shards).
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+from shardsmith.format.naming import LOCK_FILE
 
 ROOT = Path(__file__).resolve().parent.parent
 PHASE_DEADLINE_S = 240.0
@@ -140,6 +142,7 @@ def test_ctrl_c_in_each_phase_exits_130_in_one_line_and_the_rerun_publishes(tmp_
             "--num_shards", "train=24,validation=3,test=3", "--writer_processes", "2"]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SHARDSMITH_", "TF_CPP_"))}
     env["PYTHONPATH"] = str(ROOT)
+    env["SHARDSMITH_PROGRESS_INTERVAL"] = "0.1"
 
     def interrupted(phase: str, signal_when: Callable[[_TerminalBuild], Callable[[], None]]) -> None:
         build = _TerminalBuild(args, env)
@@ -155,9 +158,12 @@ def test_ctrl_c_in_each_phase_exits_130_in_one_line_and_the_rerun_publishes(tmp_
         assert "Traceback" not in build.text() and "Fatal Python error" not in build.text(), (phase, build.text())
         assert not (out / "metadata.json").exists(), phase
 
-    def early(build: _TerminalBuild):
-        build.wait_for("tf.transform process", lambda: build.children("pipeline.running.transform_fn_process"))
-        return lambda: None
+    def launcher_paused_once(ready: Callable[[_TerminalBuild], object], what: str):
+        def pause_when_ready(build: _TerminalBuild):
+            build.wait_for(what, lambda: ready(build))
+            _pause([build.process.pid])
+            return lambda: _resume([build.process.pid])
+        return pause_when_ready
 
     def while_writing(build: _TerminalBuild):
         build.wait_for("images written", lambda: (build.written() or (0, 0))[0] > 0)
@@ -165,17 +171,12 @@ def test_ctrl_c_in_each_phase_exits_130_in_one_line_and_the_rerun_publishes(tmp_
         _pause(writers)
         return lambda: _resume(writers)
 
-    def during_tf_transform(build: _TerminalBuild):
-        build.wait_for("every image written",
-                       lambda: (written := build.written()) and written[0] == written[1] == len(images.rows))
-        helper = build.children("pipeline.running.transform_fn_process")
-        _pause(helper)  # still importing TensorFlow (seconds): paused, it cannot finish before the signal
-        assert helper and not list(out.glob("builds/*/transform_fn")), "tf.transform finished before the signal"
-        return lambda: _resume(helper)
+    early = launcher_paused_once(lambda build: (out / LOCK_FILE).exists(), "the output folder's lock")
+    while_reading = launcher_paused_once(lambda build: "rows read" in build.text(), "rows read")
 
     interrupted("early", early)
+    interrupted("while reading", while_reading)
     interrupted("while writing", while_writing)
-    interrupted("during tf.transform", during_tf_transform)
 
     rerun = subprocess.run([sys.executable, "-m", "pipeline", "build", *args], env=env, cwd=ROOT,
                            capture_output=True, text=True, timeout=600)

@@ -37,7 +37,7 @@ def _args(manifest: Path, out: Path, *extra: str) -> list[str]:
 
 
 def _start_and_stop(manifest: Path, out: Path) -> subprocess.Popen:
-    """A real build in a session of its own, stopped with SIGSTOP (its writer and tf.transform processes too,
+    """A real build in a session of its own, stopped with SIGSTOP (its writer processes too,
     as a shell's Ctrl-Z would) as soon as it holds the lock and has started its build folder."""
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
     build = subprocess.Popen([sys.executable, "-m", "pipeline", *_args(manifest, out)], stdout=subprocess.PIPE,

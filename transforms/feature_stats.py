@@ -24,7 +24,8 @@ from shardsmith.core.build_lock import LockGuard
 from shardsmith.core.manifest import ManifestFormat
 from shardsmith.core.rows import RowBatch
 from shardsmith.format.build_folder import move_transform_output, transform_scratch
-from transforms.labels import TRANSFORM_VOCAB_NAME, Vocabulary, gated_by_lock, labels_of
+from shardsmith.format.transform_fn import TRANSFORM_VOCAB_NAME
+from transforms.labels import Vocabulary, labels_of
 
 SINGLE_LABEL_TASKS = ("classification", "segmentation")
 
@@ -96,6 +97,25 @@ def make_preprocessing_fn(features: tuple[tuple[str, str], ...]):
         return outputs
 
     return preprocessing_fn
+
+
+def gated_by_lock(transform_fn, lock: LockGuard | None):
+    """AnalyzeDataset's (saved model dir, metadata), each passed on only after `lock` is checked: tft's
+    WriteTransformFn creates the build's folder if it is missing, so it must not start for a build whose lock
+    was taken over (whose folder the new holder removed)."""
+    if lock is None:
+        return transform_fn
+    saved_model_dir, metadata = transform_fn
+    return (
+        saved_model_dir | "CheckLockBeforeTransformFn" >> beam.Map(_checked, lock),
+        metadata._replace(deferred_metadata=metadata.deferred_metadata
+                          | "CheckLockBeforeMetadata" >> beam.Map(_checked, lock)),
+    )
+
+
+def _checked(value, lock: LockGuard):
+    lock.check()
+    return value
 
 
 class AnalyzeRows(beam.PTransform):

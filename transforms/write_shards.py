@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import Callable
 from concurrent.futures import Future
 
 import apache_beam as beam
@@ -46,14 +45,12 @@ class WriteShardFn(beam.DoFn):
     bytes_written_<split>, errors_load and image_bytes (transforms/metrics.py) as each shard's outputs leave.
 
     With `processes` > 0, shards are written by that many writer processes and their results come out as they
-    finish (the rest in finish_bundle); otherwise each shard is written in process(). `while_writing`, if
-    given, is called once when the writer processes start: this process mostly waits on them from then on.
-    The writer pool is made in setup(), closed in teardown() and never pickled (__getstate__)."""
+    finish (the rest in finish_bundle); otherwise each shard is written in process(). The writer pool is made
+    in setup(), closed in teardown() and never pickled (__getstate__)."""
 
-    def __init__(self, config: WriterConfig, processes: int = 0, while_writing: Callable[[], None] | None = None):
+    def __init__(self, config: WriterConfig, processes: int = 0):
         self._config = config
         self._processes = processes
-        self._while_writing = while_writing
         self._pool = None
         self._pending: deque[Future] = deque()
 
@@ -62,8 +59,6 @@ class WriteShardFn(beam.DoFn):
             from shardsmith.core.shard_worker import ShardWriterPool
 
             self._pool = ShardWriterPool(self._processes)
-            if self._while_writing is not None:
-                self._while_writing()
 
     def process(self, keyed_rows):
         (split, shard), dealt = keyed_rows
@@ -113,12 +108,11 @@ def _outputs(outcome: ShardOutcome):
 
 
 class WriteShards(beam.PTransform):
-    def __init__(self, config: WriterConfig, processes: int = 0, while_writing: Callable[[], None] | None = None):
+    def __init__(self, config: WriterConfig, processes: int = 0):
         super().__init__()
         self._config = config
         self._processes = processes
-        self._while_writing = while_writing
 
     def expand(self, shard_groups):
-        fn = WriteShardFn(self._config, self._processes, self._while_writing)
+        fn = WriteShardFn(self._config, self._processes)
         return shard_groups | "WriteShard" >> beam.ParDo(fn).with_outputs(ERRORS, DIGESTS, SIGNATURES, main="shards")

@@ -3,7 +3,6 @@
   runner.py                which runner runs the graph (Beam's FnApiRunner for a local build), its writer
                            processes, and running to completion
   runner_names.py          what the runner named on the command line is, read before Beam is imported
-  transform_fn_process.py  tf.transform's step of a local build, in a process of its own started at launch
   progress.py              a local build's progress line on stderr
   quiet_logs.py            TensorFlow's and Beam's log lines kept off the terminal unless --verbose
   interrupts.py            Ctrl-C: one line and exit 130 in any phase, the build's processes stopped

@@ -1,7 +1,7 @@
 """Ctrl-C on a terminal: one line and exit 130 in any phase of a build (pipeline/cli.py `main` uses it).
 
-A terminal sends SIGINT to its whole foreground process group. The shard writers and the tf.transform process
-start in process groups of their own, so only the launcher gets it; this module stops them (they are killed: a
+A terminal sends SIGINT to its whole foreground process group. The shard writers start in
+process groups of their own, so only the launcher gets it; this module stops them (they are killed: a
 shard they were writing stays a temporary file in the unfinished build's folder, which the next run removes).
 """
 
@@ -15,7 +15,7 @@ import threading
 
 
 class Interrupts:
-    """Ctrl-C during a command. The build's child processes (shard writers, tf.transform) are in process groups of
+    """Ctrl-C during a command. The build's child processes (the shard writers) are in process groups of
     their own, so a terminal's SIGINT reaches only this process, which stops them at once: from the thread that
     wakes on the signal (the kernel may deliver it to any thread, leaving the main thread blocked on a child's
     reply until it answers), and again in Python's handler, which then raises KeyboardInterrupt as usual. The
@@ -54,10 +54,9 @@ class Interrupts:
 
     def _stop_children(self) -> None:
         self.seen = True
-        for module, stop in (("shardsmith.core.shard_worker", "kill_all_writers"),
-                             ("pipeline.running.transform_fn_process", "kill_all")):
-            if module in sys.modules:
-                getattr(sys.modules[module], stop)()
+        writers = sys.modules.get("shardsmith.core.shard_worker")
+        if writers is not None:
+            writers.kill_all_writers()
 
     def _on_interrupt(self, signum, frame) -> None:
         self._stop_children()

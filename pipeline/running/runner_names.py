@@ -108,7 +108,7 @@ def check_paths_for_runner(beam_args: list[str], manifests: tuple[str, ...], out
                            temp_dir: str | None) -> None:
     """A runner whose workers cannot see the launcher's disk needs every path they use to be a URI they can reach
     (gs://...): a local manifest, output or scratch folder is a UsageError naming the flag. Such a runner also
-    needs tf.transform's scratch folder (--temp_dir or --temp_location): a local temporary folder would do."""
+    needs a scratch folder (--temp_dir or --temp_location) for the job's files and tf.transform's (--feature)."""
     if sees_launcher_disk(beam_args):
         return
     why = ("the workers of this runner (--runner=" + (beam_flag(beam_args, "runner") or "") +
@@ -123,4 +123,4 @@ def check_paths_for_runner(beam_args: list[str], manifests: tuple[str, ...], out
     if temp_location and not is_remote(temp_location):
         raise UsageError(f"--temp_location {temp_location} is a local path: {why}")
     if not temp_dir and not temp_location:
-        raise UsageError(f"--temp_location (or --temp_dir) is needed: {why} for tf.transform's scratch folder")
+        raise UsageError(f"--temp_location (or --temp_dir) is needed: {why} for the job's scratch files")

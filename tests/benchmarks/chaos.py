@@ -2,9 +2,9 @@
 
 Each step runs `python -m pipeline build` on a small corpus into the same folder and, at a random moment,
 does one of: nothing (the build runs to the end), kill -9 the launcher, SIGTERM the launcher, SIGINT the whole
-process group (a terminal's Ctrl-C), kill -9 one of the build's child processes (a shard writer or the
-tf.transform process), or SIGSTOP the launcher and run a second build with `--break_lock` beside it (which must
-be refused while the stopped holder is alive on this host), then SIGCONT or kill -9 the stopped one. Steps
+process group (a terminal's Ctrl-C), kill -9 one of the build's child processes (a shard writer), or SIGSTOP
+the launcher and run a second build with `--break_lock` beside it (which must be refused while the stopped
+holder is alive on this host), then SIGCONT or kill -9 the stopped one. Steps
 randomly add `--overwrite` (or leave it out, when a dataset is published: that build must be refused), and
 a reader may open the published dataset before the step and finish reading it after.
 
@@ -171,7 +171,7 @@ class Chaos:
 
     def left_behind(self, pgid: int) -> list[int]:
         """Processes of the build still alive: its group, and the children seen during the step (shard writers
-        and the tf.transform process run in process groups of their own)."""
+        run in process groups of their own)."""
         alive = set(group_alive(pgid))
         for pid in self.children_seen:
             try:

@@ -2,10 +2,11 @@
 
     python tests/benchmarks/compare.py --images 20000 --repeats 2 --json /tmp/shardsmith-bench/results.json
 
-Makes N distinct photo-like 720x540 JPEGs (about 65-100 KB each; cached in --workdir) and a label-sorted
-manifest, plus a manifest of the first quarter of each label. Then runs every configuration as a whole
-separate process (so imports and start-up count), at N/4 and at N images, --repeats times, alternating the
-order from one repetition to the next:
+Makes N distinct JPEGs (--corpus synthetic: photo-like 720x540, 65-100 KB; --corpus photos: crops of real
+photographs, 0.3-0.5 MP; tests/benchmarks/corpora.py; cached in --workdir) and a label-sorted manifest with
+relative paths, plus a manifest of the first quarter of each label (or takes --manifest's). Then runs every
+configuration as a whole separate process (so imports and start-up count), at N/4 and at N images, --repeats
+times, alternating the order from one repetition to the next:
 
     b0           the loop: tensorflow, read each file, Pillow header parse, tf.train.Example with
                  shardsmith's keys, tf.io.TFRecordWriter, 16 shards per split in manifest order
@@ -30,7 +31,6 @@ import ctypes
 import io
 import json
 import os
-import random
 import shutil
 import signal
 import statistics
@@ -41,12 +41,11 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from corpora import KINDS, Corpus, corpus_of_manifest, describe, make_corpus, warm_page_cache
+
 REPO = Path(__file__).resolve().parents[2]
 LOOP_COMMAND = "_loop"
-NUM_LABELS = 10
-WIDTH, HEIGHT = 720, 540  # 0.39 MP
-JPEG_QUALITY = 89
-CORPUS_VERSION = 1
+MIN_IMAGES = 40
 LOOP_SHARDS = 16
 SAMPLE_INTERVAL_S = 0.2
 TARGET_IMAGES = 20000
@@ -79,124 +78,6 @@ CONFIGS = {c.name: c for c in [
     Config("decode-mem", "shardsmith", "decode"),
     Config("decode-mp", "shardsmith", "decode", multi_processing=True),
 ]}
-
-
-# ---------------------------------------------------------------------------------------------------- corpus
-
-_BASES: list = []
-
-
-def _init_worker() -> None:
-    """Four noise textures per worker: RGB noise, blurred so JPEG sizes are photo-like rather than noise-like."""
-    from PIL import Image, ImageFilter
-
-    _BASES.clear()
-    for _ in range(4):
-        channels = [Image.effect_noise((WIDTH + 160, HEIGHT + 120), 63).filter(ImageFilter.GaussianBlur(1.1))
-                    for _ in range(3)]
-        _BASES.append(Image.merge("RGB", channels))
-
-
-def _make_images(job: tuple[Path, int, int, list[tuple[int, str]]]) -> list[tuple[int, int]]:
-    """Writes the images of one chunk; returns (index, bytes) for each."""
-    from PIL import Image, ImageDraw, ImageFilter
-
-    root, seed, _, items = job
-    sizes = []
-    for i, uri in items:
-        rng = random.Random(seed * 1_000_003 + i)
-        x, y = rng.randrange(160), rng.randrange(120)
-        image = _BASES[i % len(_BASES)].crop((x, y, x + WIDTH, y + HEIGHT))
-        image = Image.blend(image, Image.new("RGB", (WIDTH, HEIGHT), _color(rng)), 0.3)
-        draw = ImageDraw.Draw(image)
-        for _ in range(rng.randrange(4, 9)):
-            x0, y0 = rng.randrange(WIDTH), rng.randrange(HEIGHT)
-            box = (x0, y0, x0 + rng.randrange(20, 140), y0 + rng.randrange(20, 140))
-            shape = rng.random()
-            if shape < 0.4:
-                draw.ellipse(box, fill=_color(rng))
-            elif shape < 0.8:
-                draw.rectangle(box, fill=_color(rng))
-            else:
-                draw.polygon([(rng.randrange(WIDTH), rng.randrange(HEIGHT)) for _ in range(3)], fill=_color(rng))
-        image = image.filter(ImageFilter.GaussianBlur(0.5))
-        ImageDraw.Draw(image).text((10, 10), f"{i}", fill=(255, 255, 255))  # distinct even if all else matched
-        out = io.BytesIO()
-        image.save(out, "JPEG", quality=JPEG_QUALITY)
-        path = root / uri
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(out.getvalue())
-        sizes.append((i, out.tell()))
-    return sizes
-
-
-def _color(rng: random.Random) -> tuple[int, int, int]:
-    return rng.randrange(256), rng.randrange(256), rng.randrange(256)
-
-
-@dataclass
-class Corpus:
-    root: Path
-    full: Path  # manifest of N images
-    quarter: Path  # the first quarter of each label's rows
-    full_images: int
-    quarter_images: int
-    full_bytes: int
-    quarter_bytes: int
-    kb_min: float
-    kb_median: float
-    kb_max: float
-
-
-def make_corpus(workdir: Path, count: int, seed: int = 0) -> Corpus:
-    """N distinct JPEGs under <workdir>/corpus-n<N>/img/<label>/ and two label-sorted manifests; reused when
-    corpus.json (written last) says the corpus is complete."""
-    import multiprocessing
-
-    root = workdir / f"corpus-n{count}"
-    marker = root / "corpus.json"
-    if marker.exists():
-        info = json.loads(marker.read_text())
-        if info.get("version") == CORPUS_VERSION and info.get("images") == count:
-            print(f"corpus: reusing {root}")
-            return Corpus(root=root, **{k: (Path(v) if k in ("full", "quarter") else v)
-                                        for k, v in info["corpus"].items()})
-    started = time.monotonic()
-    rows = []  # (split, uri, label), label-sorted: label = i * labels // count
-    for i in range(count):
-        label = f"class_{i * NUM_LABELS // count:02d}"
-        rows.append(("test" if i % 10 == 0 else "train", f"img/{label}/{i:07d}.jpg", label))
-    chunk = 100
-    jobs = [(root, seed, start, [(i, rows[i][1]) for i in range(start, min(start + chunk, count))])
-            for start in range(0, count, chunk)]
-    sizes = [0] * count
-    with multiprocessing.Pool(os.cpu_count(), initializer=_init_worker) as pool:
-        for done in pool.imap_unordered(_make_images, jobs):
-            for i, size in done:
-                sizes[i] = size
-    quarter_rows = []
-    for label in sorted({r[2] for r in rows}):
-        indices = [i for i, r in enumerate(rows) if r[2] == label]
-        quarter_rows += indices[: len(indices) // 4]
-    full, quarter = root / "manifest.csv", root / "manifest-quarter.csv"
-    for path, indices in ((full, range(count)), (quarter, quarter_rows)):
-        with path.open("w", newline="") as f:
-            csv.writer(f).writerows([("split", "image_uri", "label"), *(rows[i] for i in indices)])
-    corpus = Corpus(root, full, quarter, count, len(quarter_rows), sum(sizes), sum(sizes[i] for i in quarter_rows),
-                    min(sizes) / 1e3, statistics.median(sizes) / 1e3, max(sizes) / 1e3)
-    info = {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(corpus).items() if k != "root"}
-    marker.write_text(json.dumps({"version": CORPUS_VERSION, "images": count, "corpus": info}, indent=1))
-    print(f"corpus: made {count} images in {time.monotonic() - started:.0f} s under {root}")
-    return corpus
-
-
-def warm_page_cache(manifest: Path) -> None:
-    """Reads every image once, so that the first configuration measured does not pay for the disk alone."""
-    started, total = time.monotonic(), 0
-    with manifest.open(newline="") as f:
-        for row in csv.DictReader(f):
-            total += len((manifest.parent / row["image_uri"]).read_bytes())
-    print(f"page cache: read {total / 1e9:.2f} GB in {time.monotonic() - started:.1f} s")
 
 
 # ----------------------------------------------------------------------------------------------- measurement
@@ -459,6 +340,10 @@ def main() -> None:
     parser.add_argument("--images", type=int, default=TARGET_IMAGES, help=f"N (default {TARGET_IMAGES})")
     parser.add_argument("--repeats", type=int, default=2, help="alternating repetitions; medians are reported")
     parser.add_argument("--workdir", default="/tmp/shardsmith-bench", help="corpus cache, outputs and logs")
+    parser.add_argument("--corpus", choices=sorted(KINDS), default="synthetic",
+                        help="which corpus to make (tests/benchmarks/corpora.py); default synthetic")
+    parser.add_argument("--manifest", help="measure on this CSV manifest's images instead (header split,image_uri,"
+                                           "label); N is its row count")
     parser.add_argument("--only", default=",".join(CONFIGS), help=f"comma list of: {', '.join(CONFIGS)}")
     parser.add_argument("--json", help="also write the results here")
     parser.add_argument("--markdown", help="also write the README's Performance table here")
@@ -477,8 +362,8 @@ def main() -> None:
     unknown = [n for n in names if n not in CONFIGS]
     if unknown or not names:
         parser.error(f"unknown config(s) {unknown}; choose from {', '.join(CONFIGS)}")
-    if args.images < 4 * NUM_LABELS:
-        parser.error(f"--images must be at least {4 * NUM_LABELS}")
+    if args.images < MIN_IMAGES:
+        parser.error(f"--images must be at least {MIN_IMAGES}")
     become_subreaper()
     info = machine()
     workers = info["usable_cores"]
@@ -486,10 +371,10 @@ def main() -> None:
           f"load average {' '.join(f'{x:.2f}' for x in info['load_average'])}, Python {info['python']}")
     workdir = Path(args.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
-    corpus = make_corpus(workdir, args.images)
-    print(f"corpus: {corpus.full_images} JPEGs of {WIDTH}x{HEIGHT}, {corpus.full_bytes / 1e6:.0f} MB, "
-          f"{corpus.kb_min:.0f} / {corpus.kb_median:.0f} / {corpus.kb_max:.0f} KB min / median / max; "
-          f"N/4 manifest {corpus.quarter_images} images, {corpus.quarter_bytes / 1e6:.0f} MB")
+    corpus = (corpus_of_manifest(Path(args.manifest), workdir) if args.manifest
+              else make_corpus(workdir, args.images, args.corpus))
+    print(f"corpus: {describe(corpus)}; N/4 manifest {corpus.quarter_images} images, "
+          f"{corpus.quarter_bytes / 1e6:.0f} MB")
     warm_page_cache(corpus.full)
     jobs = [(name, size) for name in names for size in ("quarter", "full")]
     runs: list[Run] = []
@@ -524,7 +409,7 @@ def markdown(summary: dict[str, dict], results: list[dict], info: dict, corpus, 
     """The README's Performance table: the same medians and verdicts as the printed report."""
     lines = [
         f"{info['cores']} cores, {info['memory_gib']:.0f} GiB, {info['cpu']}, Python {info['python']}; "
-        f"N = {corpus.full_images} JPEGs ({WIDTH}x{HEIGHT}, median {corpus.kb_median:.0f} KB), medians of "
+        f"N = {describe(corpus)}, medians of "
         f"{args.repeats} alternating runs at N/4 and N.",
         "",
         "| run | marginal images/s | x B0 | x B1 | start-up s | wall at N s | whole-run images/s | CPU at N s "
