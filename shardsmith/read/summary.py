@@ -51,37 +51,40 @@ def shared_sections(metadata: Metadata, files_dir: str) -> list[str]:
 def errors_section(metadata: Metadata, files_dir: str) -> list[str]:
     """How many rows failed (and their share of the input rows), then every reason, most common first, with its
     first row as an example (shardsmith/core/failures.py's reason_table), streamed from the build's errors.jsonl;
-    only metadata.json's counts by reason when that file is missing or unreadable."""
+    metadata.json's counts by reason, and why, when that file is missing or cannot be read."""
     from shardsmith.core.failures import reason_table
 
     path = join(files_dir, ERRORS_FILE)
-    tally = _errors_file_tally(path)
+    try:
+        tally = _errors_file_tally(path)
+        problem = "is missing" if tally is None and metadata.error_count else ""
+    except (OSError, ValueError) as e:  # undecodable bytes, a line that is not JSON or not an error row
+        tally, problem = None, f"cannot be read ({str(e)[:100]})"
     total = metadata.error_count if tally is None else tally.total
     num_input = metadata.num_input_rows or 0
     share = f" ({total / num_input:.1%} of {num_input} input rows)" if num_input else ""
     header = _row("errors", f"{total:>8} rows{share}")
-    if not total:
-        return [header]
-    if tally is None:
-        return [f"{header}; {path} is missing or unreadable, by reason from {METADATA_FILE}:"] + [
+    if problem:
+        return [f"{header}; {path} {problem}, by reason from {METADATA_FILE}:"] + [
             f"    {n:>6}  {reason}" for reason, n in (metadata.errors_by_reason or {}).items()]
+    if tally is None or not total:
+        return [header]
     return [f"{header}, listed in {path}:", *reason_table(tally)]
 
 
 def _errors_file_tally(path: str) -> ReasonTally | None:
-    """errors.jsonl's rows counted per reason, read a line at a time (a ReasonTally); None when the file is
-    missing or holds a line that is not an error row."""
+    """errors.jsonl's rows counted per reason, read a line at a time; None when there is no such file. Raises
+    OSError or ValueError when it cannot be read or holds a line that is not an error row."""
     from shardsmith import storage
     from shardsmith.core.failures import ReasonTally, error_row
 
-    tally = ReasonTally()
-    try:
-        with storage.open_read(path, buffered=True) as raw:
-            for line in io.TextIOWrapper(raw, encoding="utf-8", newline="\n"):
-                if line.strip():
-                    tally.add(error_row(json.loads(line)))
-    except (OSError, ValueError):  # a missing file, undecodable bytes, a line that is not JSON or an error row
+    if not storage.exists(path):
         return None
+    tally = ReasonTally()
+    with storage.open_read(path, buffered=True) as raw:
+        for line in io.TextIOWrapper(raw, encoding="utf-8", newline="\n"):
+            if line.strip():
+                tally.add(error_row(json.loads(line)))
     return tally
 
 
