@@ -229,13 +229,13 @@ def finished_build(output_dir: str, build_id: str) -> Metadata:
     from shardsmith.format.build_folder import build_dir
     from shardsmith.format.metadata import read_metadata
     from shardsmith.format.metadata_schema import MetadataMissing
-    from shardsmith.format.naming import ERRORS_FILE, join
+    from shardsmith.format.naming import ERRORS_FILE, METADATA_FILE, join
 
     files_dir = build_dir(output_dir, build_id)
     try:
         metadata = read_metadata(files_dir)
     except MetadataMissing:
-        raise RuntimeError(f"the job finished but {join(files_dir, 'metadata.json')} does not exist: its workers "
+        raise RuntimeError(f"the job finished but {join(files_dir, METADATA_FILE)} does not exist: its workers "
                            "wrote somewhere this machine cannot see") from None
     if metadata.error_count and not storage.exists(join(files_dir, ERRORS_FILE)):
         raise RuntimeError(f"the job finished but {join(files_dir, ERRORS_FILE)} does not exist")

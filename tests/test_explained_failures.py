@@ -3,6 +3,7 @@ each, and the fix when one reason explains nearly every failure (shardsmith/core
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -103,6 +104,40 @@ def test_a_successful_build_with_failed_rows_explains_them_in_its_summary_and_lo
     assert summary[at + 4].strip().startswith(f"e.g. {tmp_path / 'broken.jpg'} (m.csv line 14)")
     # the report stage's log line, which a Dataflow job's log shows too
     assert "built x with 3 of 15 rows failed: 2 × lookup: file not found" in result.err
+
+
+def _sections_both_reports_share(report: str) -> list[str]:
+    """The lines from the errors row up to (not including) the build's speed row or inspect's end."""
+    lines = report.splitlines()
+    start = next(i for i, line in enumerate(lines) if re.match(r"\s*errors[: ]+\d", line))
+    end = next((i for i, line in enumerate(lines) if line.startswith("  speed")), len(lines))
+    return lines[start:end]
+
+
+def test_the_build_summary_and_inspect_show_errors_and_duplicates_in_the_same_lines(images, tmp_path, shardsmith):
+    """One renderer for both reports: on one build, the errors (every reason, its count and an example), duplicates
+    and near-duplicates lines of the build's console summary and of `inspect` are the same lines."""
+    lines = ["split,image_uri,label"] + [f"{s},{images.root / u},{label}" for s, u, label in images.rows]
+    (tmp_path / "broken.jpg").write_bytes(b"not an image")
+    copy = tmp_path / "copy.jpg"
+    copy.write_bytes((images.root / images.rows[0][1]).read_bytes())
+    lines += [f"train,{tmp_path / 'broken.jpg'},cat", f"train,{tmp_path / 'gone.jpg'},dog", f"train,{copy},cat",
+              "train,one,two,three"]
+    manifest = _manifest(tmp_path, images, "\n".join(lines) + "\n")
+    out = tmp_path / "out"
+    built = shardsmith("build", "--manifest", manifest, "--output_dir", out, "--name", "x",
+                       "--max_error_fraction", "0.5", "--near_duplicates", "report")
+    assert built.code == 0, built.err
+    inspected = shardsmith("inspect", out)
+    assert inspected.code == 0, inspected.err
+    shared = _sections_both_reports_share(built.out)
+    assert shared == _sections_both_reports_share(inspected.out)
+    assert shared[0].split()[:3] == ["errors", "3", "rows"] and "(18.8% of 16 input rows)" in shared[0]
+    reasons = [line.split(None, 1)[1] for line in shared[1:7:2]]
+    assert reasons == ["load: not an image file (no known image format)", "lookup: file not found",
+                       "manifest: wrong number of columns"]
+    assert all(line.lstrip().startswith("e.g. ") for line in shared[2:7:2]), shared
+    assert shared[7].split()[:2] == ["duplicates", "1"] and "near dups" in shared[8]
 
 
 @pytest.mark.parametrize("command", ["verify", "inspect"])

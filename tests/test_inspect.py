@@ -35,22 +35,31 @@ def test_report_tables_come_from_the_build(built, shardsmith):
     mix = re.search(r"^  train\s+max\s+([\d.]+) pp .*at most ([\d.]+) records from the exact", out, re.M)
     assert mix, out
     assert float(mix.group(2)) < 1.0, "each shard holds the floor or ceiling of each label's proportional count"
-    assert "errors: 0 rows (0.0% of 285 input rows)" in out
-    assert "duplicates: none" in out
+    assert re.search(r"^  errors\s+0 rows \(0\.0% of 285 input rows\)$", out, re.M)
+    assert re.search(r"^  duplicates\s+0 images occur more than once$", out, re.M)
 
 
 def test_errors_by_reason_with_an_example_each(built, tmp_path, shardsmith):
     copy = tmp_path / "copy"
     shutil.copytree(built, copy)
+    row = {"source": "/d/m.csv", "split": "train", "label": "cat", "detail": ""}
     rows = [
-        {"source": "m.csv", "line": 2, "uri": "img/a.jpg", "stage": "load", "reason": "image data is truncated"},
-        {"source": "m.csv", "line": 3, "uri": "img/b.jpg", "stage": "load", "reason": "image data is truncated"},
-        {"source": "m.csv", "line": 9, "uri": "", "stage": "manifest", "reason": "wrong number of columns"},
+        {**row, "line": 9, "uri": "", "stage": "manifest", "reason": "wrong number of columns"},
+        {**row, "line": 2, "uri": "img/a.jpg", "stage": "load", "reason": "image data is truncated"},
+        {**row, "line": 3, "uri": "img/b.jpg", "stage": "load", "reason": "image data is truncated",
+         "detail": "OSError"},
     ]
-    (Path(published_dir(copy)) / "errors.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    errors = Path(published_dir(copy)) / "errors.jsonl"
+    errors.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = shardsmith("inspect", copy).out.splitlines()
+    at = next(i for i, line in enumerate(out) if line.startswith("  errors"))
+    assert out[at].split()[:3] == ["errors", "3", "rows"] and out[at].endswith(f"listed in {errors}:")
+    assert [line.strip() for line in out[at + 1:at + 5]] == [
+        "2  load: image data is truncated", "e.g. img/a.jpg (m.csv line 2)",  # most common first, its first line
+        "1  manifest: wrong number of columns", "e.g. m.csv line 9"]
+    errors.write_text("not json\n")  # unreadable: the counts metadata.json keeps
     out = shardsmith("inspect", copy).out
-    assert re.search(r"^\s+2  load: image data is truncated  e\.g\. img/a\.jpg$", out, re.M)
-    assert re.search(r"^\s+1  manifest: wrong number of columns  e\.g\. m\.csv:9$", out, re.M)
+    assert f"{errors} cannot be read (Expecting value" in out and "by reason from metadata.json:" in out
 
 
 def test_pngs_are_written_and_the_shuffle_plot_measures_the_mix(built, tmp_path, shardsmith):

@@ -55,7 +55,7 @@ def test_every_layout_gives_the_read_side_what_it_takes(path, tmp_path):
     assert set(tfds_metadata_files(metadata)) == {"dataset_info.json", "features.json", "image.class.label.labels.txt"}
     report = inspect_report(str(tmp_path), metadata)
     assert "dataset 'pets': 6 examples, 2 labels, 3 shards" in report
-    assert ("near duplicates: 0 pairs" in report) == ("near_duplicates" in raw)
+    assert ("near dups         0 pairs" in report) == ("near_duplicates" in raw)
     summary = build_summary(metadata, str(tmp_path), "20260101T000000Z-00000000", 1.0)
     assert "  train             2 examples in 1 shard(s)" in summary and "errors            0" in summary
 

@@ -103,7 +103,7 @@ def test_report_lists_the_resized_copy_and_changes_no_shard_byte(leaky_set, shar
     drawn = tmp_path / "pairs.png"
     result = shardsmith("inspect", report, "--near_duplicates", drawn)
     assert result.code == 0, result.err
-    assert "near duplicates:" in result.out and "closest pairs" in result.out
+    assert "near dups" in result.out and "closest pairs" in result.out
     with Image.open(drawn) as png:
         assert png.format == "PNG" and png.height >= 2.8 * 100 * len(_pairs(report)[:12])  # one pair per row
     result = shardsmith("inspect", off, "--near_duplicates", drawn)

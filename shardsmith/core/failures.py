@@ -10,7 +10,8 @@ from __future__ import annotations
 import dataclasses
 import posixpath
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from shardsmith.core.rows import ErrorRow
 from shardsmith.format.metadata import parse_errors
@@ -53,16 +54,41 @@ def _looks_swapped(uri: str, label: str) -> bool:
     return not looks_like_image_path(uri) and looks_like_image_path(label)
 
 
+@dataclass
+class ReasonTally:
+    """Failed lines counted per reason (`stage: reason`), with each reason's first line by ErrorRow.sort_key (the
+    earliest given wins a tie): memory bounded by the number of distinct reasons, never by the number of rows."""
+
+    counts: Counter[str] = field(default_factory=Counter)
+    first: dict[str, ErrorRow] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, errors: Iterable[ErrorRow], ignore_stage: str = "") -> ReasonTally:
+        """The tally of `errors`, rows of `ignore_stage` (dropped on purpose) left out."""
+        tally = cls()
+        for error in errors:
+            if error.stage != ignore_stage:
+                tally.add(error)
+        return tally
+
+    def add(self, error: ErrorRow) -> None:
+        reason = f"{error.stage}: {error.reason}"
+        self.counts[reason] += 1
+        known = self.first.get(reason)
+        if known is None or error.sort_key() < known.sort_key():
+            self.first[reason] = error
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+
 def explain(errors: Sequence[ErrorRow], ignore_stage: str = "") -> str:
     """The most common reasons among `errors` (one per manifest line; rows of `ignore_stage`, dropped on purpose,
     left out) as `N × stage: reason (detail), e.g. EXAMPLE`, joined by "; ", then a hint when one reason
     dominates. Empty when nothing failed."""
-    counts: Counter[str] = Counter()
-    first: dict[str, ErrorRow] = {}
-    for error in sorted((e for e in errors if e.stage != ignore_stage), key=ErrorRow.sort_key):
-        counts[f"{error.stage}: {error.reason}"] += 1
-        first.setdefault(f"{error.stage}: {error.reason}", error)
-    return explain_counts(counts, first)
+    tally = ReasonTally.of(errors, ignore_stage)
+    return explain_counts(tally.counts, tally.first)
 
 
 def explain_counts(counts: Mapping[str, int], first: Mapping[str, ErrorRow]) -> str:
@@ -83,35 +109,35 @@ def explain_counts(counts: Mapping[str, int], first: Mapping[str, ErrorRow]) -> 
     return text + (f". Hint: {hint}" if hint else "")
 
 
-def error_rows(errors_jsonl: bytes) -> list[ErrorRow]:
-    """errors.jsonl's lines as ErrorRows (fields a later version added are ignored). Raises ValueError on a line
-    that is not an error row."""
+def error_row(fields: object) -> ErrorRow:
+    """One errors.jsonl line's object as an ErrorRow (fields a later version added are ignored). Raises ValueError
+    on anything that is not an error row."""
+    if not isinstance(fields, dict):
+        raise ValueError(f"not an errors.jsonl line: {str(fields)[:80]}")
     known = {f.name for f in dataclasses.fields(ErrorRow)}
     try:
-        return [ErrorRow(**{k: v for k, v in e.items() if k in known}) for e in parse_errors(errors_jsonl)]
+        return ErrorRow(**{k: v for k, v in fields.items() if k in known})
     except TypeError as e:
         raise ValueError(f"not an errors.jsonl line: {e}") from None
 
 
-def reason_table(errors: Sequence[ErrorRow], indent: str = "    ") -> list[str]:
-    """Every reason as `   COUNT  stage: reason`, most common first; the MAX_REASONS_SHOWN most common with their
-    detail and an example (each reason's first line) on the next line; then the hint, if any. For a build's
-    summary."""
-    counts: Counter[str] = Counter()
-    first: dict[str, ErrorRow] = {}
-    for error in sorted(errors, key=ErrorRow.sort_key):
-        counts[f"{error.stage}: {error.reason}"] += 1
-        first.setdefault(f"{error.stage}: {error.reason}", error)
-    if not counts:
+def error_rows(errors_jsonl: bytes) -> list[ErrorRow]:
+    """errors.jsonl's lines as ErrorRows (`error_row` of each). Raises ValueError on a line that is not an error
+    row."""
+    return [error_row(fields) for fields in parse_errors(errors_jsonl)]
+
+
+def reason_table(tally: ReasonTally, indent: str = "    ") -> list[str]:
+    """Every reason as `   COUNT  stage: reason`, most common first (ties by reason), each with its first line's
+    example and detail on the next line; then the hint, if one reason dominates. Empty when nothing failed."""
+    if not tally.counts:
         return []
-    ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    ranked = sorted(tally.counts.items(), key=lambda item: (-item[1], item[0]))
     lines = []
-    for rank, (reason, count) in enumerate(ranked):
-        lines.append(f"{indent}{count:>6}  {reason}")
-        if rank < MAX_REASONS_SHOWN:
-            example = first[reason]
-            detail = f": {example.detail[:MAX_DETAIL_CHARS]}" if example.detail else ""
-            lines.append(f"{indent}        e.g. {_example(example)}{detail}")
+    for reason, count in ranked:
+        example = tally.first[reason]
+        detail = f": {example.detail[:MAX_DETAIL_CHARS]}" if example.detail else ""
+        lines += [f"{indent}{count:>6}  {reason}", f"{indent}        e.g. {_example(example)}{detail}"]
     top, top_count = ranked[0]
-    fix = _hint(top, first[top]) if top_count >= DOMINANT_SHARE * len(errors) else ""
+    fix = _hint(top, tally.first[top]) if top_count >= DOMINANT_SHARE * tally.total else ""
     return lines + ([f"{indent}hint: {fix}"] if fix else [])

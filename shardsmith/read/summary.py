@@ -1,26 +1,30 @@
 """The one report of a dataset a person reads, rendered from metadata.json's schema (Metadata): the build's
 console summary (`shardsmith build`, pipeline/cli.py prints it) and `shardsmith inspect`'s report
-(shardsmith/read/inspect.py prints it, with its PNGs). Both take counts, labels, duplicates and near duplicates
-from the same Metadata, and errors from the build's errors.jsonl (its name from shardsmith/format/naming.py).
+(shardsmith/read/inspect.py prints it, with its PNGs).
 
-The build's summary: counts per split and label, errors by reason (most common first, an example each, a hint),
-duplicates, near duplicates, speed, where the dataset is. `inspect`'s report, from metadata.json and errors.jsonl
-alone (no record is read): per split the examples, bytes, shard count and smallest/largest shard; the label
-histogram; how close each shard's label mix is to its split's (the largest absolute difference of a label's
-share, in percentage points, and in records against the exact proportional count); errors by reason with an
-example of each; duplicates; near duplicates.
+Both show the same sections, rendered once here (`shared_sections`), line for line alike for one build: errors
+(how many rows failed, their share of the input rows, every reason most common first with its first row as an
+example and a hint when one reason dominates, streamed from the build's errors.jsonl), duplicates, near
+duplicates. Around them each report adds what only it knows: the build its counts per split and label, speed
+and where the dataset is; `inspect`, from metadata.json and errors.jsonl alone (no record is read), per split the
+examples, bytes, shard count and smallest/largest shard, the label histogram, and how close each shard's label
+mix is to its split's (the largest absolute difference of a label's share, in percentage points, and in records
+against the exact proportional count). File names come from shardsmith/format/naming.py.
 """
 
 from __future__ import annotations
 
 import io
 import json
-from collections import Counter
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from shardsmith.format.build_folder import build_dir, dataset_dir
 from shardsmith.format.metadata_schema import Metadata, SplitEntry
-from shardsmith.format.naming import ERRORS_FILE, join
+from shardsmith.format.naming import BUILDS_DIR, ERRORS_FILE, LABELS_FILE, METADATA_FILE, join
+
+if TYPE_CHECKING:
+    from shardsmith.core.failures import ReasonTally
 
 MAX_LABELS_SHOWN = 10  # per split in the build's summary; a dataset may have thousands
 
@@ -29,69 +33,84 @@ def _total_bytes(metadata: Metadata) -> int:
     return sum(info.num_bytes for info in metadata.splits.values())
 
 
-# The build's summary ----------------------------------------------------------------------------------------
+def _row(key: str, text: str) -> str:
+    """A line of the two reports' keyed rows: `  errors     TEXT`."""
+    return f"  {key:<10} {text}"
 
 
-def build_summary(metadata: Metadata, output_dir: str, build_id: str, elapsed_s: float) -> str:
-    """The final report of a build: counts per split and label, errors by reason, duplicates, speed, where it
-    is."""
-    files_dir = build_dir(output_dir, build_id)
-    lines = [f"shardsmith: built {metadata.name!r} in {elapsed_s:.1f} s"]
-    for split, info in metadata.splits.items():
-        counts = label_counts_text(info.label_counts)
-        lines.append(f"  {split:<10} {info.num_examples:>8} examples in {info.num_shards} shard(s), "
-                     f"{info.num_bytes / 1e6:.1f} MB  ({counts})")
-    if metadata.error_count:
-        lines.append(f"  errors     {metadata.error_count:>8} rows, listed in {join(files_dir, ERRORS_FILE)}:")
-        lines += _error_reasons(metadata, files_dir)
-    else:
-        lines.append("  errors            0")
-    duplicates = metadata.duplicates
-    if duplicates is not None and duplicates.num_groups:
-        across = duplicates.num_groups_across_splits
-        pairs = ", ".join(f"{k} {n}" for k, n in duplicates.split_pairs.items())
-        lines.append(f"  duplicates {duplicates.num_groups:>8} images occur more than once "
-                     f"({duplicates.num_extra_copies} extra copies)"
-                     + (f"; WARNING: {across} across splits ({pairs}), which leaks test data into training"
-                        if across else "") + "; see metadata.json")
-    lines += near_duplicates_summary(metadata, files_dir)
-    rate = metadata.num_examples / elapsed_s if elapsed_s else 0.0
-    total_bytes = _total_bytes(metadata)
-    lines.append(f"  speed      {rate:.0f} images/s, {total_bytes / 1e6 / elapsed_s if elapsed_s else 0:.1f} MB/s "
-                 "(whole run, start-up included)")
-    lines.append(f"  output     {output_dir}  (metadata.json; this build's files, labels.txt among them, in "
-                 f"builds/{build_id}; {len(metadata.labels)} labels)")
-    return "\n".join(lines)
+# The sections both reports show -----------------------------------------------------------------------------
 
 
-def label_counts_text(label_counts: dict[str, int]) -> str:
-    """`cat 12, dog 9`: the first MAX_LABELS_SHOWN labels and how many more, so that the line stays short."""
-    shown = ", ".join(f"{label if len(label) <= 40 else label[:39] + '…'} {n}"
-                      for label, n in list(label_counts.items())[:MAX_LABELS_SHOWN])
-    more = len(label_counts) - MAX_LABELS_SHOWN
-    return shown + (f", ... and {more:,} more" if more > 0 else "")
+def shared_sections(metadata: Metadata, files_dir: str) -> list[str]:
+    """The lines the build's summary and `inspect` both show, the same in each: errors by reason, duplicates, near
+    duplicates of the build whose files are in `files_dir`."""
+    return errors_section(metadata, files_dir) + duplicates_section(metadata) + near_duplicates_section(
+        metadata, files_dir)
 
 
-def _error_reasons(metadata: Metadata, files_dir: str) -> list[str]:
-    """The reasons rows failed, most common first, with one example each (from the build's errors.jsonl); only
-    the counts if that file cannot be read."""
-    from shardsmith.core.failures import error_rows, reason_table
-    from shardsmith.storage import read_bytes
+def errors_section(metadata: Metadata, files_dir: str) -> list[str]:
+    """How many rows failed (and their share of the input rows), then every reason, most common first, with its
+    first row as an example (shardsmith/core/failures.py's reason_table), streamed from the build's errors.jsonl;
+    metadata.json's counts by reason, and why, when that file is missing or cannot be read."""
+    from shardsmith.core.failures import reason_table
 
+    path = join(files_dir, ERRORS_FILE)
     try:
-        return reason_table(error_rows(read_bytes(join(files_dir, ERRORS_FILE)) or b""))
-    except (OSError, ValueError):
-        return [f"    {n:>6}  {reason}" for reason, n in (metadata.errors_by_reason or {}).items()]
+        tally = _errors_file_tally(path)
+        problem = "is missing" if tally is None and metadata.error_count else ""
+    except (OSError, ValueError) as e:  # undecodable bytes, a line that is not JSON or not an error row
+        tally, problem = None, f"cannot be read ({str(e)[:100]})"
+    total = metadata.error_count if tally is None else tally.total
+    num_input = metadata.num_input_rows or 0
+    share = f" ({total / num_input:.1%} of {num_input} input rows)" if num_input else ""
+    header = _row("errors", f"{total:>8} rows{share}")
+    if problem:
+        return [f"{header}; {path} {problem}, by reason from {METADATA_FILE}:"] + [
+            f"    {n:>6}  {reason}" for reason, n in (metadata.errors_by_reason or {}).items()]
+    if tally is None or not total:
+        return [header]
+    return [f"{header}, listed in {path}:", *reason_table(tally)]
 
 
-def near_duplicates_summary(metadata: Metadata, files_dir: str) -> list[str]:
-    """The build summary's near-duplicate line (--near_duplicates report|drop), naming cross-split leaks first."""
+def _errors_file_tally(path: str) -> ReasonTally | None:
+    """errors.jsonl's rows counted per reason, read a line at a time; None when there is no such file. Raises
+    OSError or ValueError when it cannot be read or holds a line that is not an error row."""
+    from shardsmith import storage
+    from shardsmith.core.failures import ReasonTally, error_row
+
+    if not storage.exists(path):
+        return None
+    tally = ReasonTally()
+    with storage.open_read(path, buffered=True) as raw:
+        for line in io.TextIOWrapper(raw, encoding="utf-8", newline="\n"):
+            if line.strip():
+                tally.add(error_row(json.loads(line)))
+    return tally
+
+
+def duplicates_section(metadata: Metadata) -> list[str]:
+    """How many images occur more than once, warning of groups across splits (none before builds counted them)."""
+    duplicates = metadata.duplicates
+    if duplicates is None:
+        return []
+    text = f"{duplicates.num_groups:>8} images occur more than once"
+    if not duplicates.num_groups:
+        return [_row("duplicates", text)]
+    across = duplicates.num_groups_across_splits
+    pairs = ", ".join(f"{k} {n}" for k, n in duplicates.split_pairs.items())
+    return [_row("duplicates", f"{text} ({duplicates.num_extra_copies} extra copies)"
+                 + (f"; WARNING: {across} across splits ({pairs}), which leaks test data into training"
+                    if across else "") + f"; see {METADATA_FILE}")]
+
+
+def near_duplicates_section(metadata: Metadata, files_dir: str) -> list[str]:
+    """The near-duplicate pairs found (--near_duplicates report|drop), naming cross-split leaks first."""
     near = metadata.near_duplicates
     if near is None:
         return []
     pairs = near.split_pairs_text()
-    line = (f"  near dups  {near.num_pairs:>8} pairs within distance {near.max_distance}"
-            + (f" ({pairs})" if pairs else ""))
+    line = _row("near dups", f"{near.num_pairs:>8} pairs within distance {near.max_distance}"
+                + (f" ({pairs})" if pairs else ""))
     if near.num_low_detail_pairs:
         line += f"; {near.num_low_detail_pairs} between low-detail images (review those first)"
     if near.num_label_mismatches:
@@ -106,7 +125,35 @@ def near_duplicates_summary(metadata: Metadata, files_dir: str) -> list[str]:
     if near.num_capped_buckets:
         line += (f"; {near.num_capped_buckets} hash buckets over {near.max_bucket_members} images or "
                  f"{near.max_bucket_candidates} candidate pairs not compared (e.g. near-blank images)")
-    return [line + f"; see {files_dir}/{near.file}"]
+    return [line + f"; see {join(files_dir, near.file)}"]
+
+
+# The build's summary ----------------------------------------------------------------------------------------
+
+
+def build_summary(metadata: Metadata, output_dir: str, build_id: str, elapsed_s: float) -> str:
+    """The final report of a build: counts per split and label, the shared sections (errors by reason,
+    duplicates, near duplicates), speed, where it is."""
+    lines = [f"shardsmith: built {metadata.name!r} in {elapsed_s:.1f} s"]
+    for split, info in metadata.splits.items():
+        lines.append(_row(split, f"{info.num_examples:>8} examples in {info.num_shards} shard(s), "
+                                 f"{info.num_bytes / 1e6:.1f} MB  ({label_counts_text(info.label_counts)})"))
+    lines += shared_sections(metadata, build_dir(output_dir, build_id))
+    rate = metadata.num_examples / elapsed_s if elapsed_s else 0.0
+    total_bytes = _total_bytes(metadata)
+    lines.append(_row("speed", f"{rate:.0f} images/s, {total_bytes / 1e6 / elapsed_s if elapsed_s else 0:.1f} MB/s "
+                               "(whole run, start-up included)"))
+    lines.append(_row("output", f"{output_dir}  ({METADATA_FILE}; this build's files, {LABELS_FILE} among them, in "
+                                f"{BUILDS_DIR}/{build_id}; {len(metadata.labels)} labels)"))
+    return "\n".join(lines)
+
+
+def label_counts_text(label_counts: dict[str, int]) -> str:
+    """`cat 12, dog 9`: the first MAX_LABELS_SHOWN labels and how many more, so that the line stays short."""
+    shown = ", ".join(f"{label if len(label) <= 40 else label[:39] + '…'} {n}"
+                      for label, n in list(label_counts.items())[:MAX_LABELS_SHOWN])
+    more = len(label_counts) - MAX_LABELS_SHOWN
+    return shown + (f", ... and {more:,} more" if more > 0 else "")
 
 
 # inspect's report -------------------------------------------------------------------------------------------
@@ -139,31 +186,6 @@ def mix_deviation(split: str, info: SplitEntry) -> MixDeviation | None:
             if pp > worst[0]:
                 worst = (pp, abs(got - size * share), index, label)
     return MixDeviation(split, worst[0], worst[1], worst[2], worst[3], sum(deviations) / len(deviations))
-
-
-def error_summary(files_dir: str) -> tuple[Counter, dict[str, str]] | None:
-    """(count by "stage: reason", an example URI or source:line per reason) from a build's errors.jsonl,
-    streamed; None without one."""
-    from shardsmith import storage
-
-    path = join(files_dir, ERRORS_FILE)
-    if not storage.exists(path):
-        return None
-    counts: Counter = Counter()
-    examples: dict[str, str] = {}
-    with storage.open_read(path, buffered=True) as raw:
-        for line in io.TextIOWrapper(raw, encoding="utf-8", errors="replace"):
-            if not line.strip():
-                continue
-            try:
-                error = json.loads(line)
-            except json.JSONDecodeError:
-                counts["(unreadable errors.jsonl line)"] += 1
-                continue
-            reason = f"{error.get('stage', '?')}: {error.get('reason', '?')}"
-            counts[reason] += 1
-            examples.setdefault(reason, error.get("uri") or f"{error.get('source', '?')}:{error.get('line', '?')}")
-    return counts, examples
 
 
 def _bar(fraction: float, width: int = 20) -> str:
@@ -202,32 +224,6 @@ def inspect_report(output_dir: str, metadata: Metadata) -> str:
         lines.append(f"  {split:<12}max {dev.max_share_pp:5.2f} pp (shard {dev.shard}, {dev.label}), "
                      f"mean {dev.mean_share_pp:.2f} pp; at most {dev.max_records:.2f} records from the exact "
                      "proportional count")
-    lines.append("")
-    lines += _inspect_errors(metadata, dataset_dir(output_dir, metadata))
-    duplicates = metadata.duplicates
-    if duplicates is not None and duplicates.num_groups:
-        lines.append(f"duplicates: {duplicates.num_groups} images occur more than once "
-                     f"({duplicates.num_extra_copies} extra copies, "
-                     f"{duplicates.num_groups_across_splits} groups across splits)")
-    else:
-        lines.append("duplicates: none")
-    near = metadata.near_duplicates
-    if near is not None:
-        lines.append(f"near duplicates: {near.num_pairs} pairs within distance {near.max_distance} "
-                     f"({near.split_pairs_text() or 'none'}); {near.num_low_detail_pairs} between low-detail images, "
-                     f"{near.num_label_mismatches} with different labels, {near.num_dropped} dropped")
+    lines += ["", "errors and duplicates"]
+    lines += shared_sections(metadata, dataset_dir(output_dir, metadata))
     return "\n".join(lines)
-
-
-def _inspect_errors(metadata: Metadata, files_dir: str) -> list[str]:
-    errors = error_summary(files_dir)
-    if errors is None:
-        return [f"errors: no {ERRORS_FILE}"]
-    counts, examples = errors
-    total = sum(counts.values())
-    num_input = metadata.num_input_rows or 0
-    share = f" ({total / num_input:.1%} of {num_input} input rows)" if num_input else ""
-    lines = [f"errors: {total} rows{share}" + (f", by reason ({ERRORS_FILE}):" if total else "")]
-    for reason, n in counts.most_common():
-        lines.append(f"  {n:>6}  {reason}  e.g. {examples.get(reason, '')}")
-    return lines
