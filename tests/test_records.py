@@ -3,6 +3,7 @@ random through the index files and in order by streaming, with every record's ch
 
 from __future__ import annotations
 
+import io
 import json
 import random
 import shutil
@@ -87,6 +88,25 @@ def test_decode_image_gives_height_width_channels_uint8(built):
     assert image.dtype == np.uint8
     assert image.shape == (record["image/height"], record["image/width"], 3)
     assert shardsmith.decode_image(record["image/encoded"], (20, 30), channels=1).shape == (20, 30, 1)
+
+
+def test_a_shrunk_jpeg_is_decoded_at_reduced_scale_and_stays_close_to_a_full_decode():
+    from PIL import Image, ImageFilter
+
+    photo_like = Image.effect_noise((800, 600), 60).filter(ImageFilter.GaussianBlur(3)).convert("RGB")
+    encoded = io.BytesIO()
+    photo_like.save(encoded, "JPEG", quality=90)
+    data = encoded.getvalue()
+    for size, channels in (((224, 224), 3), ((100, 150), 1), ((300, 400), 4)):
+        fast = shardsmith.decode_image(data, size, channels)
+        mode = {1: "L", 3: "RGB", 4: "RGBA"}[channels]
+        full = Image.open(io.BytesIO(data)).convert(mode).resize(size[::-1], Image.Resampling.BILINEAR)
+        full = np.asarray(full, dtype=np.uint8).reshape(fast.shape)
+        assert fast.shape == (*size, channels)
+        assert np.abs(fast.astype(int) - full.astype(int)).mean() < 3, size
+    opened = Image.open(io.BytesIO(data))
+    opened.draft("RGB", (224, 224))
+    assert opened.size == (400, 300), "libjpeg's DCT scaling picks 1/2 for 224 from 800x600"
 
 
 def test_records_import_neither_tensorflow_nor_beam(built):

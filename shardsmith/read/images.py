@@ -35,15 +35,20 @@ def image_size(size: int | Sequence[int] | None) -> tuple[int, int] | None:
 def decode_pil(data: bytes, size: int | Sequence[int] | None = None, channels: int = 3):
     """The image in `data` as a Pillow image: its first frame (as `tf.io.decode_image(...,
     expand_animations=False)`), converted to `channels` (1 L, 3 RGB, 4 RGBA), and resized to `size`
-    ((height, width), or an int for a square; bilinear, antialiased, aspect ratio not kept) when given."""
+    ((height, width), or an int for a square; bilinear, antialiased, aspect ratio not kept) when given.
+    A JPEG to be shrunk is decoded at the smallest of 1/1, 1/2, 1/4 and 1/8 scale that still covers `size`
+    (libjpeg's DCT scaling, Pillow's `draft`), then resized: a 0.4 MP photo resized to 224 decodes in about half
+    the time, and its pixels differ from a full decode's resize by a few levels."""
     from PIL import Image
 
     if channels not in _MODES:
         raise ValueError(f"channels must be 1, 3 or 4, not {channels!r}")
     image = Image.open(io.BytesIO(data))
     image.seek(0)
-    image = image.convert(_MODES[channels])
     target = image_size(size)
+    if target is not None and image.format == "JPEG":
+        image.draft(_MODES[channels] if channels != 4 else None, (target[1], target[0]))
+    image = image.convert(_MODES[channels])
     if target is not None and (image.height, image.width) != target:
         image = image.resize((target[1], target[0]), Image.Resampling.BILINEAR)
     return image
