@@ -132,8 +132,8 @@ def _check_credentials(beam_args: list[str], options) -> None:
     from pipeline.checks.credentials import credentials_needed_for, credentials_problem
     from shardsmith.errors import UsageError
 
-    needed_for = credentials_needed_for(beam_args, options.manifests, options.output_dir, options.temp_dir,
-                                        os.environ)
+    inputs = (*options.manifests, *((options.labels_file,) if options.labels_file else ()))
+    needed_for = credentials_needed_for(beam_args, inputs, options.output_dir, options.temp_dir, os.environ)
     problem = credentials_problem(needed_for) if needed_for else None
     if problem:
         raise UsageError(problem)
@@ -171,11 +171,21 @@ def build(argv: list[str]) -> Metadata | None:
 
     check_scratch_outside(options.output_dir, options.temp_dir, beam_flag(beam_args, "temp_location"))
     sources = _checked_sources(options)
+    fixed_labels = _fixed_labels(options.labels_file)
 
-    return _run_build(options, sources, beam_args)
+    return _run_build(options, sources, beam_args, fixed_labels)
 
 
-def _run_build(options, sources, beam_args: list[str]) -> Metadata | None:
+def _fixed_labels(path: str | None):
+    """--labels FILE's list, read (local or gs://) and checked before Beam starts: a usage error of one line."""
+    if path is None:
+        return None
+    from shardsmith.core.label_list import read_label_list
+
+    return read_label_list(path)
+
+
+def _run_build(options, sources, beam_args: list[str], fixed_labels=None) -> Metadata | None:
     from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
     from pipeline.checks.preflight import prepare_output_dir
@@ -193,7 +203,7 @@ def _run_build(options, sources, beam_args: list[str]) -> Metadata | None:
     waits = not beam_options.view_as(StandardOptions).no_wait_until_finish
     try:
         with _progress_shown(local), make_pipeline(beam_options) as pipeline:
-            build_graph(pipeline, options, sources, temp_dir, lock.build_id, processes)
+            build_graph(pipeline, options, sources, temp_dir, lock.build_id, processes, fixed_labels)
         result = pipeline.result  # set by the with-block's run(); holds the run's metrics, not the graph
         del pipeline  # its graph becomes garbage now, for main()'s collection
     except BaseException:

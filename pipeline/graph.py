@@ -14,6 +14,7 @@ import apache_beam as beam
 from pipeline.options.build_options import BuildOptions
 from shardsmith.core import progress_signal
 from shardsmith.core.build_lock import LockGuard
+from shardsmith.core.label_list import FixedLabels
 from shardsmith.core.shard_file import WriterConfig
 from shardsmith.format.build_folder import build_dir
 from transforms.duplicates import DropDuplicates, SummarizeDuplicates
@@ -29,11 +30,12 @@ from transforms.write_shards import WriteShards
 
 
 def build_graph(pipeline: beam.Pipeline, options: BuildOptions, sources: list[Source], temp_dir: str,
-                build_id: str, writer_processes: int = 0):
+                build_id: str, writer_processes: int = 0, fixed_labels: FixedLabels | None = None):
     """Adds the whole build to `pipeline`; returns the PCollection holding the metadata dict.
     Every file goes into the build's own folder (`builds/<build_id>`, started by pipeline/checks/preflight.py); the
     report publishes it last. `writer_processes` > 0 hands shards to that many local writer processes
-    (pipeline/running/runner.py says when). `temp_dir` is tf.transform's scratch folder (--feature only)."""
+    (pipeline/running/runner.py says when). `temp_dir` is tf.transform's scratch folder (--feature only).
+    `fixed_labels`: --labels FILE's list, as the launcher read it."""
     manifest, placement, records, checks = options.manifest, options.placement, options.records, options.checks
     files_dir = build_dir(options.output_dir, build_id)
     lock = LockGuard(options.output_dir, build_id)  # checked before each write into files_dir
@@ -60,7 +62,7 @@ def build_graph(pipeline: beam.Pipeline, options: BuildOptions, sources: list[So
         near = candidates | "DropNearDuplicates" >> DropNearDuplicates(records, checks, manifest)
         candidates, near_found, near_dropped = near.rows, near.found, near.errors
         stage_errors.append(near.errors)
-    vocabulary = candidates | "ComputeVocabulary" >> ComputeVocabulary()
+    vocabulary = candidates | "ComputeVocabulary" >> ComputeVocabulary(fixed_labels)
     labelled = candidates | "AttachLabelIds" >> AttachLabelIds(vocabulary)
     spec = ShardSpec(placement.num_shards, int(placement.target_shard_mb * MIB))
     shard_groups, plan = labelled.rows | "PlaceRows" >> PlaceRows(placement.seed, spec)
@@ -71,7 +73,7 @@ def build_graph(pipeline: beam.Pipeline, options: BuildOptions, sources: list[So
     )
     if manifest.features:
         transform_written = labelled.rows | "AnalyzeRows" >> AnalyzeRows(vocabulary, files_dir, temp_dir, manifest,
-                                                                          lock)
+                                                                          lock, fixed_labels)
     else:
         transform_written = vocabulary | "AnalyzeLabels" >> AnalyzeLabels(files_dir, lock)
     errors = (*stage_errors, labelled.errors, written.errors)  # not flattened: the report writes each where made

@@ -10,8 +10,9 @@ from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.testing import test_pipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from shardsmith.core.rows import ManifestRow
-from transforms.labels import AttachLabelIds, ComputeVocabulary, Vocabulary, vocabulary_from
+from shardsmith.core.label_list import FixedLabels
+from shardsmith.core.rows import Annotation, ManifestRow
+from transforms.labels import AttachLabelIds, ComputeVocabulary, Vocabulary, _label_counts, vocabulary_from
 
 
 def _row(line: int, split: str, label: str) -> ManifestRow:
@@ -75,3 +76,25 @@ def test_without_training_rows_every_row_gets_an_id():
         assert_that(labelled.rows, equal_to([[dataclasses.replace(r, label_id=ids[r.label]) for r in rows]]),
                     label="Rows")
         assert_that(labelled.errors, equal_to([]), label="Errors")
+
+
+def test_a_fixed_list_keeps_its_order_and_counts_only_rows_it_fully_lists():
+    fixed = FixedLabels(("dog", "ant", "yak"), "/labels.txt")
+    counts = [((True, "dog"), 2), ((True, "ant"), 1), ((False, "yak"), 4), ((True, "zebra"), 3)]
+    assert vocabulary_from(counts, fixed) == Vocabulary(("dog", "ant", "yak"), "train", (2, 1, 0), "/labels.txt")
+    assert vocabulary_from([((False, "yak"), 4)], fixed) == Vocabulary(fixed.labels, "all", (0, 0, 4),
+                                                                         "/labels.txt")
+    tagged = dataclasses.replace(_row(1, "train", "dog"), annotation=Annotation(labels=("dog", "zebra")))
+    assert list(_label_counts([tagged, _row(2, "train", "ant")], fixed)) == [((True, "ant"), 1)]
+
+
+def test_rows_with_unlisted_labels_become_errors_naming_the_file():
+    rows = [_row(1, "train", "dog"), _row(2, "train", "cat"), _row(3, "test", "ant")]
+    fixed = FixedLabels(("dog", "ant", "emu"), "gs://b/labels.txt")
+    with test_pipeline.TestPipeline(runner=FnApiRunner()) as p:
+        batches = p | beam.Create([rows])
+        labelled = batches | AttachLabelIds(batches | ComputeVocabulary(fixed))
+        assert_that(labelled.rows, equal_to([[dataclasses.replace(rows[0], label_id=0),
+                                              dataclasses.replace(rows[2], label_id=1)]]), label="Rows")
+        assert_that(labelled.errors | beam.Map(lambda e: (e.line, e.stage, e.reason)),
+                    equal_to([(2, "label", "label 'cat' is not in --labels gs://b/labels.txt")]), label="Errors")

@@ -21,6 +21,7 @@ from collections.abc import Iterator
 import apache_beam as beam
 
 from shardsmith.core.build_lock import LockGuard
+from shardsmith.core.label_list import FixedLabels
 from shardsmith.core.manifest import ManifestFormat
 from shardsmith.core.rows import RowBatch
 from shardsmith.format.build_folder import move_transform_output, transform_scratch
@@ -73,7 +74,23 @@ def raw_feature_spec(task: str, features: tuple[tuple[str, str], ...]) -> dict:
     return spec
 
 
-def make_preprocessing_fn(features: tuple[tuple[str, str], ...]):
+def fixed_label_ids(label, fixed_labels: tuple[str, ...]):
+    """`label`'s ids in a vocabulary of exactly `fixed_labels`, in their order, rows or no rows: tft counts the
+    constant list once per batch with label k weighing N - k, so every label is in it (an empty class too) and
+    tft's order, by descending total weight, is the list's."""
+    import tensorflow as tf
+    import tensorflow_transform as tft
+
+    num_labels = len(fixed_labels)
+    vocabulary = tft.vocabulary(tf.constant(fixed_labels),
+                                weights=tf.constant([float(num_labels - i) for i in range(num_labels)]),
+                                vocab_filename=TRANSFORM_VOCAB_NAME)
+    return tft.apply_vocabulary(label, vocabulary, default_value=-1)
+
+
+def make_preprocessing_fn(features: tuple[tuple[str, str], ...], fixed_labels: tuple[str, ...] = ()):
+    """tft's preprocessing_fn: `label_id` and each feature's output. With `fixed_labels` (--labels FILE), the
+    label vocabulary is that list, not the analyzed rows' labels (a listed label may have no training row)."""
     def preprocessing_fn(inputs):
         import tensorflow as tf
         import tensorflow_transform as tft
@@ -81,8 +98,11 @@ def make_preprocessing_fn(features: tuple[tuple[str, str], ...]):
         label, weights = inputs["label"], inputs["rank_weight"]
         if isinstance(weights, tf.SparseTensor):
             weights = weights.values  # tft takes dense weights, aligned with the labels' values
-        outputs = {"label_id": tft.compute_and_apply_vocabulary(label, weights=weights, default_value=-1,
-                                                                vocab_filename=TRANSFORM_VOCAB_NAME)}
+        if fixed_labels:
+            outputs = {"label_id": fixed_label_ids(label, fixed_labels)}
+        else:
+            outputs = {"label_id": tft.compute_and_apply_vocabulary(label, weights=weights, default_value=-1,
+                                                                    vocab_filename=TRANSFORM_VOCAB_NAME)}
         for name, kind in features:
             value = inputs[name]
             if kind.startswith("string"):
@@ -120,13 +140,14 @@ def _checked(value, lock: LockGuard):
 
 class AnalyzeRows(beam.PTransform):
     """Labelled RowBatches -> transform_fn/ and transformed_metadata/ written into `output_dir` (a PCollection
-    of `output_dir` once written). `vocabulary`: the one-element PCollection of the Vocabulary. tft writes into
-    a scratch folder of the build's, listed in its record when the graph is made; its files are listed, then
-    moved into place."""
+    of `output_dir` once written). `vocabulary`: the one-element PCollection of the Vocabulary; `fixed`: the
+    --labels list it holds, when given. tft writes into a scratch folder of the build's, listed in its record
+    when the graph is made; its files are listed, then moved into place."""
 
     def __init__(self, vocabulary, output_dir: str, temp_dir: str, manifest: ManifestFormat,
-                 lock: LockGuard | None = None):
+                 lock: LockGuard | None = None, fixed: FixedLabels | None = None):
         super().__init__()
+        self._fixed_labels = fixed.labels if fixed is not None else ()
         self._lock = lock  # checked before transform_fn is written
         self._vocabulary = vocabulary
         self._output_dir = output_dir
@@ -145,7 +166,7 @@ class AnalyzeRows(beam.PTransform):
         scratch = transform_scratch(self._output_dir)
         with tft_beam.Context(temp_dir=self._temp_dir, force_tf_compat_v1=False):
             transform_fn = (instances, raw_metadata) | "AnalyzeDataset" >> tft_beam.AnalyzeDataset(
-                make_preprocessing_fn(self._features))
+                make_preprocessing_fn(self._features, self._fixed_labels))
             written = gated_by_lock(transform_fn, self._lock) | "WriteTransformFn" >> tft_beam.WriteTransformFn(
                 scratch)
         return written | "TransformFnDone" >> beam.Map(_moved_into_place, scratch, self._output_dir, self._lock)

@@ -1,5 +1,7 @@
 """The label vocabulary. Ids are 0..N-1 in alphabetical (code point) order of the label text of the
-training split, the convention of Keras' image_dataset_from_directory and torchvision's ImageFolder.
+training split, the convention of Keras' image_dataset_from_directory and torchvision's ImageFolder; with
+`--labels FILE` (a `FixedLabels`), 0..N-1 in the file's order, and a row with a label the file does not list is
+an error row.
 
 The vocabulary is computed from manifest rows only (never image bytes). `AnalyzeLabels` writes `transform_fn/`,
 tensorflow-transform's SavedModel, which maps label text to exactly these ids.
@@ -15,6 +17,7 @@ from dataclasses import dataclass
 import apache_beam as beam
 
 from shardsmith.core.build_lock import LockGuard
+from shardsmith.core.label_list import FixedLabels
 from shardsmith.core.rows import ErrorRow, ManifestRow, RowBatch, placing_label_id
 from shardsmith.format.transform_fn import write_transform_fn
 from transforms import ERRORS
@@ -27,11 +30,13 @@ STAGE = "label"
 class Vocabulary:
     """Label texts in id order, and which rows they were taken from: "train", or "all" when the inputs have
     no training rows at all (a test-only manifest still gets consistent ids). `image_counts[i]`: how many of
-    those rows (images) carry label i; it picks the label that places a row with several (`stratum_id`)."""
+    those rows (images) carry label i; it picks the label that places a row with several (`stratum_id`).
+    `listed_in`: the --labels file the labels (and their order) come from; "" when taken from the rows."""
 
     labels: tuple[str, ...]
     taken_from: str
     image_counts: tuple[int, ...] = ()
+    listed_in: str = ""
 
 
 def labels_of(row: ManifestRow) -> tuple[str, ...]:
@@ -41,11 +46,14 @@ def labels_of(row: ManifestRow) -> tuple[str, ...]:
     return (row.label,)
 
 
-def vocabulary_from(counts: Iterable[tuple[tuple[bool, str], int]]) -> Vocabulary:
+def vocabulary_from(counts: Iterable[tuple[tuple[bool, str], int]], fixed: FixedLabels | None = None) -> Vocabulary:
     """Sorted distinct labels of the training rows; of all rows when the inputs have no training split.
-    `counts`: ((is a training row, label), number of rows with that label)."""
+    `counts`: ((is a training row, label), number of rows with that label). With `fixed`, its labels in its
+    order, each counted over the training rows (all rows without any), 0 for a label no such row carries."""
     counts = list(counts)
     train = {label: n for (is_train, label), n in counts if is_train}
+    if fixed is not None:
+        return _fixed_vocabulary(counts, train, fixed)
     if train:
         return Vocabulary(tuple(sorted(train)), "train", tuple(train[label] for label in sorted(train)))
     every: Counter[str] = Counter()
@@ -54,9 +62,24 @@ def vocabulary_from(counts: Iterable[tuple[tuple[bool, str], int]]) -> Vocabular
     return Vocabulary(tuple(sorted(every)), "all", tuple(every[label] for label in sorted(every)))
 
 
-def _label_counts(batch: RowBatch) -> Iterable[tuple[tuple[bool, str], int]]:
+def _fixed_vocabulary(counts: list[tuple[tuple[bool, str], int]], train: dict[str, int],
+                      fixed: FixedLabels) -> Vocabulary:
+    taken_from, counted = "train", Counter(train)
+    if not train:
+        taken_from, counted = "all", Counter()
+        for (_, label), n in counts:
+            counted[label] += n
+    return Vocabulary(fixed.labels, taken_from, tuple(counted[label] for label in fixed.labels), fixed.path)
+
+
+def _label_counts(batch: RowBatch, fixed: FixedLabels | None = None) -> Iterable[tuple[tuple[bool, str], int]]:
+    """((is a training row, label), rows) of a batch; with `fixed`, of its rows whose labels it all lists (the
+    others become error rows, so they count for nothing)."""
+    listed = frozenset(fixed.labels) if fixed is not None else None
     counts: Counter[tuple[bool, str]] = Counter()
     for row in batch:
+        if listed is not None and not listed.issuperset(labels_of(row)):
+            continue
         is_train = row.split == "train"
         for label in set(labels_of(row)):
             counts[(is_train, label)] += 1
@@ -64,15 +87,20 @@ def _label_counts(batch: RowBatch) -> Iterable[tuple[tuple[bool, str], int]]:
 
 
 class ComputeVocabulary(beam.PTransform):
-    """RowBatches -> a one-element PCollection holding the Vocabulary. Memory: distinct labels only."""
+    """RowBatches -> a one-element PCollection holding the Vocabulary. Memory: distinct labels only.
+    With `fixed` (--labels FILE), the Vocabulary holds its labels in its order, whatever the rows carry."""
+
+    def __init__(self, fixed: FixedLabels | None = None):
+        super().__init__()
+        self._fixed = fixed
 
     def expand(self, batches):
         return (
             batches
-            | "CountLabelsOfBatch" >> beam.FlatMap(_label_counts)
+            | "CountLabelsOfBatch" >> beam.FlatMap(_label_counts, self._fixed)
             | "CountLabels" >> beam.CombinePerKey(sum)
             | "CollectLabels" >> beam.combiners.ToList()
-            | "SortLabels" >> beam.Map(vocabulary_from)
+            | "SortLabels" >> beam.Map(vocabulary_from, self._fixed)
         )
 
 
@@ -97,12 +125,17 @@ class AttachLabelIdFn(beam.DoFn):
                     labelled.append(self._with_ids(row, label_ids, vocabulary))
                     continue
                 unknown = row.annotation.labels[label_ids.index(-1)]
-            yield rejected(
-                ErrorRow.for_row(row, STAGE, f"label {unknown!r} does not appear in the training split",
-                                 "label ids come from the training split; add training examples of it"),
-            )
+            yield rejected(self._unknown_label(row, unknown, vocabulary))
         if labelled:
             yield labelled
+
+    @staticmethod
+    def _unknown_label(row: ManifestRow, label: str, vocabulary: Vocabulary) -> ErrorRow:
+        if vocabulary.listed_in:
+            return ErrorRow.for_row(row, STAGE, f"label {label!r} is not in --labels {vocabulary.listed_in}",
+                                    "add it to the file, or correct the row's label")
+        return ErrorRow.for_row(row, STAGE, f"label {label!r} does not appear in the training split",
+                                "label ids come from the training split; add training examples of it")
 
     @staticmethod
     def _with_ids(row: ManifestRow, label_ids: tuple[int, ...], vocabulary: Vocabulary) -> ManifestRow:

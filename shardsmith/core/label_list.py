@@ -1,0 +1,58 @@
+"""`--labels FILE`: a fixed label list, read once by the launcher before Beam starts.
+
+One label a line, UTF-8; surrounding whitespace is trimmed and blank lines are skipped. Ids are 0..N-1 in the
+file's order. Guarantee: `read_label_list` returns at least one label, each once, or raises a one-line
+UsageError naming the file (and the line, for a duplicate or undecodable one). The file may be local or gs://.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from shardsmith import storage
+from shardsmith.errors import UsageError
+
+
+@dataclass(frozen=True)
+class FixedLabels:
+    """`--labels FILE`: the labels in id order, as the launcher read them from `path`."""
+
+    labels: tuple[str, ...]
+    path: str
+
+
+def parse_label_list(data: bytes, path: str) -> tuple[str, ...]:
+    """The labels of a --labels file's bytes, in order; UsageError for an undecodable line, a duplicate or no
+    label at all."""
+    labels: list[str] = []
+    first_line: dict[str, int] = {}
+    for number, raw in enumerate(data.split(b"\n"), start=1):
+        try:
+            label = raw.decode("utf-8").strip()
+        except UnicodeDecodeError:
+            raise UsageError(f"--labels {path} line {number}: not UTF-8 text") from None
+        if not label:
+            continue
+        if label in first_line:
+            raise UsageError(f"--labels {path} line {number}: label {label!r} is already on line "
+                             f"{first_line[label]}; each label may be listed once")
+        first_line[label] = number
+        labels.append(label)
+    if not labels:
+        raise UsageError(f"--labels {path} lists no label: write one label a line")
+    return tuple(labels)
+
+
+def read_label_list(path: str) -> FixedLabels:
+    """The labels listed in the file at `path` (local or gs://), in file order; UsageError (one line) if it
+    cannot be read or is not a valid label list."""
+    try:
+        data = storage.read_bytes(path)
+    except OSError as e:
+        raise UsageError(f"--labels {path} cannot be read: {str(e).splitlines()[0] if str(e) else type(e).__name__}"
+                         ) from None
+    if data is None:
+        raise UsageError(f"--labels {path} does not exist")
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]  # a byte order mark some editors write
+    return FixedLabels(parse_label_list(data, path), path)
