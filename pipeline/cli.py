@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from shardsmith.format.metadata_schema import Metadata
 
 DEBUG_ENV = "SHARDSMITH_DEBUG"
-COMMANDS = ("build", "sample", "verify", "inspect", "schema", "index")
+COMMANDS = ("build", "sample", "verify", "inspect", "schema", "index", "versions")
 # time.monotonic() when this command started: the process's start for `shardsmith ...` (interpreter start-up
 # and imports are part of the wait), the call of main() when a program calls it; None outside main().
 _command_started: float | None = None
@@ -86,6 +86,12 @@ def _parser() -> argparse.ArgumentParser:
         "index", help="write the index files (<shard>.idx) of a build made before builds wrote them",
         description="Reads every shard of the published build (checksums checked) and writes its index file "
                     "beside it, under the folder's lock; never changes a shard or metadata.json."))
+    from shardsmith.read import versions
+
+    versions.add_arguments(commands.add_parser(
+        "versions", help="list the dataset's versions: the published build and the kept ones (--keep_builds)",
+        description="One line per version, newest first: its id (a build id, for --version), when its build "
+                    "started (UTC), records per split, and which one is current. --json prints a JSON list."))
     for name, line in CLOUD_COMMANDS.items():  # listed here; `main` hands them to pipeline.cloud
         commands.add_parser(name, help=line, add_help=False)
     return parser
@@ -281,12 +287,13 @@ def run(argv: list[str] | None = None) -> Metadata | str | int | None:
     if not argv or argv[0] not in COMMANDS:
         _parser().parse_args(argv)  # prints usage and exits
     command, rest = argv[0], argv[1:]
-    if command in ("verify", "inspect", "schema", "index"):
+    if command in ("verify", "inspect", "schema", "index", "versions"):
         from pipeline import schema
-        from shardsmith.read import inspect, reindex, verify
+        from shardsmith.read import inspect, reindex, verify, versions
 
         args = _parser().parse_args([command, *rest])
-        return {"verify": verify, "inspect": inspect, "schema": schema, "index": reindex}[command].run(args)
+        return {"verify": verify, "inspect": inspect, "schema": schema, "index": reindex,
+                "versions": versions}[command].run(args)
     return build(rest) if command == "build" else sample(rest)
 
 

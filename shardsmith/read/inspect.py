@@ -20,6 +20,7 @@ import os
 
 from shardsmith.errors import UsageError
 from shardsmith.read.summary import inspect_report
+from shardsmith.read.versions import add_version_argument, version_folder
 
 
 def add_arguments(parser) -> None:
@@ -36,13 +37,14 @@ def add_arguments(parser) -> None:
     parser.add_argument("--buffer", type=int, default=1024, help="shuffle buffer for --shuffle_plot (default 1024)")
     parser.add_argument("--cycle_length", type=int, default=4,
                         help="files the --shuffle_plot reader interleaves at once (default 4)")
+    add_version_argument(parser)
 
 
 def run(args) -> str:
     from shardsmith.read.plots import contact_sheet, heatmap, near_duplicate_pairs, shuffle_plot
     from shardsmith.read.verify import load_metadata
 
-    output_dir = args.output_dir.rstrip("/")
+    output_dir = version_folder(args.output_dir, args.version)
     metadata = load_metadata(output_dir)
     if (args.contact_sheet or args.shuffle_plot) and args.split not in metadata.splits:
         raise UsageError(f"split {args.split!r} is not in this dataset ({', '.join(metadata.splits)})")

@@ -19,6 +19,7 @@ from shardsmith.format.build_folder import write_atomically
 from shardsmith.format.build_record import BuildRecord
 from shardsmith.format.naming import BUILD_ID, BUILD_RECORD, BUILDS_DIR, join
 from shardsmith.read.sequence import CorruptRecord, Records, scanned_index
+from shardsmith.read.versions import add_version_argument
 
 
 @dataclass
@@ -116,8 +117,7 @@ def _index_shard(records: Records, shard, guard, report: IndexReport) -> None:
 
 def add_arguments(parser) -> None:
     parser.add_argument("output_dir", help="a finished dataset folder (local or gs://)")
-    parser.add_argument("--version", default=None, metavar="BUILD_ID",
-                        help="a kept build (builds/BUILD_ID) instead of the published one")
+    add_version_argument(parser)
 
 
 def run(args) -> IndexReport:

@@ -67,6 +67,7 @@ from shardsmith.format.naming import (
 from shardsmith.format.record_index import IndexFileError, RecordIndex
 from shardsmith.format.tfrecord import FramingError, iter_records
 from shardsmith.read.records import HashingReader, decompressed, open_raw
+from shardsmith.read.versions import add_version_argument, version_folder
 
 MAX_PROBLEMS_PER_SHARD = 50  # listed; the rest are counted
 _SIGNATURES = {"jpeg": (b"\xff\xd8\xff",), "png": (b"\x89PNG\r\n\x1a\n",), "gif": (b"GIF87a", b"GIF89a"),
@@ -550,6 +551,7 @@ def add_arguments(parser) -> None:
                         help="decode N images, spread evenly over all shards (default: every image); every "
                              "record is still read, checksummed, parsed and hashed")
     parser.add_argument("--workers", type=int, default=None, help="threads (default: one per core)")
+    add_version_argument(parser)
 
 
 def run(args) -> VerifyReport:
@@ -559,7 +561,7 @@ def run(args) -> VerifyReport:
     if args.workers is not None and args.workers < 1:
         raise UsageError("--workers must be 1 or more")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    output_dir = args.output_dir.rstrip("/")
+    output_dir = version_folder(args.output_dir, args.version)
     load_metadata(output_dir)  # usage errors before anything is printed
     print(f"shardsmith verify {output_dir}", flush=True)
     report = verify(output_dir, args.sample, args.workers, progress=lambda s: print(shard_line(s), flush=True))
