@@ -138,7 +138,7 @@ def _check_credentials(beam_args: list[str], options) -> None:
     from pipeline.checks.credentials import credentials_needed_for, credentials_problem
     from shardsmith.errors import UsageError
 
-    inputs = (*options.manifests, *((options.labels_file,) if options.labels_file else ()))
+    inputs = (*options.manifests, *((options.label_file,) if options.label_file else ()))
     needed_for = credentials_needed_for(beam_args, inputs, options.output_dir, options.temp_dir, os.environ)
     problem = credentials_problem(needed_for) if needed_for else None
     if problem:
@@ -177,13 +177,13 @@ def build(argv: list[str]) -> Metadata | None:
 
     check_scratch_outside(options.output_dir, options.temp_dir, beam_flag(beam_args, "temp_location"))
     sources = _checked_sources(options)
-    fixed_labels = _fixed_labels(options.labels_file)
+    fixed_labels = _fixed_labels(options.label_file)
 
     return _run_build(options, sources, beam_args, fixed_labels)
 
 
 def _fixed_labels(path: str | None):
-    """--labels FILE's list, read (local or gs://) and checked before Beam starts: a usage error of one line."""
+    """--label_file FILE's list, read (local or gs://) and checked before Beam starts: a usage error of one line."""
     if path is None:
         return None
     from shardsmith.core.label_list import read_label_list

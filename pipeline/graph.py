@@ -35,7 +35,7 @@ def build_graph(pipeline: beam.Pipeline, options: BuildOptions, sources: list[So
     Every file goes into the build's own folder (`builds/<build_id>`, started by pipeline/checks/preflight.py); the
     report publishes it last. `writer_processes` > 0 hands shards to that many local writer processes
     (pipeline/running/runner.py says when). `temp_dir` is tf.transform's scratch folder (--feature only).
-    `fixed_labels`: --labels FILE's list, as the launcher read it."""
+    `fixed_labels`: --label_file FILE's list, as the launcher read it."""
     manifest, placement, records, checks = options.manifest, options.placement, options.records, options.checks
     files_dir = build_dir(options.output_dir, build_id)
     lock = LockGuard(options.output_dir, build_id)  # checked before each write into files_dir

@@ -237,8 +237,8 @@ def _published_files(gcs) -> dict[str, str]:
             if ".tfrecord-" in blob.name or blob.name.endswith(("errors.jsonl", "labels.txt"))}
 
 
-def test_a_labels_file_in_the_bucket_sets_the_ids(uploaded, gcs, shardsmith, tmp_path, metadata_of):
-    """--labels gs://...: read through storage from the server; a duplicate there is the same one-line usage
+def test_a_label_file_in_the_bucket_sets_the_ids(uploaded, gcs, shardsmith, tmp_path, metadata_of):
+    """--label_file gs://...: read through storage from the server; a duplicate there is the same one-line usage
     error as in a local file, before anything is written."""
     manifest, _, _ = uploaded
     bucket = gcs.bucket(BUCKET)
@@ -246,14 +246,14 @@ def test_a_labels_file_in_the_bucket_sets_the_ids(uploaded, gcs, shardsmith, tmp
     bucket.blob("in/twice.txt").upload_from_string(b"emu\ncat\nemu\n")
 
     twice = shardsmith("build", "--manifest", manifest, "--output_dir", tmp_path / "twice", *BUILD_ARGS,
-                       "--labels", f"gs://{BUCKET}/in/twice.txt")
+                       "--label_file", f"gs://{BUCKET}/in/twice.txt")
     assert twice.code == 2
-    assert f"--labels gs://{BUCKET}/in/twice.txt line 3: label 'emu' is already on line 1" in twice.err
+    assert f"--label_file gs://{BUCKET}/in/twice.txt line 3: label 'emu' is already on line 1" in twice.err
     assert not (tmp_path / "twice").exists()
 
     out = tmp_path / "out"
     built = shardsmith("build", "--manifest", manifest, "--output_dir", out, *BUILD_ARGS,
-                       "--labels", f"gs://{BUCKET}/in/labels.txt")
+                       "--label_file", f"gs://{BUCKET}/in/labels.txt")
     assert built.code == 0, built.err
     metadata = metadata_of(out)
     assert metadata["labels"] == ["emu", "cat", "dog"]

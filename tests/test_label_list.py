@@ -1,4 +1,4 @@
-"""--labels FILE: a fixed label list gives ids 0..N-1 in the file's order (labels.txt, metadata.json, the records
+"""--label_file FILE: a fixed label list gives ids 0..N-1 in the file's order (labels.txt, metadata.json, the records
 and tf.transform's mapping agree), a row with an unlisted label is an error row, a listed label no row carries
 keeps its id; a bad file is a one-line usage error before Beam starts. Real builds, FnApiRunner."""
 
@@ -27,28 +27,28 @@ def zoo(tmp_path_factory, image_set_factory):
     counts = {label: {"train": 8, "validation": 2, "test": 2} for label in ("cat", "dog", "emu")}
     counts["fox"] = {"train": 1}
     base = image_set_factory(tmp_path_factory.mktemp("zoo"), counts)
-    labels_file = base.root / "labels.txt"
-    labels_file.write_text(LABEL_FILE_TEXT)
-    return base, labels_file
+    label_file = base.root / "labels.txt"
+    label_file.write_text(LABEL_FILE_TEXT)
+    return base, label_file
 
 
 @pytest.fixture(scope="module")
 def fixed_built(zoo, tmp_path_factory):
     from pipeline import cli
 
-    base, labels_file = zoo
+    base, label_file = zoo
     out = tmp_path_factory.mktemp("fixed") / "out"
     assert cli.main(["build", "--manifest", str(base.manifest), "--output_dir", str(out), "--name", "zoo",
-                     "--num_shards", "train=2,validation=1,test=1", "--labels", str(labels_file)]) == 0
+                     "--num_shards", "train=2,validation=1,test=1", "--label_file", str(label_file)]) == 0
     return out
 
 
 def test_ids_follow_the_file_in_labels_txt_metadata_and_records(zoo, fixed_built, metadata_of, read_records):
-    base, labels_file = zoo
+    base, label_file = zoo
     metadata = metadata_of(fixed_built)
     assert metadata["labels"] == FILE_ORDER
     assert (Path(published_dir(fixed_built)) / "labels.txt").read_text().splitlines() == FILE_ORDER
-    assert metadata["options"]["labels_file"] == str(labels_file)
+    assert metadata["options"]["label_file"] == str(label_file)
     assert metadata["label_image_counts"] == [8, 8, 8, 0]  # training images per label; none for the empty class
     seen = {}
     for split in ("train", "validation", "test"):
@@ -70,20 +70,20 @@ def test_transform_fn_maps_each_label_to_its_file_id(fixed_built, tf):
 
 
 def test_a_label_not_in_the_file_is_an_error_row_counted_in_the_budget(zoo, fixed_built, metadata_of):
-    base, labels_file = zoo
+    base, label_file = zoo
     errors = [json.loads(line) for line in (Path(published_dir(fixed_built)) / "errors.jsonl").read_text().splitlines()]
     assert [(e["label"], e["stage"]) for e in errors] == [("fox", "label")]
-    assert errors[0]["reason"] == f"label 'fox' is not in --labels {labels_file}"
+    assert errors[0]["reason"] == f"label 'fox' is not in --label_file {label_file}"
     metadata = metadata_of(fixed_built)
     assert metadata["num_input_rows"] == len(base.rows) and metadata["num_errors"] == 1
 
 
 def test_unlisted_labels_count_against_the_error_budget(zoo, tmp_path, shardsmith):
-    base, labels_file = zoo
-    result = _build(shardsmith, base.manifest, tmp_path / "out", "--labels", labels_file,
+    base, label_file = zoo
+    result = _build(shardsmith, base.manifest, tmp_path / "out", "--label_file", label_file,
                     "--max_error_fraction", "0.01")
     assert result.code == 1
-    assert "max_error_fraction" in result.err and "not in --labels" in result.out + result.err
+    assert "max_error_fraction" in result.err and "not in --label_file" in result.out + result.err
 
 
 def test_the_build_verifies(fixed_built, shardsmith):
@@ -98,22 +98,22 @@ def test_the_build_verifies(fixed_built, shardsmith):
 ])
 def test_a_bad_label_file_is_a_usage_error_before_anything_is_written(zoo, tmp_path, shardsmith, text, message):
     base, _ = zoo
-    labels_file = tmp_path / "labels.txt"
+    label_file = tmp_path / "labels.txt"
     if isinstance(text, bytes):
-        labels_file.write_bytes(text)
+        label_file.write_bytes(text)
     else:
-        labels_file.write_text(text)
+        label_file.write_text(text)
     out = tmp_path / "out"
-    result = _build(shardsmith, base.manifest, out, "--labels", labels_file)
+    result = _build(shardsmith, base.manifest, out, "--label_file", label_file)
     assert result.code == 2
-    assert result.err.strip().splitlines() == [f"shardsmith: error: --labels {labels_file} {message}"]
+    assert result.err.strip().splitlines() == [f"shardsmith: error: --label_file {label_file} {message}"]
     assert not out.exists()
 
 
 def test_a_missing_label_file_is_a_usage_error(zoo, tmp_path, shardsmith):
     base, _ = zoo
-    result = _build(shardsmith, base.manifest, tmp_path / "out", "--labels", tmp_path / "nope.txt")
-    assert result.code == 2 and f"--labels {tmp_path / 'nope.txt'} does not exist" in result.err
+    result = _build(shardsmith, base.manifest, tmp_path / "out", "--label_file", tmp_path / "nope.txt")
+    assert result.code == 2 and f"--label_file {tmp_path / 'nope.txt'} does not exist" in result.err
     assert not (tmp_path / "out").exists()
 
 
@@ -130,19 +130,19 @@ def tagged(tmp_path_factory, image_set_factory):
         lines.append(f"{split},{uri},{';'.join(labels)},{rng.randrange(1, 9)}")
     manifest = base.root / "tagged.csv"
     manifest.write_text("\n".join(lines) + "\n")
-    labels_file = base.root / "labels.txt"
-    labels_file.write_text("unicorn\nperson\nbeach\ndog\n")
-    return manifest, labels_file, expected
+    label_file = base.root / "labels.txt"
+    label_file.write_text("unicorn\nperson\nbeach\ndog\n")
+    return manifest, label_file, expected
 
 
 def test_multi_label_with_a_feature_follows_the_file(tagged, tmp_path, shardsmith, metadata_of, read_records, tf):
     import tensorflow_transform as tft
 
-    manifest, labels_file, expected = tagged
+    manifest, label_file, expected = tagged
     order = ["unicorn", "person", "beach", "dog"]
     out = tmp_path / "out"
     result = _build(shardsmith, manifest, out, "--task", "multi_label", "--feature", "age:int",
-                    "--labels", labels_file)
+                    "--label_file", label_file)
     assert result.code == 0, result.err
     assert metadata_of(out)["labels"] == order
     seen = {}
@@ -155,3 +155,16 @@ def test_multi_label_with_a_feature_follows_the_file(tagged, tmp_path, shardsmit
     assert seen == expected
     output = tft.TFTransformOutput(published_dir(out))
     assert output.vocabulary_by_name("labels") == [label.encode() for label in order]
+
+
+def test_beams_labels_flag_still_reaches_beam():
+    """`--labels K=V` is Dataflow's job labels flag (`shardsmith dataflow --labels` passes it to the build): it is
+    not --label_file, not even as an abbreviation, and reaches Beam unchanged."""
+    from pipeline import cli
+    from pipeline.options.arguments import build_options_from
+
+    args, beam_args = cli._parser().parse_known_args(
+        ["build", "--manifest", "m.csv", "--output_dir", "out", "--name", "n", "--labels=team=vision",
+         "--labels", "cost=ml"])
+    assert build_options_from(args).label_file is None
+    assert beam_args == ["--labels=team=vision", "--labels", "cost=ml"]

@@ -97,4 +97,4 @@ def test_rows_with_unlisted_labels_become_errors_naming_the_file():
         assert_that(labelled.rows, equal_to([[dataclasses.replace(rows[0], label_id=0),
                                               dataclasses.replace(rows[2], label_id=1)]]), label="Rows")
         assert_that(labelled.errors | beam.Map(lambda e: (e.line, e.stage, e.reason)),
-                    equal_to([(2, "label", "label 'cat' is not in --labels gs://b/labels.txt")]), label="Errors")
+                    equal_to([(2, "label", "label 'cat' is not in --label_file gs://b/labels.txt")]), label="Errors")

@@ -322,7 +322,7 @@ EXAMPLES = {
     "near_duplicates": ("report", "maybe"),
     "near_duplicate_distance": ("8", "17"),
     "verbose": ("true", "loud"),
-    "labels": ("gs://my-bucket/lists/labels.txt", "/tmp/labels.txt"),
+    "label_file": ("gs://my-bucket/lists/labels.txt", "/tmp/labels.txt"),
 }
 
 

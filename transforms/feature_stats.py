@@ -89,7 +89,7 @@ def fixed_label_ids(label, fixed_labels: tuple[str, ...]):
 
 
 def make_preprocessing_fn(features: tuple[tuple[str, str], ...], fixed_labels: tuple[str, ...] = ()):
-    """tft's preprocessing_fn: `label_id` and each feature's output. With `fixed_labels` (--labels FILE), the
+    """tft's preprocessing_fn: `label_id` and each feature's output. With `fixed_labels` (--label_file FILE), the
     label vocabulary is that list, not the analyzed rows' labels (a listed label may have no training row)."""
     def preprocessing_fn(inputs):
         import tensorflow as tf
@@ -141,7 +141,7 @@ def _checked(value, lock: LockGuard):
 class AnalyzeRows(beam.PTransform):
     """Labelled RowBatches -> transform_fn/ and transformed_metadata/ written into `output_dir` (a PCollection
     of `output_dir` once written). `vocabulary`: the one-element PCollection of the Vocabulary; `fixed`: the
-    --labels list it holds, when given. tft writes into a scratch folder of the build's, listed in its record
+    --label_file list it holds, when given. tft writes into a scratch folder of the build's, listed in its record
     when the graph is made; its files are listed, then moved into place."""
 
     def __init__(self, vocabulary, output_dir: str, temp_dir: str, manifest: ManifestFormat,

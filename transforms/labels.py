@@ -1,6 +1,6 @@
 """The label vocabulary. Ids are 0..N-1 in alphabetical (code point) order of the label text of the
 training split, the convention of Keras' image_dataset_from_directory and torchvision's ImageFolder; with
-`--labels FILE` (a `FixedLabels`), 0..N-1 in the file's order, and a row with a label the file does not list is
+`--label_file FILE` (a `FixedLabels`), 0..N-1 in the file's order, and a row with a label the file does not list is
 an error row.
 
 The vocabulary is computed from manifest rows only (never image bytes). `AnalyzeLabels` writes `transform_fn/`,
@@ -31,7 +31,7 @@ class Vocabulary:
     """Label texts in id order, and which rows they were taken from: "train", or "all" when the inputs have
     no training rows at all (a test-only manifest still gets consistent ids). `image_counts[i]`: how many of
     those rows (images) carry label i; it picks the label that places a row with several (`stratum_id`).
-    `listed_in`: the --labels file the labels (and their order) come from; "" when taken from the rows."""
+    `listed_in`: the --label_file file the labels (and their order) come from; "" when taken from the rows."""
 
     labels: tuple[str, ...]
     taken_from: str
@@ -88,7 +88,7 @@ def _label_counts(batch: RowBatch, fixed: FixedLabels | None = None) -> Iterable
 
 class ComputeVocabulary(beam.PTransform):
     """RowBatches -> a one-element PCollection holding the Vocabulary. Memory: distinct labels only.
-    With `fixed` (--labels FILE), the Vocabulary holds its labels in its order, whatever the rows carry."""
+    With `fixed` (--label_file FILE), the Vocabulary holds its labels in its order, whatever the rows carry."""
 
     def __init__(self, fixed: FixedLabels | None = None):
         super().__init__()
@@ -132,7 +132,7 @@ class AttachLabelIdFn(beam.DoFn):
     @staticmethod
     def _unknown_label(row: ManifestRow, label: str, vocabulary: Vocabulary) -> ErrorRow:
         if vocabulary.listed_in:
-            return ErrorRow.for_row(row, STAGE, f"label {label!r} is not in --labels {vocabulary.listed_in}",
+            return ErrorRow.for_row(row, STAGE, f"label {label!r} is not in --label_file {vocabulary.listed_in}",
                                     "add it to the file, or correct the row's label")
         return ErrorRow.for_row(row, STAGE, f"label {label!r} does not appear in the training split",
                                 "label ids come from the training split; add training examples of it")

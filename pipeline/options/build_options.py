@@ -80,7 +80,7 @@ def output_folder(given: str) -> str:
 
 
 def label_list_path(given: str) -> str:
-    _check_scheme("--labels", given)
+    _check_scheme("--label_file", given)
     return absolute_path(given)
 
 
@@ -113,11 +113,11 @@ class BuildOptions:
     placement: PlacementSettings = nested(PlacementSettings)
     records: RecordSettings = nested(RecordSettings)
     checks: CheckSettings = nested(CheckSettings)
-    labels_file: str | None = option(None, Flag(
+    label_file: str | None = option(None, Flag(
         "a file listing the labels, one a line (UTF-8): ids are 0..N-1 in its order instead of the training "
         "split's labels in alphabetical order; a row with another label is an error row, a listed label no row "
-        "carries keeps its id", name="labels", group="inputs", metavar="FILE", parse=label_list_path,
-        recorded_if=lambda options: options.labels_file is not None, template=Template(
+        "carries keeps its id", group="inputs", metavar="FILE", parse=label_list_path,
+        recorded_if=lambda options: options.label_file is not None, template=Template(
             "Label list", "Cloud Storage file listing the labels, one a line: ids 0..N-1 in its order (default: "
             "the training split's labels in alphabetical order); rows with another label are error rows. "
             "Example: gs://my-bucket/lists/labels.txt", GCS_PATH)))

@@ -1,4 +1,4 @@
-"""`--labels FILE`: a fixed label list, read once by the launcher before Beam starts.
+"""`--label_file FILE`: a fixed label list, read once by the launcher before Beam starts.
 
 One label a line, UTF-8; surrounding whitespace is trimmed and blank lines are skipped. Ids are 0..N-1 in the
 file's order. Guarantee: `read_label_list` returns at least one label, each once, or raises a one-line
@@ -15,14 +15,14 @@ from shardsmith.errors import UsageError
 
 @dataclass(frozen=True)
 class FixedLabels:
-    """`--labels FILE`: the labels in id order, as the launcher read them from `path`."""
+    """`--label_file FILE`: the labels in id order, as the launcher read them from `path`."""
 
     labels: tuple[str, ...]
     path: str
 
 
 def parse_label_list(data: bytes, path: str) -> tuple[str, ...]:
-    """The labels of a --labels file's bytes, in order; UsageError for an undecodable line, a duplicate or no
+    """The labels of a --label_file file's bytes, in order; UsageError for an undecodable line, a duplicate or no
     label at all."""
     labels: list[str] = []
     first_line: dict[str, int] = {}
@@ -30,16 +30,16 @@ def parse_label_list(data: bytes, path: str) -> tuple[str, ...]:
         try:
             label = raw.decode("utf-8").strip()
         except UnicodeDecodeError:
-            raise UsageError(f"--labels {path} line {number}: not UTF-8 text") from None
+            raise UsageError(f"--label_file {path} line {number}: not UTF-8 text") from None
         if not label:
             continue
         if label in first_line:
-            raise UsageError(f"--labels {path} line {number}: label {label!r} is already on line "
+            raise UsageError(f"--label_file {path} line {number}: label {label!r} is already on line "
                              f"{first_line[label]}; each label may be listed once")
         first_line[label] = number
         labels.append(label)
     if not labels:
-        raise UsageError(f"--labels {path} lists no label: write one label a line")
+        raise UsageError(f"--label_file {path} lists no label: write one label a line")
     return tuple(labels)
 
 
@@ -49,10 +49,10 @@ def read_label_list(path: str) -> FixedLabels:
     try:
         data = storage.read_bytes(path)
     except OSError as e:
-        raise UsageError(f"--labels {path} cannot be read: {str(e).splitlines()[0] if str(e) else type(e).__name__}"
+        raise UsageError(f"--label_file {path} cannot be read: {str(e).splitlines()[0] if str(e) else type(e).__name__}"
                          ) from None
     if data is None:
-        raise UsageError(f"--labels {path} does not exist")
+        raise UsageError(f"--label_file {path} does not exist")
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]  # a byte order mark some editors write
     return FixedLabels(parse_label_list(data, path), path)
