@@ -91,7 +91,7 @@ def test_look_alike_user_files_in_a_build_folder_survive_retirement_and_later_bu
     assert len(_builds(out)) == 2, "the folder of user files is not counted as a build"
 
 
-def test_kill_while_tf_transform_writes_then_a_later_build_runs(label_sorted_set, tmp_path):
+def test_kill_while_transform_fn_is_written_then_a_later_build_runs(label_sorted_set, tmp_path):
     out = tmp_path / "out"
     process = subprocess.Popen([sys.executable, "-m", "pipeline", *_args(label_sorted_set.manifest, out)],
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=_env(),
@@ -99,19 +99,19 @@ def test_kill_while_tf_transform_writes_then_a_later_build_runs(label_sorted_set
     deadline = time.monotonic() + 240
     killed = False
     while process.poll() is None and time.monotonic() < deadline:
-        if any("transform_tmp" in folders for _, folders, _ in os.walk(out / BUILDS_DIR)):
+        if any("transform_fn" in folders for _, folders, _ in os.walk(out / BUILDS_DIR)):
             os.killpg(process.pid, signal.SIGKILL)  # the build and its helper processes, as a lost machine
             killed = True
             break
         time.sleep(0.002)
     process.wait(timeout=60)
-    assert killed, "tf.transform's scratch folder never appeared: " + process.stderr.read()[-2000:]
+    assert killed, "transform_fn/ never appeared: " + process.stderr.read()[-2000:]
+    assert not (out / "metadata.json").exists(), "killed before it published"
     (killed_build,) = _builds(out)
     rerun = _run(label_sorted_set.manifest, out)
     assert rerun.returncode == 0, rerun.stderr[-2000:]
     assert sorted(p.name for p in out.iterdir()) == [BUILDS_DIR, "metadata.json"]
-    assert killed_build not in _builds(out), "the killed build's folder, scratch included, was removed"
-    assert not list(out.rglob("transform_tmp"))
+    assert killed_build not in _builds(out), "the killed build's folder, transform_fn/ included, was removed"
     again = _run(label_sorted_set.manifest, out, "--overwrite")
     assert again.returncode == 0, again.stderr[-2000:]
 

@@ -91,12 +91,16 @@ def test_a_load_epoch_over_a_colour_profiled_png(profiled_build, verbose):
 
 @pytest.mark.parametrize("how", ["env", "flag"])
 def test_verbose_build_shows_tensorflow_lines(tmp_path, profiled_build, how):
-    """SHARDSMITH_VERBOSE=1 or --verbose."""
+    """SHARDSMITH_VERBOSE=1 or --verbose, on a build that imports TensorFlow: one with --feature, whose
+    statistics tensorflow-transform computes (a plain build imports no TensorFlow at all)."""
     out, _ = profiled_build
-    manifest = out.parent / "manifest.csv"
+    rows = (out.parent / "manifest.csv").read_text().splitlines()
+    manifest = tmp_path / "with_feature.csv"
+    manifest.write_text("\n".join(["split,image_uri,label,age", *(f"{row},{i + 1}" for i, row in enumerate(rows))]))
     flag = ["--verbose"] if how == "flag" else []
     done = subprocess.run([sys.executable, "-m", "pipeline", "build", "--manifest", str(manifest),
-                           "--output_dir", str(tmp_path / "out"), "--name", "quiet", *flag],
+                           "--output_dir", str(tmp_path / "out"), "--name", "quiet", "--feature", "age:float",
+                           *flag],
                           env=_env(how == "env"), cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert any("absl::InitializeLog" in line for line in _noise(done.stderr)), done.stderr

@@ -51,6 +51,18 @@ def test_a_written_transform_fn_maps_labels_exactly_as_tensorflow_transforms_own
     assert ours_mapped[0] == [*range(len(LABELS)), -1, -1, -1]
 
 
+def test_an_empty_vocabulary_is_written_as_tensorflow_transform_writes_one(tmp_path):
+    ours, theirs = tmp_path / "ours", tmp_path / "theirs"
+    ours.mkdir()
+    write_transform_fn((), str(ours))
+    tft_transform_fn_in_process((), str(theirs))
+    schema = "transformed_metadata/schema.pbtxt"
+    assert (ours / schema).read_bytes() == (theirs / schema).read_bytes()
+    assert len((ours / "transform_fn/assets/labels").read_text().splitlines()) == \
+        len((theirs / "transform_fn/assets/labels").read_text().splitlines()) == 1  # tft's is a random UUID
+    assert _mapped(ours, ["cat", ""])[0] == _mapped(theirs, ["cat", ""])[0] == [-1, -1]
+
+
 def test_two_vocabularies_loaded_in_one_process_keep_their_own_tables(tmp_path):
     first, second = tmp_path / "first", tmp_path / "second"
     first.mkdir()

@@ -32,6 +32,9 @@ MAX_LABELS = (1 << (7 * _SIZE_VARINT_BYTES)) - 1  # what a 4-byte varint holds
 # loaded in one process never share a table.
 TABLE_NAME_PLACEHOLDER = b"shardsmith_labels_" + b"0" * 64
 _PACKED_INT64_VAL_TAG = bytes([(10 << 3) | 2])  # TensorProto.int64_val, packed
+# An empty vocabulary (every row an error row) is written as tensorflow-transform writes one: a single
+# placeholder token (tft's is a random UUID), so that the lookup table is not empty and every label maps to -1.
+EMPTY_VOCABULARY_TOKEN = "shardsmith-empty-vocabulary-8f1c2a6e"
 
 
 def padded_varint(value: int, width: int = _SIZE_VARINT_BYTES) -> bytes:
@@ -85,6 +88,7 @@ def schema_text(num_labels: int) -> bytes:
 
 def transform_files(labels: Sequence[str]) -> dict[str, bytes]:
     """Every file of transform_fn/ and transformed_metadata/, by path relative to the build's folder."""
+    labels = tuple(labels) or (EMPTY_VOCABULARY_TOKEN,)
     transform_fn, transformed_metadata = TRANSFORM_DIRS
     files = {f"{transform_fn}/saved_model.pb": saved_model_bytes(labels),
              f"{transform_fn}/assets/{TRANSFORM_VOCAB_NAME}": vocabulary_bytes(labels),

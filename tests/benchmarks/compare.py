@@ -41,7 +41,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from corpora import KINDS, Corpus, corpus_of_manifest, describe, make_corpus, warm_page_cache
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # corpora.py lies beside this file, however it is run
+from corpora import KINDS, Corpus, corpus_of_manifest, describe, make_corpus, warm_page_cache  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 LOOP_COMMAND = "_loop"
