@@ -23,7 +23,7 @@ from transforms.group_boxes import GroupBoxRows
 from transforms.labels import AnalyzeLabels, AttachLabelIds, ComputeVocabulary
 from transforms.lookup_sizes import LookupSizes
 from transforms.near_duplicates import DropNearDuplicates, FindNearPairs, ReportNearDuplicates
-from transforms.place import MIB, PlaceRows, ShardSpec, assign_splits
+from transforms.place import PlaceRows, assign_splits
 from transforms.read_manifest import ReadManifest, Source
 from transforms.report import ReportConfig, WriteReport
 from transforms.write_shards import WriteShards
@@ -64,8 +64,7 @@ def build_graph(pipeline: beam.Pipeline, options: BuildOptions, sources: list[So
         stage_errors.append(near.errors)
     vocabulary = candidates | "ComputeVocabulary" >> ComputeVocabulary(fixed_labels)
     labelled = candidates | "AttachLabelIds" >> AttachLabelIds(vocabulary)
-    spec = ShardSpec(placement.num_shards, int(placement.target_shard_mb * MIB))
-    shard_groups, plan = labelled.rows | "PlaceRows" >> PlaceRows(placement.seed, spec)
+    shard_groups, plan = labelled.rows | "PlaceRows" >> PlaceRows(placement)
     written = shard_groups | "WriteShards" >> WriteShards(
         WriterConfig(output_dir=files_dir, name=options.name, records=records,
                      allowed_prefixes=manifest.allowed_prefixes, lock=lock),
@@ -82,7 +81,7 @@ def build_graph(pipeline: beam.Pipeline, options: BuildOptions, sources: list[So
     duplicates = written.digests | "SummarizeDuplicates" >> SummarizeDuplicates(num_placed)
     report_inputs = {}
     if checks.near_duplicates == "report":
-        near_found = written.signatures | "FindNearPairs" >> FindNearPairs(checks.near_duplicate_distance)
+        near_found = written.signatures | "FindNearPairs" >> FindNearPairs(checks)
     if near_found is not None:
         report_inputs["near_duplicates"] = near_found | "ReportNearDuplicates" >> ReportNearDuplicates(
             files_dir, checks, near_dropped)

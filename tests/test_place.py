@@ -17,6 +17,7 @@ from apache_beam.testing import test_pipeline
 from apache_beam.testing.util import assert_that
 
 from shardsmith.core.rows import ManifestRow
+from shardsmith.core.settings import PlacementSettings
 from transforms import place
 from transforms.place import (
     MIB,
@@ -137,7 +138,9 @@ def _place(rows: list[ManifestRow], seed: int, spec: ShardSpec, out: Path, batch
     out.mkdir(parents=True, exist_ok=True)
     batches = [rows[i:i + batch_size] for i in range(0, len(rows), batch_size)]
     with test_pipeline.TestPipeline(runner=FnApiRunner()) as p:
-        shards, plan = p | beam.Create(batches, reshuffle=False) | PlaceRows(seed, spec)
+        placement = PlacementSettings(seed=seed, num_shards=spec.fixed,
+                                      target_shard_mb=spec.target_shard_bytes / MIB)
+        shards, plan = p | beam.Create(batches, reshuffle=False) | PlaceRows(placement)
         listed = shards | beam.MapTuple(lambda key, dealt: (key, [p for part in dealt for p in part]))
         assert_that(listed, _dump_to(str(out / "shards.pkl")), label="Shards")
         assert_that(plan, _dump_to(str(out / "plan.pkl")), label="Plan")
@@ -252,7 +255,7 @@ def test_rank_groups_split_large_labels_without_changing_placement(tmp_path, mon
 def test_place_rows_shard_count_from_target_bytes(tmp_path):
     rows = _label_sorted_rows(COUNTS, size=lambda line: 500 + (line * 37) % 1000)
     rows[3] = dataclasses.replace(rows[3], size=-1)  # an unknown size counts as 0 bytes
-    target = 40_000
+    target = 40 * 1024  # bytes; as --target_shard_mb, exactly 40/1024 MiB
     expected = {}
     for split in ("train", "validation", "test"):
         total = sum(max(r.size, 0) for r in rows if r.split == split)

@@ -97,13 +97,13 @@ class NearPairs(NamedTuple):
 
 
 class FindNearPairs(beam.PTransform):
-    """HashedImages (one by one, or lists of them) -> every pair within `max_distance`, once (a collapsed
-    group's representative standing for its rows), the groups of identical signatures, and the buckets too big
-    to expand."""
+    """HashedImages (one by one, or lists of them) -> every pair within `checks.near_duplicate_distance`, once
+    (a collapsed group's representative standing for its rows), the groups of identical signatures, and the
+    buckets too big to expand."""
 
-    def __init__(self, max_distance: int, lists: bool = True, with_followers: bool = False):
+    def __init__(self, checks: CheckSettings, lists: bool = True, with_followers: bool = False):
         super().__init__()
-        self._max_distance = max_distance
+        self._max_distance = checks.near_duplicate_distance
         self._lists = lists
         self._with_followers = with_followers
 
@@ -288,13 +288,13 @@ class DropNearDuplicates(beam.PTransform):
         super().__init__()
         self._max_image_bytes = records.max_image_bytes
         self._allowed_prefixes = manifest.allowed_prefixes  # checked again where each image is opened
-        self._max_distance = checks.near_duplicate_distance
+        self._checks = checks
         self._max_pixels = records.max_pixels
 
     def expand(self, batches):
         hash_rows = PerceptualSignatureFn(self._max_image_bytes, self._max_pixels, self._allowed_prefixes)
         keyed = batches | "HashImages" >> beam.ParDo(hash_rows).with_outputs("hashes", main="rows")
-        found = keyed.hashes | "FindNearPairs" >> FindNearPairs(self._max_distance, lists=False, with_followers=True)
+        found = keyed.hashes | "FindNearPairs" >> FindNearPairs(self._checks, lists=False, with_followers=True)
         pair_decisions = found.pairs | "LeakedCopies" >> beam.FlatMap(_drop_decision)
         followers = (pair_decisions, found.followers) | "LeakedFollowers" >> FollowerDecisions()
         decisions = (pair_decisions, followers) | "AllDecisions" >> beam.Flatten()

@@ -100,6 +100,10 @@ class ShardSpec:
     target_shard_bytes: int = 128 * MIB
     max_records_per_shard: int = MAX_RECORDS_PER_SHARD  # only when the count comes from the target size
 
+    @classmethod
+    def of(cls, placement: PlacementSettings) -> ShardSpec:
+        return cls(placement.num_shards, int(placement.target_shard_mb * MIB))
+
     def num_shards(self, split: str, num_examples: int, num_bytes: int) -> int:
         counts = dict(self.fixed)
         wanted = counts.get(split, counts.get("*"))
@@ -190,10 +194,10 @@ class PlaceRows(beam.PTransform):
 
     Only manifest rows go through the GroupByKeys here; image bytes do not exist yet."""
 
-    def __init__(self, seed: int, spec: ShardSpec):
+    def __init__(self, placement: PlacementSettings):
         super().__init__()
-        self._seed = seed
-        self._spec = spec
+        self._seed = placement.seed
+        self._spec = ShardSpec.of(placement)
 
     def expand(self, batches):
         seed, spec = self._seed, self._spec

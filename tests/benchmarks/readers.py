@@ -3,6 +3,7 @@
     PYTHONPATH=. python tests/benchmarks/readers.py                         # the demo set, 40 images a label
     PYTHONPATH=. python tests/benchmarks/readers.py --per_label 2000 --random 10000
     PYTHONPATH=. python tests/benchmarks/readers.py --dataset out/flowers --no_tf
+    PYTHONPATH=. python tests/benchmarks/readers.py --manifest /tmp/shardsmith-bench/corpus-n20000/manifest.csv
 
 Builds the demo dataset (`shardsmith sample` + `shardsmith build`, timed) unless --dataset names a built one,
 then prints: index files' bytes as a share of the build's output and the time writing them costs (their records'
@@ -10,7 +11,8 @@ offsets computed and the files written atomically, as the writer does, against t
 `shardsmith.records` streamed and at random (`records[i]` for --random random i, CRCs checked, page cache
 warm); one epoch of `shardsmith.torch.StreamingShardDataset` through `DataLoader(num_workers=2)`, decoded and
 resized to --image_size; unless --no_tf, one epoch of `shardsmith.load()` (tf.data) doing the same; and, for
-the demo set it built, one epoch over the same image files one by one, as torchvision's ImageFolder reads them.
+the set it built (the demo set, or --manifest's), one epoch over the same image files one by one, as
+torchvision's ImageFolder reads them.
 """
 
 from __future__ import annotations
@@ -29,16 +31,18 @@ sys.path.insert(0, str(ROOT))
 from shardsmith.format.naming import ERRORS_FILE, INDEX_SUFFIX  # noqa: E402  (after the repo is on the path)
 
 
-def _build(folder: Path, per_label: int) -> tuple[Path, float]:
-    data, out = folder / "data", folder / "out"
+def _build(folder: Path, per_label: int, manifest: Path | None) -> tuple[Path, Path, float]:
+    """(manifest, output folder, build seconds): the demo set of `per_label` images a label, or `manifest`."""
+    out = folder / "out"
     run = [sys.executable, "-m", "pipeline.cli"]
-    subprocess.run([*run, "sample", str(data), "--per_label", str(per_label)], check=True, cwd=ROOT,
-                   stdout=subprocess.DEVNULL)
+    if manifest is None:
+        manifest = folder / "data" / "manifest.csv"
+        subprocess.run([*run, "sample", str(manifest.parent), "--per_label", str(per_label)], check=True, cwd=ROOT,
+                       stdout=subprocess.DEVNULL)
     started = time.perf_counter()
-    subprocess.run([*run, "build", "--manifest", str(data / "manifest.csv"), "--output_dir", str(out), "--name",
-                    "bench"], check=True, cwd=ROOT, stdout=subprocess.DEVNULL,
-                   stderr=subprocess.DEVNULL)
-    return out, time.perf_counter() - started
+    subprocess.run([*run, "build", "--manifest", str(manifest), "--output_dir", str(out), "--name", "bench"],
+                   check=True, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return manifest, out, time.perf_counter() - started
 
 
 def _index_cost(out: str) -> tuple[int, int, float]:
@@ -142,15 +146,17 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--dataset", default=None, help="a built dataset (default: build the demo set)")
     parser.add_argument("--per_label", type=int, default=40, help="demo images a label (3 labels)")
+    parser.add_argument("--manifest", type=Path, default=None,
+                        help="build this CSV manifest (split,image_uri,label; e.g. a compare.py corpus) instead")
     parser.add_argument("--random", type=int, default=2000, help="records[i] reads at random")
     parser.add_argument("--image_size", type=int, default=224)
     parser.add_argument("--no_tf", action="store_true", help="skip shardsmith.load()")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="shardsmith-readers-") as folder:
-        build_s = None
+        build_s = manifest = None
         out = args.dataset
         if out is None:
-            built, build_s = _build(Path(folder), args.per_label)
+            manifest, built, build_s = _build(Path(folder), args.per_label, args.manifest)
             out = str(built)
         index_bytes, output_bytes, index_s = _index_cost(out)
         streamed, at_random, count = _records_rates(out, args.random)
@@ -166,7 +172,7 @@ def main() -> int:
             print(f"shardsmith.load() (tf.data), decode + resize to {args.image_size}: "
                   f"{_tf_rate(out, args.image_size):.0f} images/s")
         if args.dataset is None:
-            rate = _image_files_rate(Path(folder) / "data" / "manifest.csv", out, args.image_size)
+            rate = _image_files_rate(manifest, out, args.image_size)
             print(f"the same image files one by one (ImageFolder's way), DataLoader(num_workers=2), decode + resize "
                   f"to {args.image_size}: {rate:.0f} images/s")
     return 0
