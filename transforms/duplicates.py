@@ -194,8 +194,9 @@ class DropDuplicates(beam.PTransform):
             | "GroupBySha256" >> beam.GroupByKey()
             | "KeepFirstCopy" >> beam.FlatMap(_keep_first).with_outputs(ERRORS, main="rows")
         )
-        rows = kept.rows | "Rebatch" >> beam.BatchElements(min_batch_size=ROWS_PER_BATCH,
-                                                           max_batch_size=ROWS_PER_BATCH)
+        rows = (kept.rows
+                | "Rebatch" >> beam.BatchElements(min_batch_size=ROWS_PER_BATCH, max_batch_size=ROWS_PER_BATCH)
+                | "AsRowBatches" >> beam.Map(RowBatch))
         return DistinctRows(rows, kept[ERRORS])
 
 

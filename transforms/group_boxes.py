@@ -13,7 +13,7 @@ import apache_beam as beam
 
 from shardsmith.core.annotations import merge_box_rows
 from shardsmith.core.manifest import ManifestFormat
-from shardsmith.core.rows import ROWS_PER_BATCH, ErrorRow, ManifestRow
+from shardsmith.core.rows import ROWS_PER_BATCH, ErrorRow, ManifestRow, RowBatch
 from transforms import ERRORS, StageOutputs
 from transforms.metrics import rejected
 
@@ -39,5 +39,7 @@ class GroupBoxRows(beam.PTransform):
             | "MergeLines" >> beam.FlatMap(lambda item: _merged(item[1], self._delimiter))
             .with_outputs(ERRORS, main="rows")
         )
-        rows = merged.rows | "BatchImages" >> beam.BatchElements(min_batch_size=1, max_batch_size=ROWS_PER_BATCH)
+        rows = (merged.rows
+                | "BatchImages" >> beam.BatchElements(min_batch_size=1, max_batch_size=ROWS_PER_BATCH)
+                | "AsRowBatches" >> beam.Map(RowBatch))
         return StageOutputs(rows, merged[ERRORS])

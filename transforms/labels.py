@@ -111,7 +111,7 @@ class AttachLabelIdFn(beam.DoFn):
 
     def process(self, batch: RowBatch, vocabulary: Vocabulary) -> Iterator:
         ids = self._ids(vocabulary)
-        labelled: RowBatch = []
+        labelled = RowBatch()
         for row in batch:
             if row.annotation is None or not row.annotation.labels:
                 label_id = ids.get(row.label)

@@ -36,7 +36,7 @@ class LookupSizesFn(ThreadPoolDoFn):
         uris = [row.resolved_uri for row in batch]
         remote = any(is_remote(u) for u in uris)
         lookups = list(self._pool.map(look_up, uris)) if remote else [look_up(u) for u in uris]
-        sized: RowBatch = []
+        sized = RowBatch()
         for row, lookup in zip(batch, lookups, strict=True):
             judged = self._judge(row, lookup)
             if isinstance(judged, ManifestRow):

@@ -303,6 +303,7 @@ class DropNearDuplicates(beam.PTransform):
             | "JoinDecisions" >> beam.CoGroupByKey()
             | "KeepOrDrop" >> beam.FlatMap(_keep_or_drop).with_outputs(ERRORS, main="rows")
         )
-        rows = decided.rows | "Rebatch" >> beam.BatchElements(min_batch_size=ROWS_PER_BATCH,
-                                                              max_batch_size=ROWS_PER_BATCH)
+        rows = (decided.rows
+                | "Rebatch" >> beam.BatchElements(min_batch_size=ROWS_PER_BATCH, max_batch_size=ROWS_PER_BATCH)
+                | "AsRowBatches" >> beam.Map(RowBatch))
         return NearDistinct(rows, decided[ERRORS], found)

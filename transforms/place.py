@@ -46,7 +46,7 @@ def keyed_hash(seed: int, purpose: bytes, *parts: str) -> int:
 
 
 def assign_splits(batch: RowBatch, placement: PlacementSettings) -> RowBatch:
-    return [assign_split(row, placement.split_ratios, placement.seed) for row in batch]
+    return RowBatch(assign_split(row, placement.split_ratios, placement.seed) for row in batch)
 
 
 def assign_split(row: ManifestRow, ratios: tuple[float, float, float], seed: int) -> ManifestRow:
@@ -162,10 +162,12 @@ class DealRowsFn(beam.DoFn):
         num_shards = plan.splits[split].num_shards
         first = plan.offsets[key]
         ranked = sorted((row for batch in batches for row in batch), key=lambda r: rank_key(r, self._seed))
-        dealt: dict[int, list[PlacedRow]] = {}
+        dealt: dict[int, RowBatch] = {}
         for rank, row in enumerate(ranked):
             shard = (first + rank) % num_shards
-            dealt.setdefault(shard, []).append(PlacedRow(row, shard, num_shards, order_key(row, self._seed)))
+            if shard not in dealt:
+                dealt[shard] = RowBatch()
+            dealt[shard].append(PlacedRow(row, shard, num_shards, order_key(row, self._seed)))
         for shard, placed in sorted(dealt.items()):
             yield (split, shard), placed
 
@@ -180,7 +182,10 @@ class KeyByRankGroupFn(beam.DoFn):
         groups: dict[tuple[str, int, int], RowBatch] = {}
         for row in batch:
             bits = label_bits[(row.split, row.label_id)]
-            groups.setdefault(group_key(row, self._seed, bits), []).append(row)
+            key = group_key(row, self._seed, bits)
+            if key not in groups:
+                groups[key] = RowBatch()
+            groups[key].append(row)
         yield from groups.items()
 
 

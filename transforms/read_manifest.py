@@ -36,7 +36,7 @@ class ReadSourceFn(beam.DoFn):
             raise WorkerUsageError(str(e)) from None
 
     def _batches(self, source: Source) -> Iterator:
-        batch: RowBatch = []
+        batch = RowBatch()
         for item in self._parser.parse(source):
             if not isinstance(item, ManifestRow):
                 count(ROWS_READ)  # a rejected line is a row read, as the accounting counts it
@@ -48,7 +48,7 @@ class ReadSourceFn(beam.DoFn):
                 count(ROWS_READ, len(batch))
                 progress_signal.add(progress_signal.ROWS_READ, len(batch))
                 yield batch
-                batch = []
+                batch = RowBatch()
         if batch:
             count(ROWS_READ, len(batch))
             progress_signal.add(progress_signal.ROWS_READ, len(batch))

