@@ -242,6 +242,7 @@ def _fmt(value, spec: str, missing: str = "n/a") -> str:
 DEFAULT_MODES = ("header-mem", "decode-mem")  # what `shardsmith build` runs without runner flags
 MIN_WHOLE_RUN_VS_B0 = 1.0
 MIN_MARGINAL_VS_B0 = 2.0
+MAX_CPU_PER_IMAGE_VS_B0 = 1.2  # issue 30: the same unavoidable work as the loop, on any number of cores
 MAX_DECODE_CPU_VS_B1 = 0.5
 MAX_TREE_RSS_MB = 1500
 MAX_RSS_GROWTH = 0.10
@@ -267,6 +268,17 @@ def targets(summary: dict[str, dict]) -> list[dict]:
         MIN_WHOLE_RUN_VS_B0, None if ratio is None else ratio >= MIN_WHOLE_RUN_VS_B0,
         f"{_fmt(whole.get('header-mem'), '.0f')} vs {_fmt(whole.get('b0'), '.0f')} images/s = {_fmt(ratio, '.2f')}x "
         f"({_fmt(header.get('full', {}).get('wall_s'), '.1f')} s vs {_fmt(b0.get('full', {}).get('wall_s'), '.1f')} s)")
+    quarter = {name: row["quarter"]["images"] / row["quarter"]["wall_s"] for name, row in summary.items()}
+    ratio = ratio_of(quarter.get("header-mem"), quarter.get("b0"))
+    add(f"whole run at N/4, --validate header >= {MIN_WHOLE_RUN_VS_B0}x B0's", "header-mem", ratio,
+        MIN_WHOLE_RUN_VS_B0, None if ratio is None else ratio >= MIN_WHOLE_RUN_VS_B0,
+        f"{_fmt(quarter.get('header-mem'), '.0f')} vs {_fmt(quarter.get('b0'), '.0f')} images/s = "
+        f"{_fmt(ratio, '.2f')}x")
+    value, theirs = header.get("cpu_us_per_extra_image"), b0.get("cpu_us_per_extra_image")
+    ratio = ratio_of(value, theirs)
+    add(f"CPU per extra image, --validate header <= {MAX_CPU_PER_IMAGE_VS_B0}x B0's", "header-mem", ratio,
+        MAX_CPU_PER_IMAGE_VS_B0, None if ratio is None else ratio <= MAX_CPU_PER_IMAGE_VS_B0,
+        f"{_fmt(value, '.0f')} vs {_fmt(theirs, '.0f')} us = {_fmt(ratio, '.2f')}x")
     value, theirs = header.get("marginal_images_per_s"), b0.get("marginal_images_per_s")
     ratio = ratio_of(value, theirs)
     add(f"marginal rate, --validate header >= {MIN_MARGINAL_VS_B0}x B0's", "header-mem", ratio, MIN_MARGINAL_VS_B0,
