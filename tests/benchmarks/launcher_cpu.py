@@ -1,0 +1,72 @@
+"""Where a local build's CPU goes: the launcher (Beam's runner and every stage on rows) against its shard writer
+processes (reading, checking, encoding and writing images). Not run by CI.
+
+    python tests/benchmarks/launcher_cpu.py \
+        --small /tmp/shardsmith-bench/corpus-photos-n20000/manifest-quarter.csv \
+        --large /tmp/shardsmith-bench/corpus-photos-n20000/manifest.csv --repeats 2
+
+Each build runs in a fresh process (`pipeline.cli.main`, in-process so that its own CPU is the launcher's; the
+writers are its children), alternating small and large manifests. Per extra row: (CPU at large - CPU at small) /
+(rows at large - rows at small), for the launcher and for the writers, medians over the repeats.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+PROBE = """
+import resource, sys
+from pipeline.cli import main
+code = main(["build", "--manifest", sys.argv[1], "--output_dir", sys.argv[2], "--name", "bench", "--overwrite",
+             "--validate", sys.argv[3]])
+own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+print(own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime)
+sys.exit(code)
+"""
+
+
+def _rows(manifest: Path) -> int:
+    with manifest.open() as f:
+        return sum(1 for line in f if line.strip()) - 1  # the header
+
+
+def _cpu(manifest: Path, validate: str) -> tuple[float, float]:
+    with tempfile.TemporaryDirectory(prefix="shardsmith-launcher-cpu-") as out:
+        done = subprocess.run([sys.executable, "-c", PROBE, str(manifest), out, validate], cwd=REPO,
+                              capture_output=True, text=True, check=True,
+                              env={**os.environ, "PYTHONPATH": str(REPO)})
+    launcher, writers = (float(x) for x in done.stdout.split()[-2:])
+    return launcher, writers
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--small", type=Path, required=True, help="a CSV manifest (header split,image_uri,label)")
+    parser.add_argument("--large", type=Path, required=True, help="the same kind of manifest, with more rows")
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--validate", choices=("header", "decode"), default="header")
+    args = parser.parse_args()
+    extra = _rows(args.large) - _rows(args.small)
+    launcher_us, writers_us = [], []
+    for repeat in range(args.repeats):
+        order = (args.small, args.large) if repeat % 2 == 0 else (args.large, args.small)
+        cpu = {manifest: _cpu(manifest, args.validate) for manifest in order}
+        (small_launcher, small_writers), (large_launcher, large_writers) = cpu[args.small], cpu[args.large]
+        launcher_us.append(1e6 * (large_launcher - small_launcher) / extra)
+        writers_us.append(1e6 * (large_writers - small_writers) / extra)
+        print(f"repeat {repeat + 1}: launcher {small_launcher:.1f} -> {large_launcher:.1f} s, writers "
+              f"{small_writers:.1f} -> {large_writers:.1f} s of CPU", flush=True)
+    print(f"CPU per extra row ({extra} rows, median of {args.repeats}): launcher "
+          f"{statistics.median(launcher_us):.0f} us, writer processes {statistics.median(writers_us):.0f} us")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
