@@ -257,38 +257,33 @@ def targets(summary: dict[str, dict]) -> list[dict]:
         results.append({"target": target, "mode": mode, "value": value, "limit": limit,
                         "passed": passed, "detail": detail})
 
-    def ratio_of(ours, theirs):
-        return ours / theirs if ours and theirs else None
+    def versus(target: str, mode: str, ours, theirs, limit: float, at_least: bool, unit: str,
+               extra: str = "") -> None:
+        """A target on ours / theirs: at least `limit` (rates) or at most `limit` (costs)."""
+        ratio = ours / theirs if ours and theirs else None
+        passed = None if ratio is None else (ratio >= limit if at_least else ratio <= limit)
+        add(target, mode, ratio, limit, passed,
+            f"{_fmt(ours, '.0f')} vs {_fmt(theirs, '.0f')} {unit} = {_fmt(ratio, '.2f')}x{extra}")
 
     b0, b1 = summary.get("b0", {}), summary.get("b1", {})
     header = summary.get("header-mem", {})
     whole = {name: row["full"]["images"] / row["full"]["wall_s"] for name, row in summary.items()}
-    ratio = ratio_of(whole.get("header-mem"), whole.get("b0"))
-    add(f"whole run, --validate header >= {MIN_WHOLE_RUN_VS_B0}x B0's images/s", "header-mem", ratio,
-        MIN_WHOLE_RUN_VS_B0, None if ratio is None else ratio >= MIN_WHOLE_RUN_VS_B0,
-        f"{_fmt(whole.get('header-mem'), '.0f')} vs {_fmt(whole.get('b0'), '.0f')} images/s = {_fmt(ratio, '.2f')}x "
-        f"({_fmt(header.get('full', {}).get('wall_s'), '.1f')} s vs {_fmt(b0.get('full', {}).get('wall_s'), '.1f')} s)")
     quarter = {name: row["quarter"]["images"] / row["quarter"]["wall_s"] for name, row in summary.items()}
-    ratio = ratio_of(quarter.get("header-mem"), quarter.get("b0"))
-    add(f"whole run at N/4, --validate header >= {MIN_WHOLE_RUN_VS_B0}x B0's", "header-mem", ratio,
-        MIN_WHOLE_RUN_VS_B0, None if ratio is None else ratio >= MIN_WHOLE_RUN_VS_B0,
-        f"{_fmt(quarter.get('header-mem'), '.0f')} vs {_fmt(quarter.get('b0'), '.0f')} images/s = "
-        f"{_fmt(ratio, '.2f')}x")
-    value, theirs = header.get("cpu_us_per_extra_image"), b0.get("cpu_us_per_extra_image")
-    ratio = ratio_of(value, theirs)
-    add(f"CPU per extra image, --validate header <= {MAX_CPU_PER_IMAGE_VS_B0}x B0's", "header-mem", ratio,
-        MAX_CPU_PER_IMAGE_VS_B0, None if ratio is None else ratio <= MAX_CPU_PER_IMAGE_VS_B0,
-        f"{_fmt(value, '.0f')} vs {_fmt(theirs, '.0f')} us = {_fmt(ratio, '.2f')}x")
-    value, theirs = header.get("marginal_images_per_s"), b0.get("marginal_images_per_s")
-    ratio = ratio_of(value, theirs)
-    add(f"marginal rate, --validate header >= {MIN_MARGINAL_VS_B0}x B0's", "header-mem", ratio, MIN_MARGINAL_VS_B0,
-        None if ratio is None else ratio >= MIN_MARGINAL_VS_B0,
-        f"{_fmt(value, '.0f')} vs {_fmt(theirs, '.0f')} images/s = {_fmt(ratio, '.2f')}x")
-    value, theirs = summary.get("decode-mem", {}).get("cpu_us_per_extra_image"), b1.get("cpu_us_per_extra_image")
-    ratio = ratio_of(value, theirs)
-    add(f"--validate decode CPU per image <= {MAX_DECODE_CPU_VS_B1}x B1's", "decode-mem", ratio,
-        MAX_DECODE_CPU_VS_B1, None if ratio is None else ratio <= MAX_DECODE_CPU_VS_B1,
-        f"{_fmt(value, '.0f')} vs {_fmt(theirs, '.0f')} us = {_fmt(ratio, '.2f')}x")
+    versus(f"whole run, --validate header >= {MIN_WHOLE_RUN_VS_B0}x B0's images/s", "header-mem",
+           whole.get("header-mem"), whole.get("b0"), MIN_WHOLE_RUN_VS_B0, True, "images/s",
+           f" ({_fmt(header.get('full', {}).get('wall_s'), '.1f')} s vs "
+           f"{_fmt(b0.get('full', {}).get('wall_s'), '.1f')} s)")
+    versus(f"whole run at N/4, --validate header >= {MIN_WHOLE_RUN_VS_B0}x B0's", "header-mem",
+           quarter.get("header-mem"), quarter.get("b0"), MIN_WHOLE_RUN_VS_B0, True, "images/s")
+    versus(f"CPU per extra image, --validate header <= {MAX_CPU_PER_IMAGE_VS_B0}x B0's", "header-mem",
+           header.get("cpu_us_per_extra_image"), b0.get("cpu_us_per_extra_image"), MAX_CPU_PER_IMAGE_VS_B0,
+           False, "us")
+    versus(f"marginal rate, --validate header >= {MIN_MARGINAL_VS_B0}x B0's", "header-mem",
+           header.get("marginal_images_per_s"), b0.get("marginal_images_per_s"), MIN_MARGINAL_VS_B0, True,
+           "images/s")
+    versus(f"--validate decode CPU per image <= {MAX_DECODE_CPU_VS_B1}x B1's", "decode-mem",
+           summary.get("decode-mem", {}).get("cpu_us_per_extra_image"), b1.get("cpu_us_per_extra_image"),
+           MAX_DECODE_CPU_VS_B1, False, "us")
     present = [m for m in DEFAULT_MODES if m in summary]
     peaks = [(summary[m]["full"]["peak_tree_rss_mb"], m) for m in present]
     value, mode = max(peaks) if peaks else (None, None)
