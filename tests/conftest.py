@@ -256,6 +256,21 @@ def tf():
     return tensorflow
 
 
+def imports_without(statements: str, *modules: str) -> None:
+    """Runs `statements` in a fresh interpreter and asserts none of `modules` got imported by them."""
+    code = (f"import sys\n{statements}\nloaded = {{{', '.join(map(repr, modules))}}} & set(sys.modules)\n"
+            "assert not loaded, loaded\nprint('ok')")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                            cwd=Path(__file__).parent.parent)
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr
+
+
+@pytest.fixture
+def assert_imports_without():
+    """imports_without(statements, *modules): the statements, run fresh, import none of the modules."""
+    return imports_without
+
+
 @pytest.fixture(autouse=True)
 def _quiet_tensorflow():
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
