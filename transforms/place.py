@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import math
+from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
@@ -162,11 +163,9 @@ class DealRowsFn(beam.DoFn):
         num_shards = plan.splits[split].num_shards
         first = plan.offsets[key]
         ranked = sorted((row for batch in batches for row in batch), key=lambda r: rank_key(r, self._seed))
-        dealt: dict[int, RowBatch] = {}
+        dealt: defaultdict[int, RowBatch] = defaultdict(RowBatch)
         for rank, row in enumerate(ranked):
             shard = (first + rank) % num_shards
-            if shard not in dealt:
-                dealt[shard] = RowBatch()
             dealt[shard].append(PlacedRow(row, shard, num_shards, order_key(row, self._seed)))
         for shard, placed in sorted(dealt.items()):
             yield (split, shard), placed
@@ -179,13 +178,10 @@ class KeyByRankGroupFn(beam.DoFn):
         self._seed = seed
 
     def process(self, batch: RowBatch, label_bits: dict[tuple[str, int], int]) -> Iterator:
-        groups: dict[tuple[str, int, int], RowBatch] = {}
+        groups: defaultdict[tuple[str, int, int], RowBatch] = defaultdict(RowBatch)
         for row in batch:
             bits = label_bits[(row.split, row.label_id)]
-            key = group_key(row, self._seed, bits)
-            if key not in groups:
-                groups[key] = RowBatch()
-            groups[key].append(row)
+            groups[group_key(row, self._seed, bits)].append(row)
         yield from groups.items()
 
 
