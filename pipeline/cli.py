@@ -194,6 +194,7 @@ def _fixed_labels(path: str | None):
 def _run_build(options, sources, beam_args: list[str], fixed_labels=None) -> Metadata | None:
     from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
+    from pipeline.checks.incremental import carried_labels
     from pipeline.checks.preflight import prepare_output_dir
     from pipeline.graph import build_graph
     from pipeline.running.runner import is_local, make_pipeline, writer_processes
@@ -203,13 +204,14 @@ def _run_build(options, sources, beam_args: list[str], fixed_labels=None) -> Met
     processes = writer_processes(beam_options, options.writer_processes)
     _configure_logging(local)
     started = time.monotonic() if _command_started is None else _command_started
-    lock = prepare_output_dir(options, sources)
+    lock, carried = prepare_output_dir(options, sources)
+    fixed_labels = carried_labels(carried) or fixed_labels
     lock.start_heartbeat()
     temp_dir, made_temp = _temp_dir_for(options.temp_dir, beam_options)
     waits = not beam_options.view_as(StandardOptions).no_wait_until_finish
     try:
         with _progress_shown(local), make_pipeline(beam_options) as pipeline:
-            build_graph(pipeline, options, sources, temp_dir, lock.build_id, processes, fixed_labels)
+            build_graph(pipeline, options, sources, temp_dir, lock.build_id, processes, fixed_labels, carried)
         result = pipeline.result  # set by the with-block's run(); holds the run's metrics, not the graph
         del pipeline  # its graph becomes garbage now, for main()'s collection
     except BaseException:

@@ -1,9 +1,11 @@
 """The build graph, stage by stage, in the order a row travels:
 
-  ReadManifest -> [GroupBoxRows] -> AssignSplits -> LookupSizes -> [DropDuplicates] -> ComputeVocabulary/AttachLabelIds
-  -> [DropNearDuplicates] -> PlaceRows -> WriteShards -> Report (errors.jsonl, labels.txt, metadata.json), with
+  ReadManifest -> [GroupBoxRows] -> AssignSplits -> [SplitCarriedRows] -> LookupSizes -> [DropDuplicates]
+  -> ComputeVocabulary/AttachLabelIds -> [DropNearDuplicates] -> PlaceRows -> WriteShards -> Report
+  (errors.jsonl, labels.txt, metadata.json), with
   AnalyzeLabels (tf.transform; AnalyzeRows with --feature), SummarizeDuplicates (hashes from the writer) and,
-  with --near_duplicates, FindNearPairs/ReportNearDuplicates (near_duplicates.jsonl) beside it.
+  with --near_duplicates, FindNearPairs/ReportNearDuplicates (near_duplicates.jsonl) beside it, and with
+  --incremental, RewriteShards (the published version's shards that hold removed rows).
   Every stage's rejects leave through its tagged `errors` output and meet in the report.
 """
 
@@ -14,9 +16,11 @@ import apache_beam as beam
 from pipeline.options.build_options import BuildOptions
 from shardsmith.core import progress_signal
 from shardsmith.core.build_lock import LockGuard
+from shardsmith.core.carry_over import CarriedVersion
 from shardsmith.core.label_list import FixedLabels
 from shardsmith.core.shard_file import WriterConfig
 from shardsmith.format.build_folder import build_dir
+from transforms.carry_over import RewriteShards, SplitCarriedRows, gated
 from transforms.duplicates import DropDuplicates, SummarizeDuplicates
 from transforms.feature_stats import AnalyzeRows
 from transforms.group_boxes import GroupBoxRows
@@ -30,12 +34,15 @@ from transforms.write_shards import WriteShards
 
 
 def build_graph(pipeline: beam.Pipeline, options: BuildOptions, sources: list[Source], temp_dir: str,
-                build_id: str, writer_processes: int = 0, fixed_labels: FixedLabels | None = None):
+                build_id: str, writer_processes: int = 0, fixed_labels: FixedLabels | None = None,
+                carried: CarriedVersion | None = None):
     """Adds the whole build to `pipeline`; returns the PCollection holding the metadata dict.
     Every file goes into the build's own folder (`builds/<build_id>`, started by pipeline/checks/preflight.py); the
     report publishes it last. `writer_processes` > 0 hands shards to that many local writer processes
     (pipeline/running/runner.py says when). `temp_dir` is tf.transform's scratch folder (--feature only).
-    `fixed_labels`: --label_file FILE's list, as the launcher read it."""
+    `fixed_labels`: --label_file FILE's list, as the launcher read it. `carried`: with --incremental, the
+    published version the build adds to (pipeline/checks/incremental.py): only rows it does not hold go on past
+    SplitCarriedRows, and its shards that hold removed rows are rewritten."""
     manifest, placement, records, checks = options.manifest, options.placement, options.records, options.checks
     files_dir = build_dir(options.output_dir, build_id)
     lock = LockGuard(options.output_dir, build_id)  # checked before each write into files_dir
@@ -50,6 +57,10 @@ def build_graph(pipeline: beam.Pipeline, options: BuildOptions, sources: list[So
         images, box_errors = read_rows | "GroupBoxRows" >> GroupBoxRows(manifest)
         stage_errors.append(box_errors)
     rows = images | "AssignSplits" >> beam.Map(assign_splits, placement)
+    changes = None
+    if carried is not None and not carried.is_first:
+        changes = rows | "SplitCarriedRows" >> SplitCarriedRows(options.output_dir, carried)
+        rows = changes["rows"]
     sized = rows | "LookupSizes" >> LookupSizes(records)
     candidates = sized.rows
     stage_errors.append(sized.errors)
@@ -63,13 +74,14 @@ def build_graph(pipeline: beam.Pipeline, options: BuildOptions, sources: list[So
         candidates, near_found, near_dropped = near.rows, near.found, near.errors
         stage_errors.append(near.errors)
     vocabulary = candidates | "ComputeVocabulary" >> ComputeVocabulary(fixed_labels)
+    if changes is not None:  # nothing is written before the removals passed --max_removed_fraction
+        vocabulary = gated(vocabulary, changes["removed_lines"], "AfterRemovalCheck")
     labelled = candidates | "AttachLabelIds" >> AttachLabelIds(vocabulary)
     shard_groups, plan = labelled.rows | "PlaceRows" >> PlaceRows(placement)
-    written = shard_groups | "WriteShards" >> WriteShards(
-        WriterConfig(output_dir=files_dir, name=options.name, records=records,
-                     allowed_prefixes=manifest.allowed_prefixes, lock=lock),
-        writer_processes,
-    )
+    writer = WriterConfig(output_dir=files_dir, name=options.name, records=records,
+                          allowed_prefixes=manifest.allowed_prefixes, lock=lock, list_rows=carried is not None,
+                          generation=carried.generation if carried is not None else 1)
+    written = shard_groups | "WriteShards" >> WriteShards(writer, writer_processes)
     if manifest.features:
         transform_written = labelled.rows | "AnalyzeRows" >> AnalyzeRows(vocabulary, files_dir, temp_dir, manifest,
                                                                           lock, fixed_labels)
@@ -89,10 +101,15 @@ def build_graph(pipeline: beam.Pipeline, options: BuildOptions, sources: list[So
         read_rows | "RowsPerBatch" >> beam.Map(len),
         manifest_errors | "OnePerManifestError" >> beam.Map(lambda _: 1),
     ) | "AllInputRows" >> beam.Flatten()
+    if changes is not None:
+        rewritten = (changes["removed"], changes["removed_lines"]) | "RewriteShards" >> RewriteShards(
+            writer, options.output_dir, carried)
+        report_inputs |= {"carried_lines": changes["carried_lines"], "removed_lines": changes["removed_lines"],
+                          "rewritten": rewritten}
     report = ReportConfig(
         output_dir=options.output_dir, build_id=build_id, name=options.name, seed=placement.seed,
         checks=checks, records=records, task=manifest.task, features=manifest.features,
-        recorded_options=options.recorded(), keep_builds=options.keep_builds,
+        recorded_options=options.recorded(), keep_builds=options.keep_builds, carried=carried,
     )
     return {
         "shards": written.shards,

@@ -69,13 +69,16 @@ def _fixed_vocabulary(counts: list[tuple[tuple[bool, str], int]], train: dict[st
         taken_from, counted = "all", Counter()
         for (_, label), n in counts:
             counted[label] += n
-    return Vocabulary(fixed.labels, taken_from, tuple(counted[label] for label in fixed.labels), fixed.path)
+    labels = fixed.labels
+    if fixed.extendable:  # an --incremental build: labels first seen now follow, in alphabetical order
+        labels += tuple(sorted(set(counted) - set(labels)))
+    return Vocabulary(labels, taken_from, tuple(counted[label] for label in labels), fixed.path)
 
 
 def _label_counts(batch: RowBatch, fixed: FixedLabels | None = None) -> Iterable[tuple[tuple[bool, str], int]]:
     """((is a training row, label), rows) of a batch; with `fixed`, of its rows whose labels it all lists (the
     others become error rows, so they count for nothing)."""
-    listed = frozenset(fixed.labels) if fixed is not None else None
+    listed = frozenset(fixed.labels) if fixed is not None and not fixed.extendable else None
     counts: Counter[tuple[bool, str]] = Counter()
     for row in batch:
         if listed is not None and not listed.issuperset(labels_of(row)):

@@ -12,6 +12,10 @@ values match metadata.json once a build is published (docs/metrics.md); a local 
   errors_<stage>            manifest lines rejected by a stage (ErrorRow.stage: manifest, lookup, duplicate, label,
                             load), one per line as errors.jsonl lists them
   image_bytes               distribution: the source bytes of each written image (count: num_examples)
+  images_read               images read by the shard writers: records written plus images rejected as read
+  rows_carried, rows_new,   --incremental (SplitCarriedRows): manifest lines the published version holds (their
+  rows_removed              images are not read), lines it does not hold, and lines of its records the manifest
+                            no longer lists; metadata.json's incremental entry
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ from transforms import ERRORS
 NAMESPACE = "shardsmith"
 ROWS_READ = "rows_read"
 IMAGE_BYTES = "image_bytes"
+IMAGES_READ = "images_read"
+ROWS_CARRIED, ROWS_NEW, ROWS_REMOVED = "rows_carried", "rows_new", "rows_removed"
 RECORDS_WRITTEN = "records_written_"  # + split
 BYTES_WRITTEN = "bytes_written_"  # + split
 ERRORS_OF = "errors_"  # + stage
@@ -56,8 +62,10 @@ def rejected(error: ErrorRow) -> beam.pvalue.TaggedOutput:
     return beam.pvalue.TaggedOutput(ERRORS, error)
 
 
-def count_written(result: ShardResult, image_sizes: Iterable[int]) -> None:
-    """One finished shard: its records and bytes under its split, and each written image's source size."""
+def count_written(result: ShardResult, image_sizes: Iterable[int], num_rejected: int = 0) -> None:
+    """One finished shard: its records and bytes under its split, each written image's source size, and the
+    images read for it (its records and the `num_rejected` images rejected as read)."""
+    count(IMAGES_READ, result.num_examples + num_rejected)
     count(records_written(result.split), result.num_examples)
     count(bytes_written(result.split), result.num_bytes)
     distribution = Metrics.distribution(NAMESPACE, IMAGE_BYTES)

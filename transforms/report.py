@@ -24,6 +24,7 @@ import apache_beam as beam
 
 from shardsmith.core import fault_injection
 from shardsmith.core.build_lock import LockGuard, release_lock
+from shardsmith.core.carry_over import CarriedVersion, merged_version
 from shardsmith.core.rows import ShardResult
 from shardsmith.core.settings import CheckSettings, RecordSettings
 from shardsmith.format.build_folder import (
@@ -70,6 +71,7 @@ class ReportConfig:
     features: tuple[tuple[str, str], ...] = ()  # (column, --feature type)
     recorded_options: dict = field(default_factory=dict)  # shardsmith's own options, written as they are
     keep_builds: int = DEFAULT_KEEP_BUILDS
+    carried: CarriedVersion | None = None  # --incremental: the version this build adds to
 
     @property
     def files_dir(self) -> str:
@@ -134,12 +136,17 @@ def build_metadata(
 
 def check_and_write_metadata(
     _, config: ReportConfig, shards, plan, vocabulary, errors, num_input_rows, duplicates, _transform_written,
-    _errors_written=(), near_duplicates: NearDuplicatesEntry | None = None,
+    _errors_written=(), near_duplicates: NearDuplicatesEntry | None = None, carried_lines: int = 0,
+    removed_lines: int = 0, rewritten=(),
 ) -> Metadata:
     """Checks the accounting, the error budget and (with --on_duplicate error) duplicates; writes labels.txt,
-    removes leftover temporary files, and writes metadata.json last."""
+    removes leftover temporary files, and writes metadata.json last. With --incremental, the version holds the
+    carried shards too (`carried_lines`: the manifest lines their records stand for; `rewritten`: (carried shard
+    index, ShardResult) of those rewritten without removed rows), and the error budget counts the new rows."""
     shards = list(shards)
     metadata = build_metadata(config, shards, plan, vocabulary, errors, num_input_rows, duplicates, near_duplicates)
+    if config.carried is not None:
+        metadata = merged_version(metadata, config.carried, dict(rewritten), carried_lines, removed_lines)
     accounted = metadata.num_example_rows + errors.num_errors
     if accounted != num_input_rows:
         raise DatasetCheckFailed(
@@ -149,10 +156,12 @@ def check_and_write_metadata(
     if num_input_rows == 0:
         raise DatasetCheckFailed("the inputs hold no data rows")
     num_failed = errors.num_errors - errors.num_dropped_duplicates
-    fraction = num_failed / num_input_rows
+    num_new_rows = num_input_rows - carried_lines  # every row but the carried ones was read this time
+    fraction = num_failed / num_new_rows if num_new_rows else 0.0
     if fraction > config.checks.max_error_fraction:
+        what = "new rows" if carried_lines else "rows"
         raise DatasetCheckFailed(
-            f"{num_failed} of {num_input_rows} rows ({fraction:.1%}) failed, more than "
+            f"{num_failed} of {num_new_rows} {what} ({fraction:.1%}) failed, more than "
             f"--max_error_fraction={config.checks.max_error_fraction}: {errors.explanation}; "
             f"see {join(config.files_dir, ERRORS_FILE)}"
         )
@@ -213,5 +222,7 @@ class WriteReport(beam.PTransform):
                 beam.pvalue.AsList(inputs["transform_written"]),
                 beam.pvalue.AsList(errors["written"]),
                 **({"near_duplicates": side(inputs["near_duplicates"])} if "near_duplicates" in inputs else {}),
+                **({"carried_lines": side(inputs["carried_lines"]), "removed_lines": side(inputs["removed_lines"]),
+                    "rewritten": beam.pvalue.AsList(inputs["rewritten"])} if "carried_lines" in inputs else {}),
             )
         )

@@ -97,7 +97,7 @@ def _outputs(outcome: ShardOutcome):
     result = outcome.result
     _LOG.info("wrote %s shard %d of %d: %d records, %.1f MB, %d rejected", result.split, result.shard + 1,
               result.num_shards, result.num_examples, result.num_bytes / 1e6, len(outcome.errors))
-    count_written(result, outcome.image_sizes)
+    count_written(result, outcome.image_sizes, len(outcome.errors))
     for error in outcome.errors:
         yield rejected(error)
     if outcome.digests:

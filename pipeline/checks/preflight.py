@@ -12,8 +12,10 @@ import contextlib
 import logging
 import os
 
+from pipeline.checks.incremental import carried_version
 from pipeline.options.build_options import BuildOptions
 from shardsmith.core.build_lock import BuildLock, LockHeld, acquire_lock
+from shardsmith.core.carry_over import CarriedVersion
 from shardsmith.core.manifest import Source, input_problem
 from shardsmith.errors import UsageError
 from shardsmith.format.build_folder import (
@@ -82,11 +84,12 @@ def check_inputs(options: BuildOptions, sources: list[Source]) -> None:
                              "that holds no inputs")
 
 
-def prepare_output_dir(options: BuildOptions, sources: list[Source]) -> BuildLock:
+def prepare_output_dir(options: BuildOptions, sources: list[Source]) -> tuple[BuildLock, CarriedVersion | None]:
     """Checks the inputs (check_inputs) and the output folder, takes its lock and starts a new build in it;
-    returns the held lock (its `build_id` names the build). Nothing is written into a folder holding files
-    shardsmith did not write, and only unfinished builds of earlier runs (named by their build records) are
-    removed."""
+    returns the held lock (its `build_id` names the build) and, with --incremental, the published version the
+    build adds to, read under the lock (pipeline/checks/incremental.py). Nothing is written into a folder
+    holding files shardsmith did not write or a version the build cannot add to, and only unfinished builds of
+    earlier runs (named by their build records) are removed."""
     out = options.output_dir
     check_inputs(options, sources)
     state = scan(out)
@@ -104,9 +107,10 @@ def prepare_output_dir(options: BuildOptions, sources: list[Source]) -> BuildLoc
         state = scan(out)  # again, now that no other build can change it
         if state.foreign:
             raise UsageError(_refusal(out, state.foreign))
-        if state.published is not None and not options.overwrite:
+        if state.published is not None and not (options.overwrite or options.incremental):
             raise UsageError(f"{out} already holds a shardsmith dataset (build {published_build_id(state)}); "
-                             "pass --overwrite to publish a new build in its place")
+                             "pass --overwrite to publish a new build in its place, or --incremental to add to it")
+        carried = carried_version(options)
         removed = retire_builds(out)
         if removed:
             _LOG.info("removed %d unfinished build(s) of earlier runs in %s: %s", len(removed), out,
@@ -118,4 +122,4 @@ def prepare_output_dir(options: BuildOptions, sources: list[Source]) -> BuildLoc
     except BaseException:
         lock.release()
         raise
-    return lock
+    return lock, carried

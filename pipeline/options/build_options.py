@@ -27,6 +27,7 @@ from shardsmith.core.settings import CheckSettings, ManifestSettings, PlacementS
 from shardsmith.format.build_folder import DEFAULT_KEEP_BUILDS
 from shardsmith.format.naming import NAME_MAX_BYTES, is_remote, longest_file_name
 
+DEFAULT_MAX_REMOVED_FRACTION = 0.1  # --incremental: more removed rows than this look like a truncated manifest
 DATASET_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")  # the whole name: use fullmatch
 SUPPORTED_SCHEMES = ("gs://",)
 # metadata.json's options, in the order builds have always written them; a key not listed follows them, in the
@@ -148,6 +149,22 @@ class BuildOptions:
         template=Template(
             "Builds kept", "published builds kept under output_dir/builds, the new one included (default "
             "{default})", r"[1-9][0-9]{0,3}")))
+    incremental: bool = option(False, Flag(
+        "add to the dataset published in --output_dir: only manifest rows it does not hold are read; rows it holds "
+        "that the manifest lacks are removed; label ids keep their meaning (a folder without a dataset: a first, "
+        "full build whose rows later incremental builds compare against)", group="output", recorded=None,
+        template=Template(
+            "Incremental", "true: add to the dataset in output_dir, reading only the manifest's new rows and "
+            "removing the rows it no longer lists; default false")))
+    max_removed_fraction: float = option(DEFAULT_MAX_REMOVED_FRACTION, Flag(
+        "--incremental: fail, before anything is written, when the manifest lacks more than this fraction of the "
+        "published rows (a truncated export), default {default}", group="checks", metavar="FRACTION",
+        recorded=None,
+        parse=checked(lambda fraction: 0 <= fraction <= 1, "--max_removed_fraction must be between 0 and 1"),
+        template=Template(
+            "Removal budget", "With incremental: fail before anything is written when the manifest lacks more than "
+            "this fraction of the published rows, between 0 and 1 (default {default})",
+            r"(0(\.[0-9]+)?|1(\.0+)?|\.[0-9]+)")))
     verbose: bool = option(False, Flag(
         "keep TensorFlow's and absl's C++ log lines (CUDA probing, libpng warnings), hidden by default; the same "
         "as SHARDSMITH_VERBOSE=1", recorded=None, template=Template(

@@ -4,7 +4,8 @@ call here is a no-op.
 
 Points: `mid_shard:N` (N records into a shard's temporary file), `after_shards:N` (after N shards are renamed
 into place in this process), `before_metadata` (after errors.jsonl and labels.txt, before metadata.json),
-`before_switch` (the build's own metadata.json written, the top-level one staged, not yet renamed into place).
+`before_switch` (the build's own metadata.json written, the top-level one staged, not yet renamed into place),
+`mid_rewrite:N` (--incremental: N records into the rewrite of a shard that holds removed rows).
 In a shard writer process, those kill the whole build (FAULT_ALSO_KILL_ENV). Two more kill only the writer,
 N records into a shard, as the out-of-memory killer would: `writer_killed:N` in the writers a build starts
 first (the pool starts their replacements without it), `writer_killed_always:N` in every writer.

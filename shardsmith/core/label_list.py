@@ -15,10 +15,13 @@ from shardsmith.errors import UsageError
 
 @dataclass(frozen=True)
 class FixedLabels:
-    """`--label_file FILE`: the labels in id order, as the launcher read them from `path`."""
+    """`--label_file FILE`: the labels in id order, as the launcher read them from `path`. Or, for an
+    --incremental build, the published version's labels (`path` ""), which keep their ids while labels seen for
+    the first time get the next ones (`extendable`)."""
 
     labels: tuple[str, ...]
     path: str
+    extendable: bool = False
 
 
 def parse_label_list(data: bytes, path: str) -> tuple[str, ...]:

@@ -35,12 +35,14 @@ from shardsmith.core.masks import mask_png
 from shardsmith.core.near_duplicate_search import HashedImage
 from shardsmith.core.perceptual_hash import MIN_REDUCED_SIDE, ImageSignature, signature_of_bytes, signature_of_image
 from shardsmith.core.reencode import reencode
+from shardsmith.core.row_identity import row_identity
 from shardsmith.core.rows import ErrorRow, ImageDigest, PlacedRow, ShardResult
 from shardsmith.core.settings import RecordSettings
 from shardsmith.format.build_folder import write_atomically
 from shardsmith.format.build_record import claim
-from shardsmith.format.naming import TEMP_PREFIX, index_file_name, shard_file_name
+from shardsmith.format.naming import TEMP_PREFIX, index_file_name, row_list_name, shard_file_name
 from shardsmith.format.record_index import RecordIndex
+from shardsmith.format.row_list import ListedRow, row_list_bytes
 from shardsmith.format.tfrecord import frame
 
 STAGE = "load"
@@ -61,6 +63,8 @@ class WriterConfig:
     # only the path, which a symlink swapped in since could lead elsewhere.
     allowed_prefixes: tuple[str, ...] = ()
     lock: LockGuard | None = None
+    list_rows: bool = False  # --incremental: write each shard's row list (shardsmith/format/row_list.py)
+    generation: int = 1  # --incremental: later generations' shard names carry their number
 
 
 @dataclass
@@ -147,12 +151,14 @@ def write_shard_file(config: WriterConfig, split: str, shard: int, dealt: Iterab
         config.lock.check()
     ordered = sorted((p for rows in dealt for p in rows), key=lambda p: p.order_key)
     num_shards = ordered[0].num_shards
-    final_name = shard_file_name(config.name, split, shard, num_shards, config.records.compression)
-    output = _Output(config.output_dir, final_name, config.records.compression)
+    final_name = shard_file_name(config.name, split, shard, num_shards, config.records.compression,
+                                 config.generation)
+    output = ShardOutput(config.output_dir, final_name, config.records.compression)
     label_counts: Counter[str] = Counter()
     num_rows = 0
     first_key: str | None = None  # image/key/sha256 of the shard's first record (None: the shard holds none)
     index = RecordIndex()  # offsets as framed: the index file is never computed by reading the shard back
+    listed: list[ListedRow] = []
     outcome = ShardOutcome(ShardResult(split, shard, num_shards, final_name, 0, 0))
     try:
         with output.open_temporary() as out:
@@ -178,10 +184,14 @@ def write_shard_file(config: WriterConfig, split: str, shard: int, dealt: Iterab
                     first_key = loaded.sha256
                 label_counts[row.label] += 1
                 num_rows += len(row.lines)
+                if config.list_rows:
+                    listed.append(ListedRow(row_identity(row), len(row.lines), row.label))
                 progress_signal.add(progress_signal.IMAGES_WRITTEN)
                 fault_injection.reached("mid_shard")
                 fault_injection.reached(fault_injection.WRITER_KILLED)
-        index_file = _write_index(config, final_name, index)
+        index_file = write_index_file(config, final_name, index)
+        if config.list_rows:
+            write_row_list(config.output_dir, final_name, listed)
         if config.lock is not None:
             config.lock.check()
     except BaseException:
@@ -195,7 +205,7 @@ def write_shard_file(config: WriterConfig, split: str, shard: int, dealt: Iterab
     return outcome
 
 
-def _write_index(config: WriterConfig, shard_name: str, index: RecordIndex) -> str | None:
+def write_index_file(config: WriterConfig, shard_name: str, index: RecordIndex) -> str | None:
     """Writes the shard's index file beside it (atomically, listed in the build's record first), before the
     shard itself is renamed into place; returns its name. None for a gzip shard, which gets no index: offsets
     into a gzip stream cannot be sought (DALI and `tfrecord` index uncompressed files only)."""
@@ -209,7 +219,15 @@ def _write_index(config: WriterConfig, shard_name: str, index: RecordIndex) -> s
     return name
 
 
-class _Output:
+def write_row_list(output_dir: str, shard_name: str, rows: list[ListedRow]) -> None:
+    """Writes the shard's row list (atomically, listed in the build's record first), before the shard itself is
+    renamed into place: a shard under its final name always has its row list."""
+    path = storage.join(output_dir, row_list_name(shard_name))
+    storage.make_folders(storage.parent(path), exist_ok=True)
+    write_atomically(path, row_list_bytes(rows))
+
+
+class ShardOutput:
     """A temporary file beside the final name, renamed over it when complete (shardsmith.storage.rename: atomic
     locally, a whole-object copy on Cloud Storage). The file's SHA-256 is computed from the bytes as they are
     written (`sha256`, once the file is closed), never by reading it back."""

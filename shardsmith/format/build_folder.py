@@ -41,7 +41,7 @@ from dataclasses import dataclass, field, replace
 from shardsmith import storage
 from shardsmith.format.build_record import BuildRecord, claim, entry_file, written_entries
 from shardsmith.format.metadata import read_metadata
-from shardsmith.format.metadata_schema import Metadata, MetadataMissing, metadata_bytes
+from shardsmith.format.metadata_schema import Metadata, MetadataError, MetadataMissing, ShardEntry, metadata_bytes
 from shardsmith.format.naming import (
     BUILD_ID,
     BUILD_RECORD,
@@ -100,6 +100,23 @@ def published_dir(output_dir: str | os.PathLike) -> str:
     except MetadataMissing as e:
         raise FileNotFoundError(str(e)) from None
     return dataset_dir(output_dir, metadata)
+
+
+def shard_file_path(folder: str, shard: ShardEntry) -> str:
+    """Where a shard listed in metadata.json is: in `folder` (the version's build folder, `dataset_dir`), or, for a
+    shard an --incremental version carried over from an earlier generation (`shard.build`), in that build's
+    folder beside it (builds/<build>/). Raises ValueError for a name or build id that would leave the dataset."""
+    name = confined_file_name(shard.file)
+    if shard.build is None:
+        return join(folder, name)
+    if not BUILD_ID.fullmatch(str(shard.build)):
+        raise ValueError(f"metadata.json lists shard {name!r} in build {shard.build!r}, which is not a build id")
+    return join(storage.parent(folder.rstrip("/")), shard.build, name)
+
+
+def builds_referenced(metadata: Metadata) -> set[str]:
+    """The earlier builds whose folders hold shards of the version `metadata` describes (--incremental)."""
+    return {shard.build for _, shard in metadata.all_shards() if shard.build is not None}
 
 
 def confined_file_name(name: str) -> str:
@@ -263,17 +280,22 @@ def remove_build(output_dir: str, build_id: str, files: list[str]) -> list[str]:
 def retire_builds(output_dir: str, current: str | None = None, keep: int | None = None) -> list[str]:
     """Removes unfinished builds other than `current`, and with `keep`, published builds beyond the newest
     `keep` (`current` counts and is never removed). The build the top-level metadata.json names is never
-    removed. Call only while holding the folder's lock: an unfinished build is then one whose run is over.
-    Returns the ids removed; what a person left in their folders stays, said in one log line."""
+    removed, and neither is a build whose folder holds shards of a kept version (an --incremental version lists
+    shards of earlier generations): a file goes only when no kept version lists it. Call only while holding the
+    folder's lock: an unfinished build is then one whose run is over. Returns the ids removed; what a person left
+    in their folders stays, said in one log line."""
     state = scan(output_dir)
     published = published_build_id(state)
+    kept_versions = {build_id for build_id in (current, published) if build_id is not None}
     kept = 1
+    for build_id in sorted(state.builds, reverse=True):
+        if build_id not in kept_versions and finished(state, build_id) and (keep is None or kept < keep):
+            kept += 1
+            kept_versions.add(build_id)
+    referenced = set().union(*(_referenced_by(output_dir, build_id) for build_id in kept_versions))
     removed = []
     for build_id in sorted(state.builds, reverse=True):
-        if build_id in (current, published):
-            continue
-        if finished(state, build_id) and (keep is None or kept < keep):
-            kept += 1
+        if build_id in kept_versions or build_id in referenced:
             continue
         left = set(state.builds[build_id]) - set(remove_build(output_dir, build_id, state.builds[build_id]))
         if left:
@@ -281,6 +303,17 @@ def retire_builds(output_dir: str, current: str | None = None, keep: int | None 
                       output_dir, BUILDS_DIR, build_id, len(left), min(left))
         removed.append(build_id)
     return removed
+
+
+def _referenced_by(output_dir: str, build_id: str) -> set[str]:
+    """The earlier builds a kept version's shards lie in. A version whose own metadata.json cannot be read
+    keeps every build: retention never guesses."""
+    try:
+        return builds_referenced(read_metadata(build_dir(output_dir, build_id)))
+    except MetadataMissing:
+        return set()  # unfinished (no metadata.json yet): it lists no shard
+    except MetadataError:
+        return set(scan(output_dir).builds)
 
 
 # tf.transform's output and a build's temporary files ---------------------------------------------------------

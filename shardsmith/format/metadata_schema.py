@@ -156,6 +156,9 @@ class ShardEntry(_Entry):
     sha256: str | None = None  # None: written before shards were hashed
     first_key: str | None = None  # the first record's image/key/sha256; None for an empty shard (or as sha256)
     index: str | None = None  # its index file (<file>.idx); None for a gzip shard, or written before index files
+    # --incremental: the build whose folder holds the file, when it is not the version's own (a shard carried over
+    # from an earlier generation); None: the version's own folder
+    build: str | None = None
 
     def _written(self, f, value) -> bool:
         if f.name == "first_key" and not self.read_keys:
@@ -242,6 +245,21 @@ class NearDuplicatesEntry(_Entry):
 
 
 @dataclass(kw_only=True)
+class IncrementalEntry(_Entry):
+    """`incremental`: a version made by `--incremental` (its shards' rows are listed, so the next incremental
+    build can tell new rows from carried ones): the version it was built on and how the rows changed."""
+
+    previous: str | None = None  # the version this one was built on; None: the first, a full build
+    num_carried_rows: int = 0  # rows of the previous version kept, neither read nor stat'ed
+    num_added_rows: int = 0  # manifest rows new to this version (records or error rows)
+    num_removed_rows: int = 0  # rows of the previous version no longer in the manifest
+    num_rewritten_shards: int = 0  # shards of earlier generations rewritten, from their records, without them
+    num_images_read: int = 0  # images this build read: its new records and the images rejected as read
+    generation: int = 1  # this build's generation: its new shards' names carry the number (from 2 on)
+    generations: int = 1  # generations whose shards make up this version
+
+
+@dataclass(kw_only=True)
 class Metadata(_Entry):
     """The whole of metadata.json (docs/format.md, "metadata.json"). The errors summary is `num_errors` and
     `errors_by_reason`; `options` is every build option as used, an ordered mapping carried as the build gave
@@ -251,6 +269,7 @@ class Metadata(_Entry):
         "splits": _map_of(SplitEntry),
         "duplicates": _entry(DuplicatesEntry),
         "near_duplicates": _entry(NearDuplicatesEntry),
+        "incremental": _entry(IncrementalEntry),
     }
 
     name: str
@@ -272,6 +291,7 @@ class Metadata(_Entry):
     duplicates: DuplicatesEntry | None = None
     near_duplicates: NearDuplicatesEntry | None = None
     splits: dict[str, SplitEntry]
+    incremental: IncrementalEntry | None = None
     build_id: str | None = None
     build_dir: str | None = None  # builds/<id> in the top-level file, "." in a build's own; None: no builds yet
 
@@ -363,6 +383,8 @@ def check_readable(metadata: dict, path: str = METADATA_FILE) -> None:
                          "a string or null")
             if shard.get("index") is not None:  # readers find it by the shard's name (index_file_name)
                 at.check(isinstance(shard["index"], str), f"{shard_at}.index", shard["index"], "a string or null")
+            if "build" in shard:
+                at.check(isinstance(shard["build"], str), f"{shard_at}.build", shard["build"], "a build id")
 
 
 @dataclass(frozen=True)

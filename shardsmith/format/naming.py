@@ -47,10 +47,26 @@ def canonical_split(value: str) -> str | None:
     return SPLIT_ALIASES.get(value.strip().lower())
 
 
-def shard_file_name(name: str, split: str, shard: int, num_shards: int, compression: str) -> str:
-    """`<name>-<split>.tfrecord-SSSSS-of-NNNNN`, with `.gz` for gzip: TFDS's file template, so TFDS reads it."""
+def shard_file_name(name: str, split: str, shard: int, num_shards: int, compression: str,
+                    generation: int = 1) -> str:
+    """`<name>-<split>.tfrecord-SSSSS-of-NNNNN`, with `.gz` for gzip: TFDS's file template, so TFDS reads it.
+    The shards of a later --incremental generation G carry it, `<name>-<split>.tfrecord-gG-SSSSS-of-NNNNN`, so no
+    two shards of a version share a name, whichever build's folder holds them."""
     suffix = ".gz" if compression == "gzip" else ""
-    return f"{name}-{split}.tfrecord-{shard:05d}-of-{num_shards:05d}{suffix}"
+    tag = f"g{generation}-" if generation > 1 else ""
+    return f"{name}-{split}.tfrecord-{tag}{shard:05d}-of-{num_shards:05d}{suffix}"
+
+
+def shard_generation(file: str) -> int:
+    """The --incremental generation a shard file name carries (1 for a name without one)."""
+    found = re.search(r"\.tfrecord-g([1-9][0-9]*)-\d{5}-of-", file)
+    return int(found.group(1)) if found else 1
+
+
+def is_shard_file_of(file: str, name: str, split: str) -> bool:
+    """Whether `file` is a shard file name of dataset `name`'s `split`, of any generation."""
+    pattern = rf"{re.escape(name)}-{re.escape(split)}\.tfrecord-(g[1-9][0-9]*-)?\d{{5}}-of-\d{{5}}(\.gz)?"
+    return re.fullmatch(pattern, file) is not None
 
 
 # The longest file name most file systems allow (NAME_MAX: ext4, XFS, APFS; GCS allows longer object names).
@@ -72,6 +88,16 @@ INDEX_SUFFIX = ".idx"
 def index_file_name(shard_file: str) -> str:
     """The name of a shard's index file: the shard's name with `.idx` added (what DALI and `tfrecord` expect)."""
     return shard_file + INDEX_SUFFIX
+
+
+# With --incremental, beside each shard in the build's folder: the identities of its records, in record order
+# (shardsmith/format/row_list.py), read by the next incremental build to tell new rows from carried ones.
+ROWS_DIR = "rows"
+
+
+def row_list_name(shard_file: str) -> str:
+    """The row list of a shard, relative to the build's folder: `rows/<shard file name>.jsonl`."""
+    return f"{ROWS_DIR}/{shard_file}.jsonl"
 
 
 def shard_file_pattern(name: str | None = None) -> str:

@@ -97,8 +97,12 @@ def dataset_info_json(metadata: Metadata) -> dict:
 
 def tfds_metadata_files(metadata: Metadata) -> dict[str, bytes]:
     """File name -> content of the TFDS metadata files for a dataset described by `metadata` (its metadata.json).
-    Empty for gzip-compressed datasets, which TFDS cannot read. Pure: no I/O, no TensorFlow."""
+    Empty for gzip-compressed datasets, which TFDS cannot read, and for an --incremental version whose shards lie
+    in more than one build's folder (TFDS reads one folder and numbers shards 0..N-1 in it). Pure: no I/O, no
+    TensorFlow."""
     if metadata.compression_or_default != "none":
+        return {}
+    if metadata.incremental is not None and metadata.incremental.generations > 1:
         return {}
     if IMAGE not in metadata.features or LABEL not in metadata.features:
         return {}

@@ -17,6 +17,7 @@ cheap.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -43,6 +44,24 @@ def read_metadata(output_dir: str) -> Metadata:
         raise FileNotFoundError(str(e)) from None
 
 
+def version_folder(output_dir: str, version: str | None) -> str:
+    """The folder whose metadata.json describes `version` (None: `output_dir`, the published one). Raises
+    ValueError for an id that is not a build id, FileNotFoundError for a build that was never published."""
+    from shardsmith.format.build_folder import build_dir
+    from shardsmith.format.naming import BUILD_ID, STAGED_METADATA, join
+    from shardsmith.storage import read_bytes_with_tensorflow
+
+    output_dir = os.fspath(output_dir)
+    if version is None:
+        return output_dir
+    if not BUILD_ID.fullmatch(str(version)):
+        raise ValueError(f"version {version!r} is not a build id (like 20261124T211052Z-44b3a31b)")
+    folder = build_dir(output_dir.rstrip("/"), version)
+    if read_bytes_with_tensorflow(join(folder, STAGED_METADATA)) is not None:
+        raise FileNotFoundError(f"{output_dir}: build {version} was never published (it did not finish)")
+    return folder
+
+
 @dataclass(frozen=True)
 class ShardFile:
     """A shard's entry in metadata.json and its file in the build's folder."""
@@ -54,13 +73,13 @@ class ShardFile:
 def split_shards(output_dir: str, metadata: Metadata, split: str) -> list[ShardFile]:
     """The split's shards from metadata.json, in shard order, each with its file in the build's folder.
     Raises ValueError for an unknown split or a file name that would leave the folder."""
-    from shardsmith.format.build_folder import confined_file_name, dataset_dir
+    from shardsmith.format.build_folder import dataset_dir, shard_file_path
 
     splits = metadata.splits
     if split not in splits:
         raise ValueError(f"split {split!r} is not in this dataset; it has {', '.join(splits) or 'no splits'}")
     folder = dataset_dir(output_dir, metadata)
-    return [ShardFile(f"{folder}/{confined_file_name(shard.file)}", shard) for shard in splits[split].shards]
+    return [ShardFile(shard_file_path(folder, shard), shard) for shard in splits[split].shards]
 
 
 def shard_paths(output_dir: str, metadata: Metadata, split: str) -> list[str]:
@@ -249,6 +268,7 @@ def load(
     seed: int | None = None,
     drop_remainder: bool = False,
     num_parallel_calls: int | None = None,
+    version: str | None = None,
 ):
     """A `tf.data.Dataset` over one split of a shardsmith dataset.
 
@@ -272,6 +292,8 @@ def load(
     - `batch_size`: None yields single examples. `shuffle_buffer`: 0 or None reads in shard order (with
       `shuffle_files=False`, fully deterministic).
     - `seed`: fixes the file and record shuffles and makes the order deterministic (slower).
+    - `version`: a kept version's build id (`shardsmith versions OUT` lists them) instead of the published one: a
+      model trained on a version is re-read exactly as it was for as long as --keep_builds keeps it.
     The dataset's `cardinality()` is known (records from metadata.json, or batches of them), so `model.fit`
     needs no `steps_per_epoch`; `.repeat()`, `.filter()` or `.take()` on it change that as tf.data does.
     """
@@ -283,8 +305,9 @@ def load(
         raise ValueError(f"dtype must be 'uint8' or 'float32', not {dtype!r}")
     if channels not in (0, 1, 3, 4):
         raise ValueError(f"channels must be 0, 1, 3 or 4, not {channels!r}")
-    metadata = read_metadata(output_dir)
-    shards = split_shards(output_dir, metadata, split_name(split, metadata))
+    folder = version_folder(output_dir, version)
+    metadata = read_metadata(folder)
+    shards = split_shards(folder, metadata, split_name(split, metadata))
     if not shards:
         raise ValueError(f"split {split!r} has no shard files")
     compression = compression_type(metadata)

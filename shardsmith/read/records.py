@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from shardsmith import storage
 from shardsmith.core.rows import placing_label_id
-from shardsmith.format.build_folder import confined_file_name, dataset_dir
+from shardsmith.format.build_folder import dataset_dir, shard_file_path
 from shardsmith.format.example import (
     BOX_KEYS,
     BOX_LABEL,
@@ -97,8 +97,7 @@ def split_records(output_dir: str, metadata: Metadata, split: str, with_images: 
     """Every record of a split in shard order, parsed with shardsmith's own Example class."""
     compression = metadata.compression_or_default
     for index, shard in enumerate(metadata.splits[split].shards):
-        for data in shard_records(f"{dataset_dir(output_dir, metadata)}/{confined_file_name(shard.file)}",
-                                  compression):
+        for data in shard_records(shard_file_path(dataset_dir(output_dir, metadata), shard), compression):
             values = parse_example(data)
             filename = values[FILENAME][0].decode("utf-8", "replace")
             if not with_images:

@@ -26,7 +26,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from shardsmith import storage
-from shardsmith.format.build_folder import build_dir, confined_file_name, dataset_dir
+from shardsmith.format.build_folder import build_dir, dataset_dir
 from shardsmith.format.metadata import read_metadata
 from shardsmith.format.metadata_schema import Metadata, MetadataMissing
 from shardsmith.format.naming import (
@@ -184,7 +184,7 @@ class Records(Sequence):
             entry = shard.entry
             index_path = None
             if self.compression != "gzip":
-                index_path = join(self.folder, index_file_name(confined_file_name(entry.file)))
+                index_path = index_file_name(shard.path)
             self.shards.append(Shard(shard.path, entry.num_examples, start, index_path))
             start += entry.num_examples
         self._starts = [s.start for s in self.shards]

@@ -138,6 +138,13 @@ def build_summary(metadata: Metadata, output_dir: str, build_id: str, elapsed_s:
     for split, info in metadata.splits.items():
         lines.append(_row(split, f"{info.num_examples:>8} examples in {info.num_shards} shard(s), "
                                  f"{info.num_bytes / 1e6:.1f} MB  ({label_counts_text(info.label_counts)})"))
+    change = metadata.incremental
+    if change is not None and change.previous is not None:
+        lines.append(_row("version", f"{build_id}, added to {change.previous}: images read "
+                                     f"{change.num_images_read:,}, rows carried over {change.num_carried_rows:,}, "
+                                     f"added {change.num_added_rows:,}, removed {change.num_removed_rows:,} "
+                                     f"({change.num_rewritten_shards} shard(s) rewritten without them; "
+                                     f"{change.generations} generation(s))"))
     lines += shared_sections(metadata, build_dir(output_dir, build_id))
     rate = metadata.num_examples / elapsed_s if elapsed_s else 0.0
     total_bytes = _total_bytes(metadata)

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from shardsmith import storage
 from shardsmith.core.rows import placing_label_id
 from shardsmith.errors import UsageError
-from shardsmith.format.build_folder import dataset_dir, own_copy
+from shardsmith.format.build_folder import dataset_dir, own_copy, shard_file_path
 from shardsmith.format.example import (
     BOX_KEYS,
     BOX_LABEL,
@@ -60,6 +60,7 @@ from shardsmith.format.naming import (
     LABELS_FILE,
     METADATA_FILE,
     index_file_name,
+    is_shard_file_of,
     join,
     shard_file_name,
     shard_file_pattern,
@@ -305,7 +306,11 @@ def _check_shard(output_dir: str, split: str, shard: ShardEntry, metadata: Metad
     if "/" in name or name in ("", ".", ".."):
         check.add("shard file name is not a plain file name", repr(name))
         return check
-    path = f"{output_dir}/{name}"
+    try:
+        path = shard_file_path(output_dir, shard)
+    except ValueError as e:
+        check.add("shard file is not in the dataset's folder", str(e))
+        return check
     check.num_bytes = _file_size(path)
     if check.num_bytes < 0:
         check.add("shard file is missing")
@@ -336,7 +341,7 @@ def _check_shard(output_dir: str, split: str, shard: ShardEntry, metadata: Metad
         check.add("shard cannot be read" + (" (gzip)" if compression == "gzip" else ""),
                   f"{type(e).__name__}: {str(e)[:200]}", check.num_records)
     if record_index is not None and compression != "gzip":
-        _check_index_file(check, f"{output_dir}/{index_file_name(name)}", shard, record_index)
+        _check_index_file(check, index_file_name(path), shard, record_index)
     recorded_sha256 = shard.sha256
     if recorded_sha256 is None:
         check.sha256_checked = False
@@ -440,7 +445,13 @@ def _check_dataset(output_dir: str, metadata: Metadata, shards: list[ShardCheck]
             problems.append(Problem(meta, f"{split}: num_shards differs from the shards listed",
                                     f"{info.num_shards} vs {len(entries)}"))
         for index, entry in enumerate(entries):
-            listed.add(entry.file)
+            if entry.build is None:
+                listed.add(entry.file)
+            if metadata.incremental is not None:  # generations: each numbered within its own
+                if not is_shard_file_of(entry.file, metadata.name, split):
+                    problems.append(Problem(meta, f"{split}: shard {index} is not named by the template",
+                                            repr(entry.file)))
+                continue
             want = shard_file_name(metadata.name, split, index, len(entries), compression)
             if entry.file != want:
                 problems.append(Problem(meta, f"{split}: shard {index} is not named by the template",

@@ -34,15 +34,20 @@ class Version:
     current: bool
     records: dict[str, int]  # split -> records, in metadata.json's order
     num_errors: int
+    rows_added: int | None = None  # --incremental: manifest rows new to this version (None: a full build)
+    rows_removed: int | None = None
+    previous: str | None = None  # --incremental: the version it was built on
 
     def as_json(self) -> dict:
         return {"id": self.id, "started": self.started, "current": self.current, "records": self.records,
                 "num_records": sum(self.records.values()), "num_errors": self.num_errors,
+                "rows_added": self.rows_added, "rows_removed": self.rows_removed, "previous": self.previous,
                 "build_dir": f"{BUILDS_DIR}/{self.id}"}
 
     def line(self) -> str:
         splits = ", ".join(f"{split} {count:,}" for split, count in self.records.items())
-        return f"{self.id}  {self.started:<20}  {splits}" + ("  (current)" if self.current else "")
+        change = "full build" if self.rows_added is None else f"+{self.rows_added:,} -{self.rows_removed:,} rows"
+        return f"{self.id}  {self.started:<20}  {change:<18}  {splits}" + ("  (current)" if self.current else "")
 
 
 def _started(output_dir: str, build_id: str) -> str:
@@ -78,8 +83,10 @@ def list_versions(output_dir: str) -> list[Version]:
         except (MetadataMissing, MetadataError):
             continue  # not complete enough to read: not a version a reader could pin
         records = {split: entry.num_examples or 0 for split, entry in metadata.splits.items()}
+        change = metadata.incremental
         versions.append(Version(build_id, _started(output_dir, build_id), build_id == current, records,
-                                metadata.error_count))
+                                metadata.error_count, change and change.num_added_rows,
+                                change and change.num_removed_rows, change and change.previous))
     return versions
 
 

@@ -1,0 +1,79 @@
+"""`--incremental`, on the launching machine: the published version a build adds to, read while the build holds
+the folder's lock (the file opened, not the path checked earlier), and the usage errors that stop it before
+anything is written. Reads metadata.json only: no row list, no shard, no image.
+"""
+
+from __future__ import annotations
+
+import json
+
+from pipeline.options.build_options import BuildOptions
+from shardsmith.core.carry_over import CarriedShard, CarriedVersion
+from shardsmith.core.label_list import FixedLabels
+from shardsmith.errors import UsageError
+from shardsmith.format.metadata import read_metadata
+from shardsmith.format.metadata_schema import Metadata, MetadataMissing
+
+# Recorded options that decide a record's bytes or a row's split: an incremental build must use the published
+# version's, or its new records would not belong with the carried ones.
+MUST_MATCH = ("name", "split_ratios", "seed", "compression", "image_mode", "max_side", "reencode", "jpeg_quality",
+              "task", "list_delimiter", "features")
+REBUILD = "rebuild it in full once with --incremental --overwrite"
+
+
+def carried_version(options: BuildOptions) -> CarriedVersion | None:
+    """The version an --incremental build adds to (None without the flag): the published one, or, in a folder
+    without one (or with --overwrite), a first build that lists its rows. UsageError (one line, saying what to
+    do) when the published version cannot be added to with these options. Call while holding the lock."""
+    if not options.incremental:
+        return None
+    out = options.output_dir
+    if options.label_file is not None:
+        raise UsageError("--label_file cannot be combined with --incremental (an incremental build keeps the "
+                         "published version's label ids and numbers new labels after them)")
+    if options.checks.near_duplicates != "off":
+        raise UsageError("--near_duplicates cannot be combined with --incremental yet: near-duplicates are "
+                         "searched within one build's rows")
+    try:
+        published = None if options.overwrite else read_metadata(out)
+    except MetadataMissing:
+        published = None
+    if published is None:
+        return CarriedVersion(None, 1, max_removed_fraction=options.max_removed_fraction)
+    return _adding_to(published, options)
+
+
+def _adding_to(published: Metadata, options: BuildOptions) -> CarriedVersion:
+    out = options.output_dir
+    build_id = published.build_id or published.build_dir.rsplit("/", 1)[-1]
+    if published.incremental is None:
+        raise UsageError(f"{out}'s published version {build_id} was built without --incremental, so its rows are "
+                         f"not listed: {REBUILD} (later builds then read only new rows)")
+    recorded = options.recorded()
+    for key in MUST_MATCH:
+        was, now = (published.options or {}).get(key), recorded.get(key)
+        if was != now:
+            raise UsageError(f"{out}'s published version {build_id} was built with {key} {_shown(was)}, this build "
+                             f"has {_shown(now)}: an incremental build adds rows with the same settings; use "
+                             f"{_shown(was)}, or {REBUILD}")
+    shards = tuple(CarriedShard(split, shard.build or build_id, shard) for split, shard in published.all_shards())
+    return CarriedVersion(
+        previous=build_id,
+        generation=published.incremental.generation + 1,
+        labels=tuple(published.labels),
+        labels_taken_from=published.labels_taken_from or "train",
+        shards=shards,
+        num_rows=published.num_example_rows if published.num_example_rows is not None else published.num_examples,
+        max_removed_fraction=options.max_removed_fraction,
+    )
+
+
+def carried_labels(version: CarriedVersion | None) -> FixedLabels | None:
+    """The published labels, kept with their ids, that an --incremental build extends (None for a first)."""
+    if version is None or version.is_first:
+        return None
+    return FixedLabels(version.labels, "", extendable=True)
+
+
+def _shown(value) -> str:
+    return json.dumps(value, ensure_ascii=False)

@@ -1,0 +1,129 @@
+"""`--incremental`: the published version a build starts from, and how a manifest's rows are paired with its
+records. Beam-free: the launcher makes a `CarriedVersion` from metadata.json; the stages (transforms/carry_over.py)
+pair rows with `pair_rows` and rewrite shards with shardsmith/core/shard_rewrite.py.
+
+The model: every shard of a version lists its records' row identities (shardsmith/format/row_list.py). A manifest
+row whose identity a record of the published version carries is *carried*: its record stays where it is and its
+image is neither read nor stat'ed. A row with no such record is *new*: it goes through the usual stages and lands
+in a new generation of shards. A record whose identity no manifest row carries any more is *removed*: the shard
+holding it is rewritten, from its own records, without it.
+
+Guarantee: identities pair as multisets. With n manifest rows and m records of one identity, min(n, m) are
+carried (the earliest rows, by source and line, with the first records, by shard and position), the other
+n - m rows are new or m - n records removed. The result depends on the rows and the version only, never on the
+order they arrive in.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, replace
+
+from shardsmith.core.rows import ManifestRow, ShardResult
+from shardsmith.core.shard_file import STAGE as LOAD_STAGE
+from shardsmith.format.metadata_schema import IncrementalEntry, Metadata, ShardEntry, SplitEntry
+from shardsmith.format.naming import SPLITS, shard_generation
+
+
+@dataclass(frozen=True)
+class CarriedShard:
+    """One shard of the published version: its split, the build whose folder holds it and its entry."""
+
+    split: str
+    build: str
+    entry: ShardEntry
+
+
+@dataclass(frozen=True)
+class CarriedVersion:
+    """The published version an --incremental build adds to (`previous` None and no shards: a first build)."""
+
+    previous: str | None
+    generation: int  # the number of this build's generation: 1 for a first build, then one more each time
+    labels: tuple[str, ...] = ()  # the version's labels in id order; new labels get the next ids
+    labels_taken_from: str = "train"
+    shards: tuple[CarriedShard, ...] = ()
+    num_rows: int = 0  # manifest lines the version's records stand for
+    max_removed_fraction: float = 1.0
+
+    @property
+    def is_first(self) -> bool:
+        return self.previous is None
+
+
+@dataclass(frozen=True)
+class RecordPlace:
+    """Where a record of the published version is: the index of its shard in `CarriedVersion.shards` and its
+    position in the shard, with the manifest lines it stands for."""
+
+    shard: int
+    position: int
+    lines: int
+
+
+@dataclass(frozen=True)
+class Pairing:
+    """One identity's rows and records, paired: rows with no record are new, records with no row removed."""
+
+    carried_lines: int
+    new_rows: list[ManifestRow]
+    removed: list[RecordPlace]
+
+
+def pair_rows(rows: list[ManifestRow], records: list[RecordPlace]) -> Pairing:
+    """Pairs the manifest rows of one identity with the version's records of it (see the module)."""
+    rows = sorted(rows, key=lambda r: (r.source_index, r.line))
+    records = sorted(records, key=lambda p: (p.shard, p.position))
+    kept = min(len(rows), len(records))
+    return Pairing(sum(p.lines for p in records[:kept]), rows[kept:], records[kept:])
+
+
+def merged_version(new: Metadata, version: CarriedVersion, rewritten: dict[int, ShardResult], carried_lines: int,
+                   removed_lines: int) -> Metadata:
+    """The metadata.json of the version an --incremental build makes: `new` (what the build's own rows made:
+    its splits hold the new generation's shards) with the carried shards in front of each split's, in the
+    published version's order (rewritten ones in place of theirs), and the counts of the whole version."""
+    splits = {}
+    for split in SPLITS:
+        carried = [_carried_entry(index, shard, rewritten) for index, shard in enumerate(version.shards)
+                   if shard.split == split]
+        added = new.splits.get(split)
+        if not carried and added is None:
+            continue
+        shards = carried + (added.shards if added is not None else [])
+        label_counts: Counter[str] = Counter()
+        for shard in shards:
+            label_counts.update(shard.label_counts)
+        splits[split] = SplitEntry(
+            num_examples=sum(s.num_examples for s in shards),
+            num_bytes=sum(s.num_bytes for s in shards),
+            num_shards=len(shards),
+            num_placed=sum(s.num_examples for s in carried) + (added.num_placed if added is not None else 0),
+            label_counts={label: label_counts[label] for label in new.labels if label_counts[label]},
+            shards=shards,
+        )
+    num_input_rows = new.num_input_rows or 0
+    images_read = sum(entry.num_examples or 0 for entry in new.splits.values()) + sum(
+        n for reason, n in (new.errors_by_reason or {}).items() if reason.startswith(f"{LOAD_STAGE}:"))
+    generations = {shard_generation(shard.file) for entry in splits.values() for shard in entry.shards}
+    return replace(
+        new,
+        num_examples=sum(entry.num_examples for entry in splits.values()),
+        num_example_rows=(new.num_example_rows or 0) + carried_lines,
+        splits=splits,
+        incremental=IncrementalEntry(
+            previous=version.previous, num_carried_rows=carried_lines, num_added_rows=num_input_rows - carried_lines,
+            num_removed_rows=removed_lines, num_rewritten_shards=len(rewritten), num_images_read=images_read,
+            generation=version.generation,
+            generations=len(generations) or 1,
+        ),
+    )
+
+
+def _carried_entry(index: int, shard: CarriedShard, rewritten: dict[int, ShardResult]) -> ShardEntry:
+    result = rewritten.get(index)
+    if result is None:
+        return replace(shard.entry, build=shard.build)
+    return ShardEntry(file=result.file, num_examples=result.num_examples, num_bytes=result.num_bytes,
+                      label_counts=result.label_counts, sha256=result.sha256, first_key=result.first_key,
+                      index=result.index_file)

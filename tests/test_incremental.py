@@ -1,0 +1,234 @@
+"""`--incremental` (issue 28): a scheduled build reads only the manifest's new rows, removed rows disappear for
+every reader, label ids keep their meaning, versions stay readable, and retention never removes a file a kept
+version lists."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from shardsmith import load, records
+from shardsmith.core.fault_injection import FAULT_ENV
+from shardsmith.format.naming import BUILDS_DIR, LOCK_FILE, METADATA_FILE
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+class Pool:
+    """A private copy of some of the session's images, and manifests of any subset of its rows."""
+
+    def __init__(self, root: Path, rows: list[tuple[str, str, str]]):
+        self.root = root
+        self.rows = rows
+
+    def manifest(self, name: str, rows: list[tuple[str, str, str]]) -> Path:
+        path = self.root / f"{name}.csv"
+        with path.open("w", newline="") as f:
+            writer = csv.writer(f)
+            writer.writerow(["split", "image_uri", "label"])
+            writer.writerows(rows)
+        return path
+
+
+@pytest.fixture
+def pool(label_sorted_set, tmp_path) -> Pool:
+    """90 rows, 30 of each label, all three splits, images copied into tmp_path (tests may move them away)."""
+    by_label: dict[str, list] = {}
+    for row in label_sorted_set.rows:
+        by_label.setdefault(row[2], []).append(row)
+    rows = []
+    for label_rows in by_label.values():
+        picked = [r for r in label_rows if r[0] == "train"][:24]
+        picked += [r for r in label_rows if r[0] == "validation"][:3] + [r for r in label_rows if r[0] == "test"][:3]
+        rows += picked
+    for _, uri, _ in rows:
+        target = tmp_path / "pool" / uri
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(label_sorted_set.path_of(uri), target)
+    return Pool(tmp_path / "pool", sorted(rows, key=lambda r: r[1]))
+
+
+def build(shardsmith_cli, manifest: Path, out: Path, *extra: str):
+    return shardsmith_cli("build", "--manifest", manifest, "--output_dir", out, "--name", "pets", "--incremental",
+                          "--num_shards", "train=2,validation=1,test=1", *extra)
+
+
+def metadata(out: Path, version: str | None = None) -> dict:
+    folder = out if version is None else out / BUILDS_DIR / version
+    return json.loads((folder / METADATA_FILE).read_text())
+
+
+def uris(out: Path, split: str, version: str | None = None) -> list[str]:
+    """The split's records' file names, read with shardsmith.records (no TensorFlow)."""
+    return sorted(r["image/filename"].decode() for r in records(out, split, version=version))
+
+
+def recipe_uris(out: Path, split: str) -> list[str]:
+    """The split's file names as the README's plain tf.data recipe reads them."""
+    import tensorflow as tf
+
+    meta = json.loads(tf.io.gfile.GFile(f"{out}/metadata.json").read())
+    files = [f"{out}/builds/{shard.get('build', meta['build_id'])}/{shard['file']}"
+             for shard in meta["splits"][split]["shards"]]
+    spec = {"image/filename": tf.io.FixedLenFeature([], tf.string)}
+    names = [tf.io.parse_single_example(r, spec)["image/filename"].numpy().decode()
+             for r in tf.data.TFRecordDataset(files)]
+    return sorted(names)
+
+
+def test_only_new_rows_are_read_and_removed_rows_vanish_for_every_reader(pool, shardsmith, tmp_path):
+    out = tmp_path / "out"
+    first, later = pool.rows[:60], pool.rows[60:]
+    done = build(shardsmith, pool.manifest("day1", first), out)
+    assert done.code == 0, done.err
+    v1 = metadata(out)["build_id"]
+    # The carried rows' images are moved away: an incremental build must not read or stat them.
+    kept = first[4:]
+    for _, uri, _ in kept:
+        (pool.root / uri).rename(pool.root / (uri + ".moved"))
+    done = build(shardsmith, pool.manifest("day2", kept + later), out)
+    assert done.code == 0, done.err
+    meta = metadata(out)
+    change = meta["incremental"]
+    rewritten = change.pop("num_rewritten_shards")
+    assert change == {"previous": v1, "num_carried_rows": 56, "num_added_rows": 30, "num_removed_rows": 4,
+                      "num_images_read": 30, "generation": 2, "generations": 2}
+    assert 1 <= rewritten <= 4
+    assert meta["num_input_rows"] == 86 and meta["num_examples"] == 86 and meta["num_errors"] == 0
+    assert "images read 30, rows carried over 56, added 30, removed 4" in done.out
+    for split in ("train", "validation", "test"):
+        want = sorted(uri for s, uri, _ in kept + later if s == split)
+        assert uris(out, split) == want, split
+        assert recipe_uris(out, split) == want, split
+        assert sorted(r[1] for r in uris_v(out, split, v1)) == sorted(uri for s, uri, _ in first if s == split)
+    ds = load(out, "train", batch_size=None, shuffle_buffer=None)
+    assert int(ds.cardinality()) == sum(1 for s, _, _ in kept + later if s == "train")
+    assert sum(1 for _ in ds) == int(ds.cardinality())
+    check = shardsmith_cli_ok(shardsmith, "verify", out)
+    assert "every check holds" in check.out
+    assert "every check holds" in shardsmith_cli_ok(shardsmith, "verify", out, "--version", v1).out
+    versions = json.loads(shardsmith_cli_ok(shardsmith, "versions", out, "--json").out)
+    assert [(v["id"], v["rows_added"], v["rows_removed"]) for v in versions] == [
+        (meta["build_id"], 30, 4), (v1, 60, 0)]
+
+
+def uris_v(out: Path, split: str, version: str) -> list[tuple[str, str]]:
+    return [(split, uri) for uri in uris(out, split, version)]
+
+
+def shardsmith_cli_ok(shardsmith_cli, *args):
+    done = shardsmith_cli(*args)
+    assert done.code == 0, done.err + done.out
+    return done
+
+
+def test_label_ids_keep_their_meaning_and_new_labels_follow(pool, shardsmith, tmp_path):
+    out = tmp_path / "out"
+    base = [r for r in pool.rows if r[2] != "cat"]  # dog, emu
+    assert build(shardsmith, pool.manifest("a", base), out).code == 0
+    assert metadata(out)["labels"] == ["dog", "emu"]
+    # "cat" sorts first but is new: it gets the next id; every emu row goes, emu keeps its id.
+    cats = [r for r in pool.rows if r[2] == "cat"]
+    dogs = [r for r in base if r[2] == "dog"]
+    done = build(shardsmith, pool.manifest("b", dogs + cats), out, "--max_removed_fraction", "0.6")
+    assert done.code == 0, done.err
+    meta = metadata(out)
+    assert meta["labels"] == ["dog", "emu", "cat"]
+    folder = out / meta["build_dir"]
+    assert (folder / "labels.txt").read_text().split() == ["dog", "emu", "cat"]
+    assert (folder / "transform_fn" / "assets" / "labels").read_text().split() == ["dog", "emu", "cat"]
+    ids = {r["image/filename"].decode(): (int(r["image/class/label"]), r["image/class/text"].decode())
+           for split in ("train", "validation", "test") for r in records(out, split)}
+    assert {label: i for i, label in ids.values()} == {"dog": 0, "cat": 2}
+    assert "emu" not in meta["splits"]["train"]["label_counts"]
+
+
+def test_too_many_removed_rows_fail_before_anything_is_written(pool, shardsmith, tmp_path):
+    out = tmp_path / "out"
+    assert build(shardsmith, pool.manifest("full", pool.rows), out).code == 0
+    before = metadata(out)
+    done = build(shardsmith, pool.manifest("truncated", pool.rows[:9] + [("train", "img/new.jpg", "cat")]), out)
+    assert done.code == 1
+    lines = [line for line in done.err.splitlines() if "lacks" in line]
+    assert len(lines) == 1 and "lacks 81 of the 90 rows" in lines[0] and "--max_removed_fraction=0.1" in lines[0]
+    assert "Traceback" not in done.err
+    assert metadata(out) == before
+    newest = sorted((out / BUILDS_DIR).iterdir())[-1]
+    assert not list(newest.glob("*.tfrecord-*"))  # no shard, new or rewritten, was written
+
+
+def test_retention_keeps_every_build_a_kept_version_lists(pool, shardsmith, tmp_path):
+    out = tmp_path / "out"
+    rows = pool.rows
+    assert build(shardsmith, pool.manifest("d1", rows[:50]), out, "--keep_builds", "1").code == 0
+    v1 = metadata(out)["build_id"]
+    assert build(shardsmith, pool.manifest("d2", rows[:70]), out, "--keep_builds", "1").code == 0
+    assert build(shardsmith, pool.manifest("d3", rows), out, "--keep_builds", "1").code == 0
+    meta = metadata(out)
+    # Nothing was removed: the current version still lists the shards of the first two generations.
+    held = {shard.get("build", meta["build_id"]) for s in meta["splits"].values() for shard in s["shards"]}
+    assert v1 in held and len(held) == 3
+    assert sorted(p.name for p in (out / BUILDS_DIR).iterdir()) == sorted(held)
+    assert "every check holds" in shardsmith_cli_ok(shardsmith, "verify", out).out
+    # A full rebuild lists only its own shards: the earlier generations go.
+    done = shardsmith("build", "--manifest", pool.manifest("d4", rows), "--output_dir", out, "--name", "pets",
+                      "--overwrite", "--keep_builds", "1")
+    assert done.code == 0, done.err
+    assert [p.name for p in (out / BUILDS_DIR).iterdir()] == [metadata(out)["build_id"]]
+
+
+def test_incremental_into_an_incompatible_version_is_a_usage_error(pool, shardsmith, tmp_path):
+    plain = tmp_path / "plain"
+    manifest = pool.manifest("m", pool.rows)
+    assert shardsmith("build", "--manifest", manifest, "--output_dir", plain, "--name", "pets").code == 0
+    done = build(shardsmith, manifest, plain)
+    assert done.code == 2
+    assert "built without --incremental" in done.err and "--incremental --overwrite" in done.err
+    versioned = tmp_path / "versioned"
+    assert build(shardsmith, manifest, versioned).code == 0
+    done = build(shardsmith, manifest, versioned, "--seed", "7")
+    assert done.code == 2 and "seed 42, this build has 7" in done.err
+    assert not (versioned / LOCK_FILE).exists()
+    assert len(list((versioned / BUILDS_DIR).iterdir())) == 1  # the refused build left no folder
+
+
+def test_a_killed_incremental_build_leaves_the_version_readable_and_a_rerun_is_identical(pool, tmp_path):
+    def run(manifest: Path, out: Path, fault: str = "") -> subprocess.CompletedProcess:
+        env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+        env.pop(FAULT_ENV, None)
+        if fault:
+            env[FAULT_ENV] = fault
+        return subprocess.run([sys.executable, "-m", "pipeline", "build", "--manifest", str(manifest),
+                               "--output_dir", str(out), "--name", "pets", "--incremental",
+                               "--num_shards", "train=2,validation=1,test=1"],
+                              capture_output=True, text=True, env=env, timeout=300)
+
+    day1, day2 = pool.manifest("d1", pool.rows[:60]), pool.manifest("d2", pool.rows[3:])
+    outs = {}
+    for name in ("killed", "clean"):
+        out = tmp_path / name
+        assert run(day1, out).returncode == 0
+        outs[name] = out
+    v1 = metadata(outs["killed"])["build_id"]
+    killed = run(day2, outs["killed"], "mid_rewrite:2")
+    assert killed.returncode == -9
+    assert metadata(outs["killed"])["build_id"] == v1
+    assert uris(outs["killed"], "train") == sorted(u for s, u, _ in pool.rows[:60] if s == "train")
+    for name, out in outs.items():
+        done = run(day2, out)
+        assert done.returncode == 0, (name, done.stderr)
+
+    def shards(out: Path) -> dict[str, bytes]:
+        meta = metadata(out)
+        return {shard["file"]: (out / BUILDS_DIR / shard.get("build", meta["build_id"]) / shard["file"]).read_bytes()
+                for s in meta["splits"].values() for shard in s["shards"]}
+
+    assert shards(outs["killed"]) == shards(outs["clean"])
+    assert len(list((outs["killed"] / BUILDS_DIR).iterdir())) == 2  # the killed build's folder was removed
