@@ -275,7 +275,7 @@ def test_help_documents_every_command_and_setting():
     for word in ("image", "dataflow", "template", "run-template", "--dry-run", "--config", "--no_public_ips",
                  "--no_wait_until_finish", "--max_num_workers", "--service_account_email", "--worker_machine_type",
                  "--sdk_container_image", "--no_use_public_ips", "--manifest, --feature or --path_map",
-                 "--overwrite, --break_lock or --verbose"):
+                 "--overwrite, --break_lock, --verbose or --incremental"):
         assert word in cloud.stdout, word
     for key in ("PROJECT", "REGION", "BUCKET", "TEMP_LOCATION", "STAGING_LOCATION", "TEMPLATE_FILE", "IMAGE",
                 "REPOSITORY", "IMAGE_TAG", "BUILDER", "SERVICE_ACCOUNT", "MACHINE_TYPE", "MAX_WORKERS",
@@ -316,6 +316,8 @@ EXAMPLES = {
     "validate": ("header", "none"),
     "on_duplicate": ("drop", "ignore"),
     "max_error_fraction": ("0.05", "1.5"),
+    "incremental": ("true", "yes please"),
+    "max_removed_fraction": ("0.1", "-0.1"),
     "max_image_bytes": ("67108864", "64MB"),
     "max_pixels": ("89478485", "0"),
     "temp_dir": ("gs://my-bucket/tmp/tft", "/tmp/tft"),
