@@ -232,3 +232,32 @@ def test_a_killed_incremental_build_leaves_the_version_readable_and_a_rerun_is_i
 
     assert shards(outs["killed"]) == shards(outs["clean"])
     assert len(list((outs["killed"] / BUILDS_DIR).iterdir())) == 2  # the killed build's folder was removed
+
+
+def test_row_lists_read_back_what_was_written_and_name_the_bad_line():
+    from shardsmith.format.row_list import ListedRow, RowListError, parse_row_list, row_list_bytes
+
+    rows = [ListedRow("ab" * 16, 1, "cat", 1234, "img/ç a.jpg"), ListedRow("cd" * 16, 3, "dog\t2", 0, "x")]
+    assert parse_row_list(row_list_bytes(rows), "r.jsonl") == rows
+    with pytest.raises(RowListError, match="r.jsonl line 2 is not"):
+        parse_row_list(row_list_bytes(rows[:1]) + b'["x", 1, "cat"]\n', "r.jsonl")
+
+
+def test_a_row_identity_is_its_content_not_its_place_in_the_manifest():
+    import dataclasses
+
+    from shardsmith.core.carry_over import RecordPlace, pair_rows
+    from shardsmith.core.row_identity import row_identity
+    from shardsmith.core.rows import ManifestRow
+
+    row = ManifestRow("a.csv", 0, 2, "img/1.jpg", "/data/img/1.jpg", "train", "cat")
+    moved = dataclasses.replace(row, source="b.csv", source_index=3, line=90, resolved_uri="/elsewhere/1.jpg")
+    assert row_identity(row) == row_identity(moved)
+    for changed in ({"label": "dog"}, {"split": "test"}, {"uri": "img/2.jpg"}):
+        assert row_identity(dataclasses.replace(row, **changed)) != row_identity(row), changed
+    # Identities pair as multisets: two rows and three records of one identity keep the first two records.
+    second = dataclasses.replace(row, line=5)
+    pairing = pair_rows([second, row], [RecordPlace(1, 0, 1), RecordPlace(0, 7, 1), RecordPlace(0, 3, 1)])
+    assert pairing.carried_lines == 2 and pairing.new_rows == [] and pairing.removed == [RecordPlace(1, 0, 1)]
+    pairing = pair_rows([second, row], [RecordPlace(0, 3, 1)])
+    assert pairing.carried_lines == 1 and pairing.new_rows == [second] and pairing.removed == []

@@ -1,12 +1,14 @@
 """A shard's row list (`rows/<shard file>.jsonl` in the build's folder, written with `--incremental`): one line per
 record of the shard, in record order,
 
-    ["<row identity>", <manifest lines>, "<label>"]\\n
+    ["<row identity>", <manifest lines>, "<label>", <source bytes>, "<uri>"]\\n
 
 a JSON array: the row's identity (shardsmith/core/row_identity.py), how many manifest lines its record stands
-for (one, or a detection image's box lines) and the label its shard's `label_counts` counted it under. Line i
-describes record i, so a later build knows which records to keep when it rewrites the shard without removed rows,
-and what the rewritten shard's counts are, without parsing a record.
+for (one, or a detection image's box lines), the label its shard's `label_counts` counted it under (the one
+placement stratified by), the size of its image file as placement saw it, and its URI as the manifest wrote it.
+Line i describes record i, so a later build knows which records to keep when it rewrites the shard without
+removed rows, what the rewritten shard's counts are, and where placement would put each record (compaction),
+without parsing a record.
 
 Guarantee: `row_list_bytes` and `parse_row_list` are inverse; the bytes depend only on the entries.
 """
@@ -24,14 +26,17 @@ class RowListError(ValueError):
 
 @dataclass(frozen=True)
 class ListedRow:
-    """One record's row: its identity, the manifest lines it stands for and the label it is counted under."""
+    """One record's row: its identity, the manifest lines it stands for, the label it is counted under, its
+    image file's size and its URI as written."""
 
     identity: str
     lines: int
     label: str
+    size: int
+    uri: str
 
     def line(self) -> str:
-        return json.dumps([self.identity, self.lines, self.label], ensure_ascii=False) + "\n"
+        return json.dumps([self.identity, self.lines, self.label, self.size, self.uri], ensure_ascii=False) + "\n"
 
 
 def row_list_bytes(rows: Iterable[ListedRow]) -> bytes:
@@ -40,14 +45,16 @@ def row_list_bytes(rows: Iterable[ListedRow]) -> bytes:
 
 def parse_row_list(data: bytes, path: str) -> list[ListedRow]:
     """The rows listed in a row list's bytes, in record order; RowListError naming `path` and the line for one
-    that is not `[identity, lines, label]`."""
+    that is not `[identity, lines, label, size, uri]`."""
     rows = []
     for number, line in enumerate(data.decode("utf-8", "replace").splitlines(), start=1):
         try:
-            identity, lines, label = json.loads(line)
-            if not (isinstance(identity, str) and isinstance(lines, int) and isinstance(label, str)):
+            identity, lines, label, size, uri = json.loads(line)
+            if not (isinstance(identity, str) and isinstance(lines, int) and isinstance(label, str)
+                    and isinstance(size, int) and isinstance(uri, str)):
                 raise ValueError
-        except ValueError:
-            raise RowListError(f"{path} line {number} is not [identity, lines, label]: {line[:80]!r}") from None
-        rows.append(ListedRow(identity, lines, label))
+        except (ValueError, TypeError):
+            raise RowListError(f"{path} line {number} is not [identity, lines, label, size, uri]: {line[:80]!r}"
+                               ) from None
+        rows.append(ListedRow(identity, lines, label, size, uri))
     return rows
