@@ -156,8 +156,8 @@ def version_line(metadata: Metadata, build_id: str | None) -> str | None:
     change = metadata.incremental
     if change is None or change.previous is None:
         return None
-    return (f"{build_id or metadata.build_id or 'this version'}, added to {change.previous}: images read {change.num_images_read:,}, "
-            f"rows carried over {change.num_carried_rows:,}, added {change.num_added_rows:,}, removed "
+    which = build_id or metadata.build_id or "this version"
+    return (f"{which}, added to {change.previous}: images read {change.num_images_read:,}, rows carried over {change.num_carried_rows:,}, added {change.num_added_rows:,}, removed "
             f"{change.num_removed_rows:,} ({change.num_rewritten_shards} shard(s) rewritten without them; "
             f"{change.generations} generation(s))")
 
