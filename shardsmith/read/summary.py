@@ -157,9 +157,9 @@ def version_line(metadata: Metadata, build_id: str | None) -> str | None:
     if change is None or change.previous is None:
         return None
     which = build_id or metadata.build_id or "this version"
-    return (f"{which}, added to {change.previous}: images read {change.num_images_read:,}, rows carried over {change.num_carried_rows:,}, added {change.num_added_rows:,}, removed "
-            f"{change.num_removed_rows:,} ({change.num_rewritten_shards} shard(s) rewritten without them; "
-            f"{change.generations} generation(s))")
+    return (f"{which}, added to {change.previous}: images read {change.num_images_read:,}, rows carried over "
+            f"{change.num_carried_rows:,}, added {change.num_added_rows:,}, removed {change.num_removed_rows:,} "
+            f"({change.num_rewritten_shards} shard(s) rewritten without them; {change.generations} generation(s))")
 
 
 def label_counts_text(label_counts: dict[str, int]) -> str:
