@@ -17,10 +17,13 @@ from __future__ import annotations
 
 import argparse
 import random
-
-from shuffle_mix import batch_mix, read_like_tf_data, shardsmith_shards
+import sys
+from pathlib import Path
 
 from shardsmith.core.rows import ManifestRow
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from shuffle_mix import batch_mix, read_like_tf_data, shardsmith_shards  # noqa: E402
 
 
 def rows_of(start: int, labels: list[int]) -> list[ManifestRow]:
