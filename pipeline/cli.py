@@ -304,9 +304,13 @@ def run(argv: list[str] | None = None) -> Metadata | str | int | None:
         return {"verify": verify, "inspect": inspect, "schema": schema, "index": reindex,
                 "versions": versions}[command].run(args)
     if command == "compact":
+        from apache_beam.options.pipeline_options import PipelineOptions
+
         from pipeline.compact import compact
+        from pipeline.running.runner import is_local
 
         args, beam_args = _parser().parse_known_args([command, *rest])
+        _configure_logging(is_local(PipelineOptions(beam_args)))
         return compact(args, beam_args)
     return build(rest) if command == "build" else sample(rest)
 

@@ -107,7 +107,9 @@ def test_compaction_writes_the_full_builds_shards_and_keeps_earlier_versions(row
     old_rows = version_rows(out)
     assert sorted(old_rows) == sorted(day3)
 
-    done = ok(shardsmith, "compact", out, "--keep_builds", "4")
+    assert "nothing to compact" in ok(shardsmith, "compact", out, "--compact_after", "3").out
+    assert metadata(out)["build_id"] == previous
+    done = ok(shardsmith, "compact", out, "--keep_builds", "4", "--compact_after", "2")
     assert "compacted version" in done.out
     meta = metadata(out)
     assert meta["build_id"] != previous
@@ -181,3 +183,7 @@ def test_compact_usage_errors(rows, shardsmith, tmp_path):
     assert sorted(p.name for p in (one / BUILDS_DIR).iterdir()) == before  # nothing was written
     assert not (one / LOCK_FILE).exists()
     assert "unknown flag --num_shards" in refused(one, "--num_shards", "2")
+    assert "--compact_after must be at least 1" in refused(one, "--compact_after", "0")
+    # With --compact_after, a version at or under K generations is no error: a scheduled DAG runs compact daily.
+    assert "nothing to compact, nothing written" in ok(shardsmith, "compact", one, "--compact_after", "1").out
+    assert sorted(p.name for p in (one / BUILDS_DIR).iterdir()) == before and not (one / LOCK_FILE).exists()

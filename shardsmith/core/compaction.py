@@ -33,7 +33,7 @@ from shardsmith.core.settings import PlacementSettings
 from shardsmith.errors import UsageError
 from shardsmith.format.build_folder import build_dir, dataset_dir, shard_file_path
 from shardsmith.format.metadata_schema import Metadata, ShardEntry
-from shardsmith.format.naming import index_file_name, join, row_list_name
+from shardsmith.format.naming import index_file_name, join, row_list_name, shard_generation
 from shardsmith.format.record_index import RecordIndex
 from shardsmith.format.row_list import RowListError, parse_row_list
 
@@ -92,6 +92,12 @@ def compaction_source(output_dir: str, published: Metadata) -> CompactionSource:
         shards.append(SourceShard(split, shard_file_path(folder, entry), holder, entry, line))
         line += entry.num_examples or 0
     return CompactionSource(output_dir, version, published, tuple(shards), _placement(published))
+
+
+def most_generations(published: Metadata) -> int:
+    """The most generations any one split's shards come from (`--compact_after K` compacts above K)."""
+    return max((len({shard_generation(shard.file) for shard in split.shards}) for split in published.splits.values()),
+               default=0)
 
 
 def _placement(published: Metadata) -> PlacementSettings:
