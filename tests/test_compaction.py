@@ -184,6 +184,10 @@ def test_compact_usage_errors(rows, shardsmith, tmp_path):
     assert not (one / LOCK_FILE).exists()
     assert "unknown flag --num_shards" in refused(one, "--num_shards", "2")
     assert "--compact_after must be at least 1" in refused(one, "--compact_after", "0")
+    gzipped = tmp_path / "gzipped"
+    incremental(shardsmith, tmp_path, gzipped, "g1", rows[:12], "--compression", "gzip")
+    incremental(shardsmith, tmp_path, gzipped, "g2", rows[:13], "--compression", "gzip")
+    assert "gzip shards, which compaction does not copy yet" in refused(gzipped)
     # With --compact_after, a version at or under K generations is no error: a scheduled DAG runs compact daily.
     assert "nothing to compact, nothing written" in ok(shardsmith, "compact", one, "--compact_after", "1").out
     assert sorted(p.name for p in (one / BUILDS_DIR).iterdir()) == before and not (one / LOCK_FILE).exists()

@@ -25,7 +25,7 @@ from shardsmith.format.example import SHA256, parse_example
 from shardsmith.format.naming import shard_file_name
 from shardsmith.format.record_index import FRAMING_BYTES, RecordIndex
 from shardsmith.format.row_list import ListedRow
-from shardsmith.format.tfrecord import read_exact, unframe
+from shardsmith.format.tfrecord import FramingError, read_exact, unframe
 
 # Remote records read ahead of the writer (each is one ranged read); local ones are read one after the other.
 MAX_RECORDS_IN_FLIGHT = 16
@@ -40,11 +40,19 @@ class CompactionWriter:
     sources: tuple[str, ...]
 
 
+class SourceRecordError(ValueError):
+    """A source shard's record is not intact where its index file says it is: the message names the shard."""
+
+
 def _framed(path: str, offset: int, length: int) -> bytes:
     with storage.open_read(path) as f:
         f.seek(offset)
         framed = read_exact(f, length)
-    unframe(framed, offset)  # FramingError unless it is one intact record at its index entry's place
+    try:
+        unframe(framed, offset)  # both CRCs, and exactly one record at the index entry's place
+    except FramingError as e:
+        raise SourceRecordError(f"{path}: {e.reason} at byte {e.offset} (its index file's entry {offset} {length})"
+                                "; nothing was published") from None
     return framed
 
 
