@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -154,6 +155,19 @@ def test_compaction_keeps_label_ids_added_out_of_alphabetical_order(rows, shards
     incremental(shardsmith, tmp_path, out, "b", rows)  # "cat" sorts first but is new: id 2
     assert metadata(out)["labels"] == ["dog", "emu", "cat"]
     old_rows = version_rows(out)
+    damaged = tmp_path / "damaged"
+    shutil.copytree(out, damaged)
+    published = metadata(damaged)
+    shard = published["splits"]["train"]["shards"][0]
+    path = damaged / BUILDS_DIR / shard.get("build", published["build_id"]) / shard["file"]
+    data = bytearray(path.read_bytes())
+    data[40] ^= 0xFF  # inside the first record's data: its CRC no longer holds
+    path.write_bytes(bytes(data))
+    done = shardsmith("compact", damaged)
+    assert done.code == 1 and "Traceback" not in done.err
+    assert f"{path}: record data checksum mismatch at byte 0" in done.err
+    assert metadata(damaged) == published and not (damaged / LOCK_FILE).exists()
+
     ok(shardsmith, "compact", out)
     meta = metadata(out)
     assert meta["labels"] == ["dog", "emu", "cat"] and meta["incremental"]["generations"] == 1
