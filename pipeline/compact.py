@@ -40,6 +40,47 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def compact(args: argparse.Namespace, beam_args: list[str]) -> Metadata:
     """Compacts args.output_dir's published version; returns the new version's metadata.json (with
     --compact_after K and no split above K generations: the published one, unchanged)."""
+    _check_arguments(args, beam_args)
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from pipeline.running.runner import make_pipeline
+    from shardsmith.core.compaction import compaction_source, most_generations
+    from shardsmith.format.build_folder import BuildRecord, build_dir, retire_builds, start_build
+    from shardsmith.format.metadata import read_metadata
+    from transforms.compact import Compaction, CompactVersion
+
+    started = time.monotonic()
+    beam_options = PipelineOptions(beam_args)
+    output_dir = args.output_dir.rstrip("/")
+    lock = _take_lock(output_dir, args.break_lock)
+    try:
+        published = _published(output_dir)
+        if args.compact_after is not None and published.incremental is not None:
+            most = most_generations(published)
+            if most <= args.compact_after:
+                print(f"shardsmith: version {published.build_id} has at most {most} generation(s) per split "
+                      f"(--compact_after {args.compact_after}): nothing to compact, nothing written")
+                return published
+        source = compaction_source(output_dir, published)
+        retire_builds(output_dir)  # unfinished builds of earlier runs, as a build's start removes them
+        start_build(output_dir, BuildRecord.for_build(lock.build_id, published.name))
+        lock.start_heartbeat()
+        compaction = Compaction(source, lock.build_id, args.keep_builds)
+        with make_pipeline(beam_options) as pipeline:
+            _ = pipeline | "Compact" >> CompactVersion(compaction)
+    finally:
+        lock.release()  # the publish step released it already unless the job failed or wrote nothing
+    metadata = read_metadata(build_dir(output_dir, lock.build_id))
+    print(f"shardsmith: compacted version {source.version} ({len(source.shards)} shards in "
+          f"{published.incremental.generations} generations) into version {lock.build_id}: "
+          + ", ".join(f"{split} {info.num_examples:,} records in {info.num_shards} shard(s)"
+                      for split, info in metadata.splits.items())
+          + f", in {time.monotonic() - started:.1f} s")
+    return metadata
+
+
+def _check_arguments(args: argparse.Namespace, beam_args: list[str]) -> None:
+    """UsageError for a flag neither compact nor Beam knows, or a count below 1."""
     from pipeline.options import beam_flags
 
     unknown = [arg for arg in beam_args if arg.startswith("-") and arg[2:].partition("=")[0] not in beam_flags.names()]
@@ -49,90 +90,38 @@ def compact(args: argparse.Namespace, beam_args: list[str]) -> Metadata:
         raise UsageError("--keep_builds must be at least 1 (the version being published)")
     if args.compact_after is not None and args.compact_after < 1:
         raise UsageError("--compact_after must be at least 1 (a version always has one generation)")
-    from apache_beam.options.pipeline_options import PipelineOptions
-
-    from pipeline.running.runner import make_pipeline
-    from shardsmith.core.compaction_writer import CompactionWriter
-    from shardsmith.core.settings import RecordSettings
-    from shardsmith.core.shard_file import WriterConfig
-    from shardsmith.format.build_folder import build_dir
-    from shardsmith.format.metadata import read_metadata
-    from transforms.compact import Compaction, CompactVersion
-
-    started = time.monotonic()
-    beam_options = PipelineOptions(beam_args)
-    output_dir = args.output_dir.rstrip("/")
-    locked = _locked_source(output_dir, args.break_lock, args.compact_after)
-    if not isinstance(locked, tuple):
-        return locked
-    lock, source = locked
-    try:
-        lock.start_heartbeat()
-        compaction = Compaction(source, lock.build_id, args.keep_builds)
-        writer = WriterConfig(output_dir=compaction.files_dir, name=source.metadata.name,
-                              records=RecordSettings(compression=source.metadata.compression_or_default),
-                              lock=compaction.lock, list_rows=True)
-        with make_pipeline(beam_options) as pipeline:
-            _ = pipeline | "Compact" >> CompactVersion(compaction, CompactionWriter(
-                writer, tuple(shard.path for shard in source.shards)))
-    finally:
-        lock.release()  # the publish step released it already unless the job failed
-    metadata = read_metadata(build_dir(output_dir, lock.build_id))
-    print(f"shardsmith: compacted version {source.version} ({len(source.shards)} shards in "
-          f"{source.metadata.incremental.generations} generations) into version {lock.build_id}: "
-          + ", ".join(f"{split} {info.num_examples:,} records in {info.num_shards} shard(s)"
-                      for split, info in metadata.splits.items())
-          + f", in {time.monotonic() - started:.1f} s")
-    return metadata
 
 
-def _locked_source(output_dir: str, break_lock: bool, compact_after: int | None):
-    """(held lock, CompactionSource): the folder's lock taken and the compaction's build folder started, as
-    pipeline/checks/preflight.py does for a build; UsageError (lock released, nothing written) otherwise. With
-    `compact_after` and no split above that many generations: the published metadata, lock released, nothing
-    written."""
+def _take_lock(output_dir: str, break_lock: bool):
+    """The folder's lock, taken as a build takes it (pipeline/checks/preflight.py) for a new build id; UsageError
+    for a folder without a published dataset or one another build holds."""
     from shardsmith.core.build_lock import LockHeld, acquire_lock
-    from shardsmith.core.compaction import compaction_source, most_generations
-    from shardsmith.format.build_folder import (
-        BuildRecord,
-        new_build_id,
-        retire_builds,
-        scan,
-        start_build,
-    )
-    from shardsmith.format.metadata import read_metadata
-    from shardsmith.format.metadata_schema import MetadataError, MetadataMissing
+    from shardsmith.format.build_folder import new_build_id
 
+    _published(output_dir)  # before the lock: a wrong folder gets no lock file
     try:
-        read_metadata(output_dir)
-    except MetadataMissing:
-        raise UsageError(f"{output_dir} holds no published dataset: nothing to compact") from None
-    except MetadataError as e:
-        raise UsageError(str(e)) from None
-    build_id = new_build_id()
-    try:
-        lock = acquire_lock(output_dir, build_id, break_lock)
+        return acquire_lock(output_dir, new_build_id(), break_lock)
     except LockHeld as e:
         raise UsageError(str(e)) from None
     except OSError as e:
         raise UsageError(f"output folder {output_dir} is not writable: {str(e).splitlines()[0]}") from None
+
+
+def _published(output_dir: str) -> Metadata:
+    """The folder's published metadata.json; UsageError (one line) for a folder without one, or holding files no
+    shardsmith build wrote."""
+    from shardsmith.format.build_folder import scan
+    from shardsmith.format.metadata import read_metadata
+    from shardsmith.format.metadata_schema import MetadataError, MetadataMissing
+
     try:
-        state = scan(output_dir)
-        if state.foreign:
-            raise UsageError(f"{output_dir} holds files that no shardsmith build wrote ({', '.join(state.foreign[:4])})"
-                             "; compaction writes only into a folder holding shardsmith's own builds")
         published = read_metadata(output_dir)
-        if compact_after is not None and published.incremental is not None:
-            most = most_generations(published)
-            if most <= compact_after:
-                lock.release()
-                print(f"shardsmith: version {published.build_id} has at most {most} generation(s) per split "
-                      f"(--compact_after {compact_after}): nothing to compact, nothing written")
-                return published
-        source = compaction_source(output_dir, published)
-        retire_builds(output_dir)  # unfinished builds of earlier runs, as a build's start removes them
-        start_build(output_dir, BuildRecord.for_build(build_id, source.metadata.name))
-    except BaseException:
-        lock.release()
-        raise
-    return lock, source
+    except MetadataMissing:
+        raise UsageError(f"{output_dir} holds no published dataset: nothing to compact") from None
+    except MetadataError as e:
+        raise UsageError(str(e)) from None
+    foreign = scan(output_dir).foreign
+    if foreign:
+        raise UsageError(f"{output_dir} holds files that no shardsmith build wrote ({', '.join(foreign[:4])}); "
+                         "compaction writes only into a folder holding shardsmith's own builds")
+    return published

@@ -28,6 +28,7 @@ from shardsmith.core.compaction import CompactionSource, record_rows
 from shardsmith.core.compaction_writer import CompactionWriter, write_compacted_shard
 from shardsmith.core.rows import ShardResult
 from shardsmith.core.settings import CheckSettings, RecordSettings
+from shardsmith.core.shard_file import WriterConfig
 from shardsmith.format.build_folder import (
     build_dir,
     publish,
@@ -63,6 +64,13 @@ class Compaction:
     @property
     def lock(self) -> LockGuard:
         return LockGuard(self.source.output_dir, self.build_id)
+
+    def writer(self) -> CompactionWriter:
+        """Where the compacted shards go (with their index files and row lists) and where their records are."""
+        published = self.source.metadata
+        config = WriterConfig(output_dir=self.files_dir, name=published.name, lock=self.lock, list_rows=True,
+                              records=RecordSettings(compression=published.compression_or_default))
+        return CompactionWriter(config, tuple(shard.path for shard in self.source.shards))
 
     def report_config(self) -> ReportConfig:
         published = self.source.metadata
@@ -134,10 +142,9 @@ class CopyRecordsFn(beam.DoFn):
 class CompactVersion(beam.PTransform):
     """A pipeline's root -> the one-element PCollection of the compacted version's metadata.json, published."""
 
-    def __init__(self, compaction: Compaction, writer: CompactionWriter):
+    def __init__(self, compaction: Compaction):
         super().__init__()
         self._compaction = compaction
-        self._writer = writer
 
     def expand(self, pipeline):
         source = self._compaction.source
@@ -147,7 +154,7 @@ class CompactVersion(beam.PTransform):
             | "ReadRowLists" >> beam.FlatMap(lambda index: record_rows(source, index))
         )
         shard_groups, plan = rows | "PlaceRows" >> PlaceRows(source.placement)
-        shards = shard_groups | "CopyRecords" >> beam.ParDo(CopyRecordsFn(self._writer))
+        shards = shard_groups | "CopyRecords" >> beam.ParDo(CopyRecordsFn(self._compaction.writer()))
         return (
             pipeline
             | "FinalizeTrigger" >> beam.Create([None])
