@@ -27,13 +27,13 @@ _LOG = logging.getLogger("shardsmith")
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("output_dir", help="a folder holding a version made by `shardsmith build --incremental`")
-    parser.add_argument("--keep_builds", type=int, default=DEFAULT_KEEP_BUILDS,
+    parser.add_argument("--keep_builds", "--keep-builds", type=int, default=DEFAULT_KEEP_BUILDS,
                         help="published versions kept, the compacted one included, with every build they list "
                              f"(default {DEFAULT_KEEP_BUILDS})")
-    parser.add_argument("--compact_after", type=int, default=None, metavar="K",
+    parser.add_argument("--compact_after", "--compact-after", type=int, default=None, metavar="K",
                         help="compact only when a split's shards come from more than K generations; otherwise "
                              "exit 0 and write nothing (for a scheduled DAG that runs compact after every build)")
-    parser.add_argument("--break_lock", action="store_true",
+    parser.add_argument("--break_lock", "--break-lock", action="store_true",
                         help="take over a lock whose holder stopped refreshing it (as for build)")
 
 

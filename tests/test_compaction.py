@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from shardsmith import load, records
+from shardsmith.core.fault_injection import FAULT_ENV
 from shardsmith.format.naming import BUILDS_DIR, LOCK_FILE, METADATA_FILE
 from shardsmith.format.row_list import parse_row_list
 
@@ -205,3 +209,23 @@ def test_compact_usage_errors(rows, shardsmith, tmp_path):
     # With --compact_after, a version at or under K generations is no error: a scheduled DAG runs compact daily.
     assert "nothing to compact, nothing written" in ok(shardsmith, "compact", one, "--compact_after", "1").out
     assert sorted(p.name for p in (one / BUILDS_DIR).iterdir()) == before and not (one / LOCK_FILE).exists()
+
+
+def test_a_killed_compaction_leaves_the_version_published_and_a_rerun_is_identical(rows, shardsmith, tmp_path):
+    out = tmp_path / "killed"
+    incremental(shardsmith, tmp_path, out, "a", rows[:70])
+    incremental(shardsmith, tmp_path, out, "b", rows[1:])
+    clean = tmp_path / "clean"
+    shutil.copytree(out, clean)
+    published = metadata(out)
+    env = {**os.environ, FAULT_ENV: "mid_shard:5", "TF_CPP_MIN_LOG_LEVEL": "3"}
+    killed = subprocess.run([sys.executable, "-m", "pipeline", "compact", str(out)], capture_output=True, text=True,
+                            env=env, timeout=300)
+    assert killed.returncode == -9, killed.stderr
+    assert metadata(out) == published
+    assert sorted(r["image/filename"].decode() for r in records(out, "train")) == sorted(
+        uri for s, uri, _ in rows[1:] if s == "train")
+    ok(shardsmith, "compact", out)  # takes over the dead process's lock, removes its unfinished build
+    ok(shardsmith, "compact", clean)
+    assert shard_files(out) == shard_files(clean)
+    assert len(list((out / BUILDS_DIR).iterdir())) == len(list((clean / BUILDS_DIR).iterdir())) == 3

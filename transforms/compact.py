@@ -97,7 +97,7 @@ def compacted_metadata(compaction: Compaction, shards: list[ShardResult], plan: 
             f"{source.version} {published.num_examples} for {source.num_rows}; nothing was published")
     return replace(
         written, labels_taken_from=published.labels_taken_from, features=published.features,
-        duplicates=published.duplicates, errors_by_reason={},
+        duplicates=published.duplicates,
         incremental=IncrementalEntry(
             previous=source.version, num_carried_rows=source.num_rows, num_rewritten_shards=len(source.shards),
             generation=published.incremental.generation + 1, generations=1))

@@ -15,7 +15,8 @@ Exceptions, where that manifest is not the one the rows first came from: ties of
 repeated within a split, are broken by the rows' manifest lines (`rank_key`), here their lines in that version
 order; and a row with several labels (multi_label, detection) is placed by its rarest label, counted over the
 rows the vocabulary was taken from (`placing_label_id`), which for a full build of the version's rows can be
-another label than the one its record was first placed by (the row lists keep that one).
+another label than the one its record was first placed by (the row lists keep that one). With --image_mode
+path a record holds its image's resolved path: the full build matches where it resolves URIs to the same paths.
 
 A compaction row is a ManifestRow whose `resolved_uri` names its record, not an image (`RecordRef`): the
 writer reads that record, nothing else. Memory: one source shard's row list and index per reader.

@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from shardsmith import storage
+from shardsmith.core import fault_injection
 from shardsmith.core.compaction import RecordRef
 from shardsmith.core.load_images import ordered_bounded_map
 from shardsmith.core.rows import PlacedRow, ShardResult
@@ -92,6 +93,7 @@ def write_compacted_shard(config: CompactionWriter, split: str, shard: int,
                 listed.append(ListedRow(ref.identity, ref.lines, row.label, row.size, row.uri))
                 if first_key is None:
                     first_key = parse_example(unframe(framed, ref.offset))[SHA256][0].decode("ascii")
+                fault_injection.reached("mid_shard")
         index_file = write_index_file(writer, name, index)
         write_row_list(writer.output_dir, name, listed)
         if writer.lock is not None:
