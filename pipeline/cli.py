@@ -304,13 +304,11 @@ def run(argv: list[str] | None = None) -> Metadata | str | int | None:
         return {"verify": verify, "inspect": inspect, "schema": schema, "index": reindex,
                 "versions": versions}[command].run(args)
     if command == "compact":
-        from apache_beam.options.pipeline_options import PipelineOptions
-
-        from pipeline.compact import compact
-        from pipeline.running.runner import is_local
+        from pipeline.compact import check_arguments, compact, runs_locally
 
         args, beam_args = _parser().parse_known_args([command, *rest])
-        _configure_logging(is_local(PipelineOptions(beam_args)))
+        check_arguments(args, beam_args)  # before Beam is imported
+        _configure_logging(runs_locally(beam_args))
         return compact(args, beam_args)
     return build(rest) if command == "build" else sample(rest)
 

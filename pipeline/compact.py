@@ -40,7 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def compact(args: argparse.Namespace, beam_args: list[str]) -> Metadata:
     """Compacts args.output_dir's published version; returns the new version's metadata.json (with
     --compact_after K and no split above K generations: the published one, unchanged)."""
-    _check_arguments(args, beam_args)
+    check_arguments(args, beam_args)
     from apache_beam.options.pipeline_options import PipelineOptions
 
     from pipeline.running.runner import make_pipeline
@@ -79,8 +79,9 @@ def compact(args: argparse.Namespace, beam_args: list[str]) -> Metadata:
     return metadata
 
 
-def _check_arguments(args: argparse.Namespace, beam_args: list[str]) -> None:
-    """UsageError for a flag neither compact nor Beam knows, or a count below 1."""
+def check_arguments(args: argparse.Namespace, beam_args: list[str]) -> None:
+    """UsageError for a flag neither compact nor Beam knows, a count below 1, or a folder without a published
+    dataset; imports no Beam for a local folder (pipeline/cli.py calls it first, for a quick one-line error)."""
     from pipeline.options import beam_flags
 
     unknown = [arg for arg in beam_args if arg.startswith("-") and arg[2:].partition("=")[0] not in beam_flags.names()]
@@ -90,15 +91,24 @@ def _check_arguments(args: argparse.Namespace, beam_args: list[str]) -> None:
         raise UsageError("--keep_builds must be at least 1 (the version being published)")
     if args.compact_after is not None and args.compact_after < 1:
         raise UsageError("--compact_after must be at least 1 (a version always has one generation)")
+    _published(args.output_dir.rstrip("/"))
+
+
+def runs_locally(beam_args: list[str]) -> bool:
+    """Whether Beam's flags choose a local runner (as for a build)."""
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from pipeline.running.runner import is_local
+
+    return is_local(PipelineOptions(beam_args))
 
 
 def _take_lock(output_dir: str, break_lock: bool):
     """The folder's lock, taken as a build takes it (pipeline/checks/preflight.py) for a new build id; UsageError
-    for a folder without a published dataset or one another build holds."""
+    for a folder another build holds."""
     from shardsmith.core.build_lock import LockHeld, acquire_lock
     from shardsmith.format.build_folder import new_build_id
 
-    _published(output_dir)  # before the lock: a wrong folder gets no lock file
     try:
         return acquire_lock(output_dir, new_build_id(), break_lock)
     except LockHeld as e:
