@@ -239,11 +239,31 @@ def _run_build(options, sources, beam_args: list[str], fixed_labels=None) -> Met
         from transforms.metrics import query
 
         _LOG.info("metrics: %s", query(result).describe())  # what a Dataflow job page shows (docs/metrics.md)
+    if carried is not None and not carried.is_first:
+        unchanged = unchanged_version(options.output_dir, lock.build_id, carried.previous)
+        if unchanged is not None:
+            print(f"shardsmith: nothing changed since version {carried.previous} (every manifest row is in it, "
+                  f"none was removed, no new row became a record): nothing published", flush=True)
+            return unchanged
     metadata = finished_build(options.output_dir, lock.build_id)
     from shardsmith.read.summary import build_summary
 
     print(build_summary(metadata, options.output_dir, lock.build_id, elapsed))
     return metadata
+
+
+def unchanged_version(output_dir: str, build_id: str, previous: str) -> Metadata | None:
+    """The published metadata.json when an --incremental run found nothing to change (its report published
+    nothing and removed its build's folder, and `previous` is still published); None otherwise."""
+    from shardsmith import storage
+    from shardsmith.format.build_folder import build_dir
+    from shardsmith.format.metadata import read_metadata
+    from shardsmith.format.naming import BUILD_RECORD, join
+
+    if storage.exists(join(build_dir(output_dir, build_id), BUILD_RECORD)):  # gone last when a build is removed
+        return None
+    published = read_metadata(output_dir)
+    return published if published.build_id == previous else None
 
 
 def finished_build(output_dir: str, build_id: str) -> Metadata:

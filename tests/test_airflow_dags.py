@@ -111,8 +111,8 @@ def loaded(tmp_path_factory) -> dict:
 
 def test_dags_import_without_errors(loaded):
     assert loaded["import_errors"] == {}
-    assert set(loaded["dags"]) == {"shardsmith_flex_template", "shardsmith_beam_dataflow"}
-    for dag in loaded["dags"].values():
+    assert set(loaded["dags"]) == {"shardsmith_flex_template", "shardsmith_beam_dataflow", "shardsmith_incremental"}
+    for dag_id, dag in loaded["dags"].items():
         assert dag["schedule"] == "0 3 * * *"
         assert dag["catchup"] is False and dag["max_active_runs"] == 1
         tasks = dag["tasks"]
@@ -123,21 +123,28 @@ def test_dags_import_without_errors(loaded):
         sensor = tasks["check_metadata_json"]
         assert sensor["type"] == "GCSObjectExistenceSensor"
         assert sensor["fields"]["bucket"] == "test-bucket"
-        assert sensor["fields"]["object"] == "datasets/pets/20260315/metadata.json"
+        folder = "datasets/pets" if dag_id == "shardsmith_incremental" else "datasets/pets/20260315"
+        assert sensor["fields"]["object"] == f"{folder}/metadata.json"
 
 
-def test_flex_template_dag_renders_valid_template_parameters(loaded):
-    task = loaded["dags"]["shardsmith_flex_template"]["tasks"]["build_tfrecords"]
+@pytest.mark.parametrize(("dag_id", "job", "output_dir"), [
+    ("shardsmith_flex_template", "shardsmith-20260315", "gs://test-bucket/datasets/pets/20260315"),
+    ("shardsmith_incremental", "shardsmith-incremental-20260315", "gs://test-bucket/datasets/pets"),
+])
+def test_flex_template_dag_renders_valid_template_parameters(loaded, dag_id, job, output_dir):
+    task = loaded["dags"][dag_id]["tasks"]["build_tfrecords"]
     assert task["type"] == "DataflowStartFlexTemplateOperator"
     assert task["project_id"] == "test-project" and task["location"] == "europe-west4"
     assert task["wait_until_finished"] is True
     launch = task["body"]["launchParameter"]
-    assert launch["jobName"] == "shardsmith-20260315"
+    assert launch["jobName"] == job
     assert launch["containerSpecGcsPath"] == SETTINGS["SHARDSMITH_TEMPLATE_FILE"]
     parameters = dict(launch["parameters"])
     assert parameters.pop("sdk_container_image") == SETTINGS["SHARDSMITH_IMAGE"]
-    assert parameters["output_dir"] == "gs://test-bucket/datasets/pets/20260315"
+    assert parameters["output_dir"] == output_dir
     assert parameters["manifest"] == SETTINGS["SHARDSMITH_MANIFEST"]
+    assert (parameters.get("incremental"), parameters.get("keep_builds")) == (
+        ("true", "7") if dag_id == "shardsmith_incremental" else (None, None))
     metadata_file = ROOT / "pipeline" / "options" / "flex_template_metadata.json"
     declared = {p["name"]: p for p in json.loads(metadata_file.read_text())["parameters"]}
     assert set(parameters) <= set(declared)

@@ -261,3 +261,18 @@ def test_a_row_identity_is_its_content_not_its_place_in_the_manifest():
     assert pairing.carried_lines == 2 and pairing.new_rows == [] and pairing.removed == [RecordPlace(1, 0, 1)]
     pairing = pair_rows([second, row], [RecordPlace(0, 3, 1)])
     assert pairing.carried_lines == 1 and pairing.new_rows == [second] and pairing.removed == []
+
+
+def test_a_rerun_with_nothing_new_publishes_nothing_and_keeps_every_version(pool, shardsmith, tmp_path):
+    """A retried scheduled task (or a night without news) must not push a real version out of --keep_builds."""
+    out = tmp_path / "out"
+    assert build(shardsmith, pool.manifest("d1", pool.rows[:80]), out).code == 0
+    assert build(shardsmith, pool.manifest("d2", pool.rows), out).code == 0
+    versions_before = sorted(p.name for p in (out / BUILDS_DIR).iterdir())
+    published = metadata(out)
+    done = build(shardsmith, pool.manifest("d2", pool.rows), out)  # the same night again
+    assert done.code == 0, done.err
+    assert f"nothing changed since version {published['build_id']}" in done.out
+    assert metadata(out) == published
+    assert sorted(p.name for p in (out / BUILDS_DIR).iterdir()) == versions_before
+    assert not (out / LOCK_FILE).exists()

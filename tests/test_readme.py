@@ -480,6 +480,30 @@ def tfds_snippet(group: Group, request) -> None:
     assert eval(expression, scope) == ast.literal_eval(shown.strip())
 
 
+@handles("incremental-commands", "bash")
+def incremental_commands(group: Group, request) -> None:
+    """A first build, then the same command the next night on a manifest that gained rows and lost one: the second
+    build reads only the new rows, and `versions` lists both."""
+    tmp_path, run = request.getfixturevalue("tmp_path"), request.getfixturevalue("shardsmith")
+    request.getfixturevalue("monkeypatch").chdir(tmp_path)
+    build, versions = (shardsmith_words(command) for command in commands_of(group.blocks[0]))
+    manifest = tmp_path / build[build.index("--manifest") + 1]
+    rows = []
+    for i in range(24):
+        save_image(tmp_path / "lists" / "images" / f"{i:03d}.png", i)
+        rows.append(f"{('train', 'validation', 'test')[i % 6 // 4]},images/{i:03d}.png,{('daisy', 'rose')[i % 2]}")
+    out = tmp_path / build[build.index("--output_dir") + 1]
+    for lines in (rows[:20], rows[1:]):
+        manifest.parent.mkdir(parents=True, exist_ok=True)
+        manifest.write_text("split,image_uri,label\n" + "\n".join(lines) + "\n")
+        result = run(*build)
+        assert result.code == 0, result.err[-2000:]
+    change = json.loads((out / "metadata.json").read_text())["incremental"]
+    assert (change["num_carried_rows"], change["num_added_rows"], change["num_removed_rows"]) == (19, 4, 1)
+    listed = run(*versions)
+    assert listed.code == 0 and len(listed.out.splitlines()) == 2 and "+4 -1 rows" in listed.out
+
+
 @handles("check-commands", "bash")
 def check_commands(group: Group, request) -> None:
     demo, run = request.getfixturevalue("demo"), request.getfixturevalue("shardsmith")

@@ -171,6 +171,14 @@ def check_and_write_metadata(
             f"splits), e.g. {duplicates.groups[0][1][0][1]} and {duplicates.groups[0][1][1][1]}; "
             "--on_duplicate error (use drop to keep one copy, keep to allow them)"
         )
+    if config.carried is not None and _unchanged(config.carried, shards, removed_lines, metadata):
+        config.lock.check()
+        # A retried scheduled run, or a night without news: publishing would only push a real version out of
+        # --keep_builds. The build's folder goes as an unfinished one does.
+        _LOG.info("nothing changed since version %s: nothing published", config.carried.previous)
+        retire_builds(config.output_dir)
+        release_lock(config.output_dir, config.build_id)
+        return metadata
     files_dir = config.files_dir
     config.lock.check()  # LockLost: a build whose lock was taken over writes nothing more
     write_atomically(join(files_dir, LABELS_FILE), labels_bytes(vocabulary.labels))
@@ -190,6 +198,13 @@ def check_and_write_metadata(
                   ", ".join(retired))
     release_lock(config.output_dir, config.build_id)
     return metadata
+
+
+def _unchanged(carried: CarriedVersion, new_shards: list[ShardResult], removed_lines: int, version: Metadata) -> bool:
+    """Whether an --incremental version would hold exactly what the published one holds: no record added, none
+    removed, the same labels."""
+    return (not carried.is_first and removed_lines == 0 and not any(s.num_examples for s in new_shards)
+            and tuple(version.labels) == carried.labels)
 
 
 class WriteReport(beam.PTransform):

@@ -1,4 +1,5 @@
-"""Nightly shardsmith build from the Flex Template, into a folder named by the run's date.
+"""Nightly shardsmith builds from the Flex Template: a full build into a folder named by the run's date
+(`shardsmith_flex_template`), or an incremental one into one folder that keeps versions (`shardsmith_incremental`).
 
 `bash launch.sh image` and `bash launch.sh template` make the image and the template spec once; this DAG then
 launches a Dataflow job from the spec every night (DataflowStartFlexTemplateOperator calls the
@@ -8,7 +9,8 @@ shardsmith replaces an unfinished build there (a finished one is kept: `overwrit
 
 Settings come from the Airflow worker's environment, with the same names as launch.sh's: SHARDSMITH_PROJECT,
 SHARDSMITH_REGION, SHARDSMITH_BUCKET, SHARDSMITH_IMAGE, SHARDSMITH_TEMPLATE_FILE, and SHARDSMITH_MANIFEST,
-SHARDSMITH_OUTPUT_ROOT, SHARDSMITH_NAME for the dataset. Copy this file into the DAGs folder of an Airflow with
+SHARDSMITH_OUTPUT_ROOT, SHARDSMITH_NAME for the dataset, and SHARDSMITH_KEEP_BUILDS (the incremental DAG's
+versions kept, default 7). Copy this file into the DAGs folder of an Airflow with
 apache-airflow-providers-google (`bash launch.sh airflow-env` makes one for tests). shardsmith itself need not
 be installed there: the job runs in the image.
 """
@@ -32,53 +34,74 @@ MANIFEST = os.environ.get("SHARDSMITH_MANIFEST", f"gs://{BUCKET}/manifests/flowe
 OUTPUT_ROOT = os.environ.get("SHARDSMITH_OUTPUT_ROOT", f"gs://{BUCKET}/datasets/flowers")
 NAME = os.environ.get("SHARDSMITH_NAME", "flowers")
 
-# One folder per scheduled day: gs://.../datasets/flowers/20260315
-OUTPUT_DIR = OUTPUT_ROOT.rstrip("/") + "/{{ ds_nodash }}"
+KEEP_BUILDS = os.environ.get("SHARDSMITH_KEEP_BUILDS", "7")  # the incremental DAG's versions: a week of them
 OUTPUT_BUCKET, _, OUTPUT_PREFIX = OUTPUT_ROOT.removeprefix("gs://").rstrip("/").partition("/")
 
-with DAG(
-    dag_id="shardsmith_flex_template",
-    description="shardsmith build on Dataflow from the Flex Template, one dated folder a day",
-    schedule="0 3 * * *",
-    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
-    catchup=False,
-    max_active_runs=1,
-    default_args={"retries": 2, "retry_delay": timedelta(minutes=10)},
-    tags=["shardsmith", "dataflow"],
-) as dag:
-    build = DataflowStartFlexTemplateOperator(
-        task_id="build_tfrecords",
-        project_id=PROJECT,
-        location=REGION,
-        wait_until_finished=True,  # the task ends when the job does, so downstream tasks see the dataset
-        body={
-            "launchParameter": {
-                "jobName": "shardsmith-{{ ds_nodash }}",  # the operator appends a unique suffix
-                "containerSpecGcsPath": TEMPLATE_FILE,
-                # Template parameters, validated by the regexes of pipeline/options/flex_template_metadata.json.
-                "parameters": {
-                    "manifest": MANIFEST,
-                    "output_dir": OUTPUT_DIR,
-                    "name": NAME,
-                    "max_error_fraction": "0.05",
-                    # A Beam pipeline option, passed on by the launcher: workers run in the same image.
-                    "sdk_container_image": IMAGE,
-                },
-                "environment": {
-                    "tempLocation": f"gs://{BUCKET}/shardsmith/temp",
-                    "stagingLocation": f"gs://{BUCKET}/shardsmith/staging",
-                    "machineType": "n2-standard-4",
-                    "maxWorkers": 20,
-                    "additionalUserLabels": {"app": "shardsmith", "dataset": NAME.lower()},
-                },
-            }
-        },
-    )
-    finished = GCSObjectExistenceSensor(
-        task_id="check_metadata_json",
-        bucket=OUTPUT_BUCKET,
-        object=(OUTPUT_PREFIX + "/" if OUTPUT_PREFIX else "") + "{{ ds_nodash }}/metadata.json",
-        timeout=600,
-        poke_interval=30,
-    )
-    build >> finished
+
+def nightly_build(dag_id: str, description: str, folder: str, job_name: str, parameters: dict) -> DAG:
+    """A DAG that launches the Flex Template at 03:00 UTC into `folder` (under OUTPUT_ROOT; templated) and waits
+    for the folder's metadata.json."""
+    output_dir = OUTPUT_ROOT.rstrip("/") + (f"/{folder}" if folder else "")
+    with DAG(
+        dag_id=dag_id,
+        description=description,
+        schedule="0 3 * * *",
+        start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+        catchup=False,
+        max_active_runs=1,
+        default_args={"retries": 2, "retry_delay": timedelta(minutes=10)},
+        tags=["shardsmith", "dataflow"],
+    ) as dag:
+        build = DataflowStartFlexTemplateOperator(
+            task_id="build_tfrecords",
+            project_id=PROJECT,
+            location=REGION,
+            wait_until_finished=True,  # the task ends when the job does, so downstream tasks see the dataset
+            body={
+                "launchParameter": {
+                    "jobName": job_name,  # the operator appends a unique suffix
+                    "containerSpecGcsPath": TEMPLATE_FILE,
+                    # Template parameters, validated by the regexes of pipeline/options/flex_template_metadata.json.
+                    "parameters": {
+                        "manifest": MANIFEST,
+                        "output_dir": output_dir,
+                        "name": NAME,
+                        **parameters,
+                        # A Beam pipeline option, passed on by the launcher: workers run in the same image.
+                        "sdk_container_image": IMAGE,
+                    },
+                    "environment": {
+                        "tempLocation": f"gs://{BUCKET}/shardsmith/temp",
+                        "stagingLocation": f"gs://{BUCKET}/shardsmith/staging",
+                        "machineType": "n2-standard-4",
+                        "maxWorkers": 20,
+                        "additionalUserLabels": {"app": "shardsmith", "dataset": NAME.lower()},
+                    },
+                }
+            },
+        )
+        finished = GCSObjectExistenceSensor(
+            task_id="check_metadata_json",
+            bucket=OUTPUT_BUCKET,
+            object="/".join(part for part in (OUTPUT_PREFIX, folder, "metadata.json") if part),
+            timeout=600,
+            poke_interval=30,
+        )
+        build >> finished
+    return dag
+
+
+# One folder per scheduled day: gs://.../datasets/flowers/20260315, a full build each night.
+dated = nightly_build("shardsmith_flex_template",
+                      "shardsmith build on Dataflow from the Flex Template, one dated folder a day",
+                      "{{ ds_nodash }}", "shardsmith-{{ ds_nodash }}", {"max_error_fraction": "0.05"})
+
+# One folder of versions: each night reads only the manifest's new rows (docs/versions.md). A retry of a run
+# that failed replaces its unfinished build; a retry or rerun of one that published finds nothing new and
+# publishes nothing, so no version is pushed out of keep_builds. A manifest that lost more than
+# max_removed_fraction of the published rows fails the task before anything is written.
+incremental = nightly_build("shardsmith_incremental",
+                            "incremental shardsmith build on Dataflow from the Flex Template, one folder of versions",
+                            "", "shardsmith-incremental-{{ ds_nodash }}",
+                            {"incremental": "true", "keep_builds": KEEP_BUILDS, "max_removed_fraction": "0.1",
+                             "max_error_fraction": "0.05"})

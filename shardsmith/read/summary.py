@@ -138,13 +138,9 @@ def build_summary(metadata: Metadata, output_dir: str, build_id: str, elapsed_s:
     for split, info in metadata.splits.items():
         lines.append(_row(split, f"{info.num_examples:>8} examples in {info.num_shards} shard(s), "
                                  f"{info.num_bytes / 1e6:.1f} MB  ({label_counts_text(info.label_counts)})"))
-    change = metadata.incremental
-    if change is not None and change.previous is not None:
-        lines.append(_row("version", f"{build_id}, added to {change.previous}: images read "
-                                     f"{change.num_images_read:,}, rows carried over {change.num_carried_rows:,}, "
-                                     f"added {change.num_added_rows:,}, removed {change.num_removed_rows:,} "
-                                     f"({change.num_rewritten_shards} shard(s) rewritten without them; "
-                                     f"{change.generations} generation(s))"))
+    change = version_line(metadata, build_id)
+    if change:
+        lines.append(_row("version", change))
     lines += shared_sections(metadata, build_dir(output_dir, build_id))
     rate = metadata.num_examples / elapsed_s if elapsed_s else 0.0
     total_bytes = _total_bytes(metadata)
@@ -153,6 +149,17 @@ def build_summary(metadata: Metadata, output_dir: str, build_id: str, elapsed_s:
     lines.append(_row("output", f"{output_dir}  ({METADATA_FILE}; this build's files, {LABELS_FILE} among them, in "
                                 f"{BUILDS_DIR}/{build_id}; {len(metadata.labels)} labels)"))
     return "\n".join(lines)
+
+
+def version_line(metadata: Metadata, build_id: str | None) -> str | None:
+    """What an --incremental version changed, in one line (None for a full build or a first one)."""
+    change = metadata.incremental
+    if change is None or change.previous is None:
+        return None
+    which = build_id or metadata.build_id or "this version"
+    return (f"{which}, added to {change.previous}: images read {change.num_images_read:,}, rows carried over "
+            f"{change.num_carried_rows:,}, added {change.num_added_rows:,}, removed {change.num_removed_rows:,} "
+            f"({change.num_rewritten_shards} shard(s) rewritten without them; {change.generations} generation(s))")
 
 
 def label_counts_text(label_counts: dict[str, int]) -> str:
@@ -207,7 +214,11 @@ def inspect_report(output_dir: str, metadata: Metadata) -> str:
     lines = [f"shardsmith inspect {output_dir}",
              f"dataset {metadata.name!r}: {metadata.num_examples} examples, {len(labels)} labels, "
              f"{total_shards} shards, {_total_bytes(metadata) / 1e6:.1f} MB, compression {metadata.compression}, "
-             f"seed {metadata.seed}", ""]
+             f"seed {metadata.seed}"]
+    change = version_line(metadata, None)
+    if change:
+        lines.append(f"version {change}")
+    lines.append("")
     lines.append(f"{'split':<12}{'examples':>10}{'MB':>10}{'shards':>8}{'records/shard':>16}{'MB/shard':>16}")
     for split, info in splits.items():
         sizes = [s.num_examples for s in info.shards] or [0]
