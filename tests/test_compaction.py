@@ -21,7 +21,8 @@ from shardsmith.format.row_list import parse_row_list
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
-NUM_SHARDS = "train=3,validation=1,test=1"
+SHARD_COUNTS = ("--num_shards", "train=3,validation=1,test=1")
+BY_SIZE = ("--target_shard_mb", "0.02")  # shard counts from the images' sizes, as the row lists keep them
 SPLITS = ("train", "validation", "test")
 
 
@@ -57,9 +58,9 @@ def ok(shardsmith, *args):
     return done
 
 
-def incremental(shardsmith, tmp_path: Path, out: Path, day: str, rows, *extra: str):
+def incremental(shardsmith, tmp_path: Path, out: Path, day: str, rows, *extra: str, shards=SHARD_COUNTS):
     ok(shardsmith, "build", "--manifest", manifest(tmp_path, day, rows), "--output_dir", out, "--name", "pets",
-       "--incremental", "--num_shards", NUM_SHARDS, *extra)
+       "--incremental", *shards, *extra)
 
 
 def shard_files(out: Path, version: str | None = None) -> dict[str, bytes]:
@@ -86,14 +87,15 @@ def version_rows(out: Path) -> list[tuple[str, str, str]]:
     return listed
 
 
-def full_build_matches(shardsmith, tmp_path: Path, compacted: Path, rows, labels: list[str]) -> None:
+def full_build_matches(shardsmith, tmp_path: Path, compacted: Path, rows, labels: list[str],
+                       shards=SHARD_COUNTS) -> None:
     """A plain build of `rows` with --label_file (the labels in id order) and the same seed and shard count
     writes exactly the compacted version's shards and index files."""
     label_file = tmp_path / "labels.txt"
     label_file.write_text("".join(f"{label}\n" for label in labels))
     full = tmp_path / "full"
     ok(shardsmith, "build", "--manifest", manifest(tmp_path, "full", rows), "--output_dir", full, "--name", "pets",
-       "--num_shards", NUM_SHARDS, "--label_file", label_file)
+       *shards, "--label_file", label_file)
     want, got = shard_files(full), shard_files(compacted)
     assert sorted(got) == sorted(want)
     assert [name for name in want if got[name] != want[name]] == []
@@ -155,8 +157,8 @@ def test_compaction_writes_the_full_builds_shards_and_keeps_earlier_versions(row
 def test_compaction_keeps_label_ids_added_out_of_alphabetical_order(rows, shardsmith, tmp_path):
     out = tmp_path / "out"
     no_cats = [r for r in rows if r[2] != "cat"]
-    incremental(shardsmith, tmp_path, out, "a", no_cats)
-    incremental(shardsmith, tmp_path, out, "b", rows)  # "cat" sorts first but is new: id 2
+    incremental(shardsmith, tmp_path, out, "a", no_cats, shards=BY_SIZE)
+    incremental(shardsmith, tmp_path, out, "b", rows, shards=BY_SIZE)  # "cat" sorts first but is new: id 2
     assert metadata(out)["labels"] == ["dog", "emu", "cat"]
     old_rows = version_rows(out)
     damaged = tmp_path / "damaged"
@@ -178,7 +180,8 @@ def test_compaction_keeps_label_ids_added_out_of_alphabetical_order(rows, shards
     ids = {(int(r["image/class/label"]), r["image/class/text"].decode()) for split in SPLITS
            for r in records(out, split)}
     assert ids == {(0, "dog"), (1, "emu"), (2, "cat")}
-    full_build_matches(shardsmith, tmp_path, out, old_rows, ["dog", "emu", "cat"])
+    assert meta["splits"]["train"]["num_shards"] > 1
+    full_build_matches(shardsmith, tmp_path, out, old_rows, ["dog", "emu", "cat"], shards=BY_SIZE)
 
 
 def test_compact_usage_errors(rows, shardsmith, tmp_path):
