@@ -5,8 +5,10 @@ the model; pipeline/compact.py launches it under the folder's lock).
     ListSourceShards -> ReadRowLists -> PlaceRows (the build's own) -> CopyRecords -> PublishCompaction
 
 Only row lists' rows go through PlaceRows' GroupByKeys (no record bytes); each compacted shard's writer reads
-its records at their offsets in the source shards. Memory per worker: one source shard's row list and index,
-one rank group's rows, one compacted shard's rows and the records in flight, as in a build.
+its records at their offsets in the source shards (for gzip shards: in their uncompressed copies, made by
+ReadRowLists and so complete before PlaceRows' GroupByKey lets any writer start). Memory per worker: one source
+shard's row list and index, one rank group's rows, one compacted shard's rows and the records in flight, as in a
+build.
 
 Guarantees: the compacted shards (and their index files) are the bytes a full build of the version's rows
 writes with the same seed, shard count and label ids; the new version is published, as a build's, only after
@@ -24,7 +26,7 @@ import apache_beam as beam
 
 from shardsmith.core import fault_injection
 from shardsmith.core.build_lock import LockGuard, release_lock
-from shardsmith.core.compaction import CompactionSource, record_rows
+from shardsmith.core.compaction import CompactionSource, readable_path, record_rows
 from shardsmith.core.compaction_writer import CompactionWriter, write_compacted_shard
 from shardsmith.core.rows import ShardResult
 from shardsmith.core.settings import CheckSettings, RecordSettings
@@ -70,7 +72,8 @@ class Compaction:
         published = self.source.metadata
         config = WriterConfig(output_dir=self.files_dir, name=published.name, lock=self.lock, list_rows=True,
                               records=RecordSettings(compression=published.compression_or_default))
-        return CompactionWriter(config, tuple(shard.path for shard in self.source.shards))
+        return CompactionWriter(config, tuple(readable_path(self.source, index, self.files_dir)
+                                              for index in range(len(self.source.shards))))
 
     def report_config(self) -> ReportConfig:
         published = self.source.metadata
@@ -147,11 +150,11 @@ class CompactVersion(beam.PTransform):
         self._compaction = compaction
 
     def expand(self, pipeline):
-        source = self._compaction.source
+        source, files_dir = self._compaction.source, self._compaction.files_dir
         rows = (
             pipeline
             | "ListSourceShards" >> beam.Create(range(len(source.shards)))
-            | "ReadRowLists" >> beam.FlatMap(lambda index: record_rows(source, index))
+            | "ReadRowLists" >> beam.FlatMap(lambda index: record_rows(source, index, files_dir))
         )
         shard_groups, plan = rows | "PlaceRows" >> PlaceRows(source.placement)
         shards = shard_groups | "CopyRecords" >> beam.ParDo(CopyRecordsFn(self._compaction.writer()))

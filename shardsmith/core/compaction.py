@@ -19,11 +19,15 @@ another label than the one its record was first placed by (the row lists keep th
 path a record holds its image's resolved path: the full build matches where it resolves URIs to the same paths.
 
 A compaction row is a ManifestRow whose `resolved_uri` names its record, not an image (`RecordRef`): the
-writer reads that record, nothing else. Memory: one source shard's row list and index per reader.
+writer reads that record, nothing else, at its offset in the source shard (its index file says where). A gzip
+shard has no index and cannot be read at an offset: it is first streamed once into an uncompressed temporary
+copy in the compaction's build folder (`unpack`), read from there, and removed before the version is published.
+Memory: one source shard's row list and index per reader.
 """
 
 from __future__ import annotations
 
+import gzip
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -31,12 +35,14 @@ from dataclasses import dataclass
 from shardsmith import storage
 from shardsmith.core.rows import ROWS_PER_BATCH, ManifestRow, RowBatch
 from shardsmith.core.settings import PlacementSettings
+from shardsmith.core.shard_file import ShardOutput
 from shardsmith.errors import UsageError
 from shardsmith.format.build_folder import build_dir, dataset_dir, shard_file_path
 from shardsmith.format.metadata_schema import Metadata, ShardEntry
-from shardsmith.format.naming import index_file_name, join, row_list_name, shard_generation
+from shardsmith.format.naming import TEMP_PREFIX, index_file_name, join, row_list_name, shard_generation
 from shardsmith.format.record_index import RecordIndex
 from shardsmith.format.row_list import RowListError, parse_row_list
+from shardsmith.format.tfrecord import frame, iter_records
 
 # The canonical manifest's first data row is its line 2 (line 1: its header).
 FIRST_DATA_LINE = 2
@@ -73,8 +79,8 @@ class CompactionSource:
 
 def compaction_source(output_dir: str, published: Metadata) -> CompactionSource:
     """The version `published` (output_dir's metadata.json, read under the lock) as a compaction's input.
-    UsageError, in one line, for a version that is not one of --incremental builds, one already in a single
-    generation, or gzip shards (no index files to copy their records from)."""
+    UsageError, in one line, for a version that is not one of --incremental builds or one already in a single
+    generation."""
     version = published.build_id or str(published.build_dir).rsplit("/", 1)[-1]
     if published.incremental is None:
         raise UsageError(f"{output_dir}'s published version {version} was not built with --incremental: nothing to "
@@ -82,10 +88,6 @@ def compaction_source(output_dir: str, published: Metadata) -> CompactionSource:
     if published.incremental.generations <= 1:
         raise UsageError(f"{output_dir}'s published version {version} is in one generation already: nothing to "
                          "compact")
-    if published.compression_or_default != "none":
-        raise UsageError(f"{output_dir}'s published version {version} has gzip shards, which compaction does not "
-                         "copy yet (it reads each record at its offset in the index file, and gzip shards have "
-                         "none): rebuild it in full with --incremental --overwrite")
     folder = dataset_dir(output_dir, published)
     shards, line = [], FIRST_DATA_LINE
     for split, entry in published.all_shards():
@@ -132,16 +134,50 @@ class RecordRef:
         return cls(*json.loads(row.resolved_uri))
 
 
-def record_rows(source: CompactionSource, shard_index: int) -> Iterator[RowBatch]:
+def readable_path(source: CompactionSource, shard_index: int, files_dir: str) -> str:
+    """Where the records of a source shard are read at their offsets: the shard itself, or, for a gzip shard
+    (whose offsets cannot be sought), its uncompressed copy in the compaction's build folder (`unpack`)."""
+    if source.metadata.compression_or_default == "none":
+        return source.shards[shard_index].path
+    return join(files_dir, f"{TEMP_PREFIX}unpacked-{shard_index:05d}.tfrecord")
+
+
+def unpack(path: str, target: str) -> RecordIndex:
+    """Writes the records of gzip shard `path` uncompressed to `target` (a temporary file of the compaction's
+    build folder, listed in its record, removed before it publishes); returns their index. Both CRCs of each
+    record are checked as it is read; memory: one record."""
+    output = ShardOutput(storage.parent(target), target.rsplit("/", 1)[-1], "none")
+    index = RecordIndex()
+    try:
+        with output.open_temporary() as out, storage.open_read(path, buffered=True) as raw:
+            for record in iter_records(gzip.GzipFile(fileobj=raw, mode="rb")):
+                head, tail = frame(record)
+                out.write(head)
+                out.write(record)
+                out.write(tail)
+                index.add(len(record))
+    except BaseException:
+        output.discard_temporary()
+        raise
+    output.publish()
+    return index
+
+
+def record_rows(source: CompactionSource, shard_index: int, files_dir: str) -> Iterator[RowBatch]:
     """The rows of one source shard, in record order, in RowBatches: split, URI, label, label id (the label's
     index in the version's labels) and image size from its row list, line from the canonical manifest, and the
-    record's place from its index file. RowListError when the row list, the index file and metadata.json do
-    not agree on the shard's records, or a row's label is not one of the version's."""
+    record's place from its index file (a gzip shard's: from its uncompressed copy, `unpack`, made here).
+    RowListError when the row list, the records and metadata.json do not agree on the shard's records, or a
+    row's label is not one of the version's."""
     shard = source.shards[shard_index]
     listed = parse_row_list(_required(join(shard.folder, row_list_name(shard.entry.file)), "row list"),
                             join(shard.folder, row_list_name(shard.entry.file)))
-    index_path = join(storage.parent(shard.path), shard.entry.index or index_file_name(shard.entry.file))
-    index = RecordIndex.parse(_required(index_path, "index file"), index_path)
+    readable = readable_path(source, shard_index, files_dir)
+    if readable != shard.path:
+        index = unpack(shard.path, readable)
+    else:
+        index_path = join(storage.parent(shard.path), shard.entry.index or index_file_name(shard.entry.file))
+        index = RecordIndex.parse(_required(index_path, "index file"), index_path)
     if not len(listed) == len(index) == shard.entry.num_examples:
         raise RowListError(f"{shard.path}: metadata.json counts {shard.entry.num_examples} records, its row list "
                            f"{len(listed)} and its index file {len(index)}")
