@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from shardsmith.format.metadata_schema import Metadata
 
 DEBUG_ENV = "SHARDSMITH_DEBUG"
-COMMANDS = ("build", "sample", "verify", "inspect", "schema", "index", "versions")
+COMMANDS = ("build", "sample", "verify", "inspect", "schema", "index", "versions", "compact")
 # time.monotonic() when this command started: the process's start for `shardsmith ...` (interpreter start-up
 # and imports are part of the wait), the call of main() when a program calls it; None outside main().
 _command_started: float | None = None
@@ -92,6 +92,13 @@ def _parser() -> argparse.ArgumentParser:
         "versions", help="list the dataset's versions: the published build and the kept ones (--keep_builds)",
         description="One line per version, newest first: its id (a build id, for --version), when its build "
                     "started (UTC), records per split, and which one is current. --json prints a JSON list."))
+    from pipeline import compact
+
+    compact.add_arguments(commands.add_parser(
+        "compact", help="rewrite the published version's generations into one balanced set of shards (a new "
+                        "version)", description="Copies every record of the published version, placed as a full "
+                        "build of its rows places them, into new shards, and publishes them as a new version. "
+                        "Apache Beam's flags pass through, as for build."))
     for name, line in CLOUD_COMMANDS.items():  # listed here; `main` hands them to pipeline.cloud
         commands.add_parser(name, help=line, add_help=False)
     return parser
@@ -316,6 +323,13 @@ def run(argv: list[str] | None = None) -> Metadata | str | int | None:
         args = _parser().parse_args([command, *rest])
         return {"verify": verify, "inspect": inspect, "schema": schema, "index": reindex,
                 "versions": versions}[command].run(args)
+    if command == "compact":
+        from pipeline.compact import check_arguments, compact, runs_locally
+
+        args, beam_args = _parser().parse_known_args([command, *rest])
+        check_arguments(args, beam_args)  # before Beam is imported
+        _configure_logging(runs_locally(beam_args))
+        return compact(args, beam_args)
     return build(rest) if command == "build" else sample(rest)
 
 

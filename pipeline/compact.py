@@ -1,0 +1,137 @@
+"""`shardsmith compact OUT`: rewrites the published version's generations into one balanced set of shards per
+split, from the shards' own records, and publishes it as a new version (transforms/compact.py is the
+pipeline, shardsmith/core/compaction.py the model, docs/versions.md the rule for when to run it).
+
+On the launching machine: the output folder's lock is taken as a build takes it, the published version read
+under it, unfinished builds of earlier runs removed and the compaction's build folder started; a folder without
+a version of --incremental builds, or one whose version is in one generation already, is a usage error (one
+line, exit 2) before anything is written. Apache Beam's flags (--runner, --direct_num_workers, ...) pass
+through, as for `build`; a local run uses the same runner as a local build.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from shardsmith.errors import UsageError
+from shardsmith.format.build_folder import DEFAULT_KEEP_BUILDS
+
+if TYPE_CHECKING:
+    from shardsmith.format.metadata_schema import Metadata
+
+_LOG = logging.getLogger("shardsmith")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("output_dir", help="a folder holding a version made by `shardsmith build --incremental`")
+    parser.add_argument("--keep_builds", "--keep-builds", type=int, default=DEFAULT_KEEP_BUILDS,
+                        help="published versions kept, the compacted one included, with every build they list "
+                             f"(default {DEFAULT_KEEP_BUILDS})")
+    parser.add_argument("--compact_after", "--compact-after", type=int, default=None, metavar="K",
+                        help="compact only when a split's shards come from more than K generations; otherwise "
+                             "exit 0 and write nothing (for a scheduled DAG that runs compact after every build)")
+    parser.add_argument("--break_lock", "--break-lock", action="store_true",
+                        help="take over a lock whose holder stopped refreshing it (as for build)")
+
+
+def compact(args: argparse.Namespace, beam_args: list[str]) -> Metadata:
+    """Compacts args.output_dir's published version; returns the new version's metadata.json (with
+    --compact_after K and no split above K generations: the published one, unchanged)."""
+    check_arguments(args, beam_args)
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from pipeline.running.runner import make_pipeline
+    from shardsmith.core.compaction import compaction_source, most_generations
+    from shardsmith.format.build_folder import BuildRecord, build_dir, retire_builds, start_build
+    from shardsmith.format.metadata import read_metadata
+    from transforms.compact import Compaction, CompactVersion
+
+    started = time.monotonic()
+    beam_options = PipelineOptions(beam_args)
+    output_dir = args.output_dir.rstrip("/")
+    lock = _take_lock(output_dir, args.break_lock)
+    try:
+        published = _published(output_dir)
+        if args.compact_after is not None and published.incremental is not None:
+            most = most_generations(published)
+            if most <= args.compact_after:
+                print(f"shardsmith: version {published.build_id} has at most {most} generation(s) per split "
+                      f"(--compact_after {args.compact_after}): nothing to compact, nothing written")
+                return published
+        source = compaction_source(output_dir, published)
+        retire_builds(output_dir)  # unfinished builds of earlier runs, as a build's start removes them
+        start_build(output_dir, BuildRecord.for_build(lock.build_id, published.name))
+        lock.start_heartbeat()
+        compaction = Compaction(source, lock.build_id, args.keep_builds)
+        with make_pipeline(beam_options) as pipeline:
+            _ = pipeline | "Compact" >> CompactVersion(compaction)
+    finally:
+        lock.release()  # the publish step released it already unless the job failed or wrote nothing
+    metadata = read_metadata(build_dir(output_dir, lock.build_id))
+    print(f"shardsmith: compacted version {source.version} ({len(source.shards)} shards in "
+          f"{published.incremental.generations} generations) into version {lock.build_id}: "
+          + ", ".join(f"{split} {info.num_examples:,} records in {info.num_shards} shard(s)"
+                      for split, info in metadata.splits.items())
+          + f", in {time.monotonic() - started:.1f} s")
+    return metadata
+
+
+def check_arguments(args: argparse.Namespace, beam_args: list[str]) -> None:
+    """UsageError for a flag neither compact nor Beam knows, a count below 1, or a folder without a published
+    dataset; imports no Beam for a local folder (pipeline/cli.py calls it first, for a quick one-line error)."""
+    from pipeline.options import beam_flags
+
+    unknown = [arg for arg in beam_args if arg.startswith("-") and arg[2:].partition("=")[0] not in beam_flags.names()]
+    if unknown:
+        raise UsageError(f"compact: unknown flag {unknown[0]}; `shardsmith compact --help` lists its flags")
+    if args.keep_builds < 1:
+        raise UsageError("--keep_builds must be at least 1 (the version being published)")
+    if args.compact_after is not None and args.compact_after < 1:
+        raise UsageError("--compact_after must be at least 1 (a version always has one generation)")
+    _published(args.output_dir.rstrip("/"))
+
+
+def runs_locally(beam_args: list[str]) -> bool:
+    """Whether Beam's flags choose a local runner (as for a build)."""
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from pipeline.running.runner import is_local
+
+    return is_local(PipelineOptions(beam_args))
+
+
+def _take_lock(output_dir: str, break_lock: bool):
+    """The folder's lock, taken as a build takes it (pipeline/checks/preflight.py) for a new build id; UsageError
+    for a folder another build holds."""
+    from shardsmith.core.build_lock import LockHeld, acquire_lock
+    from shardsmith.format.build_folder import new_build_id
+
+    try:
+        return acquire_lock(output_dir, new_build_id(), break_lock)
+    except LockHeld as e:
+        raise UsageError(str(e)) from None
+    except OSError as e:
+        raise UsageError(f"output folder {output_dir} is not writable: {str(e).splitlines()[0]}") from None
+
+
+def _published(output_dir: str) -> Metadata:
+    """The folder's published metadata.json; UsageError (one line) for a folder without one, or holding files no
+    shardsmith build wrote."""
+    from shardsmith.format.build_folder import scan
+    from shardsmith.format.metadata import read_metadata
+    from shardsmith.format.metadata_schema import MetadataError, MetadataMissing
+
+    try:
+        published = read_metadata(output_dir)
+    except MetadataMissing:
+        raise UsageError(f"{output_dir} holds no published dataset: nothing to compact") from None
+    except MetadataError as e:
+        raise UsageError(str(e)) from None
+    foreign = scan(output_dir).foreign
+    if foreign:
+        raise UsageError(f"{output_dir} holds files that no shardsmith build wrote ({', '.join(foreign[:4])}); "
+                         "compaction writes only into a folder holding shardsmith's own builds")
+    return published

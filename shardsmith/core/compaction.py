@@ -1,0 +1,203 @@
+"""`shardsmith compact OUT`: the published version whose generations are rewritten into one balanced set of
+shards per split, from the shards' own records. Beam-free: the launcher (pipeline/compact.py) makes a
+`CompactionSource` from metadata.json under the folder's lock; the stages (transforms/compact.py) turn each
+source shard's row list into ManifestRows (`record_rows`), place them with the build's own PlaceRows, and copy
+each placed record (shardsmith/core/compaction_writer.py).
+
+Why the result is a full build's: placement depends only on each row's (split, URI as written, label id, image
+size) and the seed, and a record's bytes only on its row and its image; the row lists hold the first four, the
+recorded options the seed and shard count, the records themselves the bytes. So the compacted shards are the
+bytes a plain `shardsmith build` writes from the manifest that lists the version's rows in version order (split
+by split, shard by shard, record by record, after one header line), given `--label_file` with the version's
+labels in id order and the recorded --seed and --num_shards (or --target_shard_mb).
+
+Exceptions, where that manifest is not the one the rows first came from: ties of the placement hash, i.e. a URI
+repeated within a split, are broken by the rows' manifest lines (`rank_key`), here their lines in that version
+order; and a row with several labels (multi_label, detection) is placed by its rarest label, counted over the
+rows the vocabulary was taken from (`placing_label_id`), which for a full build of the version's rows can be
+another label than the one its record was first placed by (the row lists keep that one). With --image_mode
+path a record holds its image's resolved path: the full build matches where it resolves URIs to the same paths.
+
+A compaction row is a ManifestRow whose `resolved_uri` names its record, not an image (`RecordRef`): the
+writer reads that record, nothing else, at its offset in the source shard (its index file says where). A gzip
+shard has no index and cannot be read at an offset: it is first streamed once into an uncompressed temporary
+copy in the compaction's build folder (`unpack`), read from there, and removed before the version is published.
+Memory: one source shard's row list and index per reader.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from shardsmith import storage
+from shardsmith.core.rows import ROWS_PER_BATCH, ManifestRow, RowBatch
+from shardsmith.core.settings import PlacementSettings
+from shardsmith.core.shard_file import ShardOutput
+from shardsmith.errors import UsageError
+from shardsmith.format.build_folder import build_dir, dataset_dir, shard_file_path
+from shardsmith.format.metadata_schema import Metadata, ShardEntry
+from shardsmith.format.naming import TEMP_PREFIX, index_file_name, join, row_list_name, shard_generation
+from shardsmith.format.record_index import RecordIndex
+from shardsmith.format.row_list import RowListError, parse_row_list
+from shardsmith.format.tfrecord import frame, iter_records
+
+# The canonical manifest's first data row is its line 2 (line 1: its header).
+FIRST_DATA_LINE = 2
+
+
+@dataclass(frozen=True)
+class SourceShard:
+    """One shard of the version being compacted: its split, its path, the folder of the build holding it (its
+    row list is there) and its entry; `first_line`: its first record's line in the canonical manifest."""
+
+    split: str
+    path: str
+    folder: str
+    entry: ShardEntry
+    first_line: int
+
+
+@dataclass(frozen=True)
+class CompactionSource:
+    """The published version a compaction rewrites, and the placement its full build would use."""
+
+    output_dir: str
+    version: str  # its build id
+    metadata: Metadata
+    shards: tuple[SourceShard, ...]
+    placement: PlacementSettings
+
+    @property
+    def num_rows(self) -> int:
+        """The manifest lines the version's records stand for (detection: one per box)."""
+        metadata = self.metadata
+        return metadata.num_example_rows if metadata.num_example_rows is not None else metadata.num_examples or 0
+
+
+def compaction_source(output_dir: str, published: Metadata) -> CompactionSource:
+    """The version `published` (output_dir's metadata.json, read under the lock) as a compaction's input.
+    UsageError, in one line, for a version that is not one of --incremental builds or one already in a single
+    generation."""
+    version = published.build_id or str(published.build_dir).rsplit("/", 1)[-1]
+    if published.incremental is None:
+        raise UsageError(f"{output_dir}'s published version {version} was not built with --incremental: nothing to "
+                         "compact (only versions made of generations of --incremental builds are)")
+    if published.incremental.generations <= 1:
+        raise UsageError(f"{output_dir}'s published version {version} is in one generation already: nothing to "
+                         "compact")
+    folder = dataset_dir(output_dir, published)
+    shards, line = [], FIRST_DATA_LINE
+    for split, entry in published.all_shards():
+        holder = folder if entry.build is None else build_dir(output_dir, entry.build)
+        shards.append(SourceShard(split, shard_file_path(folder, entry), holder, entry, line))
+        line += entry.num_examples or 0
+    return CompactionSource(output_dir, version, published, tuple(shards), _placement(published))
+
+
+def most_generations(published: Metadata) -> int:
+    """The most generations any one split's shards come from (`--compact_after K` compacts above K)."""
+    return max((len({shard_generation(shard.file) for shard in split.shards}) for split in published.splits.values()),
+               default=0)
+
+
+def _placement(published: Metadata) -> PlacementSettings:
+    """The version's recorded --seed, --num_shards and --target_shard_mb (as its builds placed rows)."""
+    options = published.options or {}
+    defaults = PlacementSettings()
+    return PlacementSettings(
+        seed=published.seed if published.seed is not None else defaults.seed,
+        split_ratios=tuple(options.get("split_ratios", defaults.split_ratios)),
+        num_shards=tuple((options.get("num_shards") or {}).items()),
+        target_shard_mb=options.get("target_shard_mb", defaults.target_shard_mb),
+    )
+
+
+@dataclass(frozen=True)
+class RecordRef:
+    """Where a compaction row's record is: its source shard (index into `CompactionSource.shards`), its framed
+    bytes' offset and length there (its index file's line), and the row list's identity and line count."""
+
+    shard: int
+    offset: int
+    length: int
+    lines: int
+    identity: str
+
+    def text(self) -> str:
+        return json.dumps([self.shard, self.offset, self.length, self.lines, self.identity])
+
+    @classmethod
+    def of(cls, row: ManifestRow) -> RecordRef:
+        return cls(*json.loads(row.resolved_uri))
+
+
+def readable_path(source: CompactionSource, shard_index: int, files_dir: str) -> str:
+    """Where the records of a source shard are read at their offsets: the shard itself, or, for a gzip shard
+    (whose offsets cannot be sought), its uncompressed copy in the compaction's build folder (`unpack`)."""
+    if source.metadata.compression_or_default == "none":
+        return source.shards[shard_index].path
+    return join(files_dir, f"{TEMP_PREFIX}unpacked-{shard_index:05d}.tfrecord")
+
+
+def unpack(path: str, target: str) -> RecordIndex:
+    """Writes the records of gzip shard `path` uncompressed to `target` (a temporary file of the compaction's
+    build folder, listed in its record, removed before it publishes); returns their index. Both CRCs of each
+    record are checked as it is read; memory: one record."""
+    output = ShardOutput(storage.parent(target), target.rsplit("/", 1)[-1], "none")
+    index = RecordIndex()
+    try:
+        with output.open_temporary() as out, storage.open_read(path, buffered=True) as raw:
+            for record in iter_records(gzip.GzipFile(fileobj=raw, mode="rb")):
+                head, tail = frame(record)
+                out.write(head)
+                out.write(record)
+                out.write(tail)
+                index.add(len(record))
+    except BaseException:
+        output.discard_temporary()
+        raise
+    output.publish()
+    return index
+
+
+def record_rows(source: CompactionSource, shard_index: int, files_dir: str) -> Iterator[RowBatch]:
+    """The rows of one source shard, in record order, in RowBatches: split, URI, label, label id (the label's
+    index in the version's labels) and image size from its row list, line from the canonical manifest, and the
+    record's place from its index file (a gzip shard's: from its uncompressed copy, `unpack`, made here).
+    RowListError when the row list, the records and metadata.json do not agree on the shard's records, or a
+    row's label is not one of the version's."""
+    shard = source.shards[shard_index]
+    listed = parse_row_list(_required(join(shard.folder, row_list_name(shard.entry.file)), "row list"),
+                            join(shard.folder, row_list_name(shard.entry.file)))
+    readable = readable_path(source, shard_index, files_dir)
+    if readable != shard.path:
+        index = unpack(shard.path, readable)
+    else:
+        index_path = join(storage.parent(shard.path), shard.entry.index or index_file_name(shard.entry.file))
+        index = RecordIndex.parse(_required(index_path, "index file"), index_path)
+    if not len(listed) == len(index) == shard.entry.num_examples:
+        raise RowListError(f"{shard.path}: metadata.json counts {shard.entry.num_examples} records, its row list "
+                           f"{len(listed)} and its index file {len(index)}")
+    label_ids = {label: i for i, label in enumerate(source.metadata.labels)}
+    batch = RowBatch()
+    for position, (row, (offset, length)) in enumerate(zip(listed, index, strict=True)):
+        if row.label not in label_ids:
+            raise RowListError(f"{shard.path} record {position} has label {row.label!r}, not one of the version's")
+        ref = RecordRef(shard_index, offset, length, row.lines, row.identity)
+        batch.append(ManifestRow(shard.path, 0, shard.first_line + position, row.uri, ref.text(), shard.split,
+                                 row.label, row.size, label_ids[row.label]))
+        if len(batch) == ROWS_PER_BATCH:
+            yield batch
+            batch = RowBatch()
+    if batch:
+        yield batch
+
+
+def _required(path: str, what: str) -> bytes:
+    data = storage.read_bytes(path)
+    if data is None:
+        raise RowListError(f"{path} is missing: the version's shard has no {what} to compact it from")
+    return data

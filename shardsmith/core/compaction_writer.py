@@ -1,0 +1,106 @@
+"""One compacted shard, start to finish: copy its placed records, in placement order, from the source shards of
+the version being compacted (shardsmith/core/compaction.py) into a temporary file, and rename it to its full
+build's name. No image is read and no record is parsed but the first (for metadata.json's `first_key`).
+
+Guarantees: each record's framed bytes (length, its CRC, data, data CRC) are copied as read, after both CRCs
+were checked, so the shard holds the bytes the source shards held; the shard, its index file and its row list
+go into the compaction's own build folder (the row list and index before the shard, temporary names renamed),
+and the lock is checked before the shard starts and before it is renamed. Memory: one shard's rows plus
+MAX_RECORDS_IN_FLIGHT records.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from shardsmith import storage
+from shardsmith.core import fault_injection
+from shardsmith.core.compaction import RecordRef
+from shardsmith.core.load_images import ordered_bounded_map
+from shardsmith.core.rows import PlacedRow, ShardResult
+from shardsmith.core.shard_file import ShardOutput, WriterConfig, write_index_file, write_row_list
+from shardsmith.format.example import SHA256, parse_example
+from shardsmith.format.naming import shard_file_name
+from shardsmith.format.record_index import FRAMING_BYTES, RecordIndex
+from shardsmith.format.row_list import ListedRow
+from shardsmith.format.tfrecord import FramingError, read_exact, unframe
+
+# Remote records read ahead of the writer (each is one ranged read); local ones are read one after the other.
+MAX_RECORDS_IN_FLIGHT = 16
+
+
+@dataclass(frozen=True)
+class CompactionWriter:
+    """Where compacted shards go (`writer.output_dir`, the compaction's build folder, with its lock) and the
+    path of each source shard, by its index in CompactionSource.shards."""
+
+    writer: WriterConfig
+    sources: tuple[str, ...]
+
+
+class SourceRecordError(ValueError):
+    """A source shard's record is not intact where its index file says it is: the message names the shard."""
+
+
+def _framed(path: str, offset: int, length: int) -> bytes:
+    with storage.open_read(path) as f:
+        f.seek(offset)
+        framed = read_exact(f, length)
+    try:
+        unframe(framed, offset)  # both CRCs, and exactly one record at the index entry's place
+    except FramingError as e:
+        raise SourceRecordError(f"{path}: {e.reason} at byte {e.offset} (its index file's entry {offset} {length})"
+                                "; nothing was published") from None
+    return framed
+
+
+def _framed_in_order(config: CompactionWriter, refs: list[RecordRef]) -> Iterator[bytes]:
+    def read(ref: RecordRef) -> bytes:
+        return _framed(config.sources[ref.shard], ref.offset, ref.length)
+
+    if not any(storage.is_remote(config.sources[ref.shard]) for ref in refs):
+        yield from map(read, refs)
+        return
+    with ThreadPoolExecutor(MAX_RECORDS_IN_FLIGHT) as pool:
+        yield from ordered_bounded_map(read, refs, pool, MAX_RECORDS_IN_FLIGHT)
+
+
+def write_compacted_shard(config: CompactionWriter, split: str, shard: int,
+                          dealt: Iterable[list[PlacedRow]]) -> ShardResult:
+    """Writes shard `shard` of `split` from its placed rows (in any order, in any number of lists): the records
+    they name, in placement order, under the full build's shard name."""
+    writer = config.writer
+    if writer.lock is not None:
+        writer.lock.check()
+    ordered = sorted((p for rows in dealt for p in rows), key=lambda p: p.order_key)
+    num_shards = ordered[0].num_shards
+    name = shard_file_name(writer.name, split, shard, num_shards, writer.records.compression)
+    output = ShardOutput(writer.output_dir, name, writer.records.compression)
+    refs = [RecordRef.of(placed.row) for placed in ordered]
+    label_counts: Counter[str] = Counter()
+    index, listed = RecordIndex(), []
+    first_key = None
+    try:
+        with output.open_temporary() as out:
+            for placed, ref, framed in zip(ordered, refs, _framed_in_order(config, refs), strict=True):
+                out.write(framed)
+                index.add(len(framed) - FRAMING_BYTES)
+                row = placed.row
+                label_counts[row.label] += 1
+                listed.append(ListedRow(ref.identity, ref.lines, row.label, row.size, row.uri))
+                if first_key is None:
+                    first_key = parse_example(unframe(framed, ref.offset))[SHA256][0].decode("ascii")
+                fault_injection.reached("mid_shard")
+        index_file = write_index_file(writer, name, index)
+        write_row_list(writer.output_dir, name, listed)
+        if writer.lock is not None:
+            writer.lock.check()
+    except BaseException:
+        output.discard_temporary()
+        raise
+    num_bytes = output.publish()
+    return ShardResult(split, shard, num_shards, name, len(listed), num_bytes, dict(sorted(label_counts.items())),
+                       sum(row.lines for row in listed), output.sha256, first_key, index_file)

@@ -1,0 +1,166 @@
+"""`shardsmith compact`: the published version's records, placed as a full build of its rows places them, copied
+into one balanced set of shards per split, and published as a new version (shardsmith/core/compaction.py has
+the model; pipeline/compact.py launches it under the folder's lock).
+
+    ListSourceShards -> ReadRowLists -> PlaceRows (the build's own) -> CopyRecords -> PublishCompaction
+
+Only row lists' rows go through PlaceRows' GroupByKeys (no record bytes); each compacted shard's writer reads
+its records at their offsets in the source shards (for gzip shards: in their uncompressed copies, made by
+ReadRowLists and so complete before PlaceRows' GroupByKey lets any writer start). Memory per worker: one source
+shard's row list and index, one rank group's rows, one compacted shard's rows and the records in flight, as in a
+build.
+
+Guarantees: the compacted shards (and their index files) are the bytes a full build of the version's rows
+writes with the same seed, shard count and label ids; the new version is published, as a build's, only after
+every shard, labels.txt, errors.jsonl (empty: the version holds only records) and transform_fn/ exist, and
+only while the compaction holds the folder's lock; earlier versions' files are never touched, and retention
+keeps --keep_builds versions.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, replace
+
+import apache_beam as beam
+
+from shardsmith.core import fault_injection
+from shardsmith.core.build_lock import LockGuard, release_lock
+from shardsmith.core.compaction import CompactionSource, readable_path, record_rows
+from shardsmith.core.compaction_writer import CompactionWriter, write_compacted_shard
+from shardsmith.core.rows import ShardResult
+from shardsmith.core.settings import CheckSettings, RecordSettings
+from shardsmith.core.shard_file import WriterConfig
+from shardsmith.format.build_folder import (
+    build_dir,
+    publish,
+    remove_temporary_files,
+    retire_builds,
+    write_atomically,
+)
+from shardsmith.format.metadata import labels_bytes
+from shardsmith.format.metadata_schema import IncrementalEntry, Metadata
+from shardsmith.format.naming import ERRORS_FILE, LABELS_FILE, join
+from shardsmith.format.tfds import tfds_metadata_files
+from shardsmith.format.transform_fn import write_transform_fn
+from transforms.error_parts import ErrorSummary
+from transforms.labels import Vocabulary
+from transforms.place import PlaceRows, ShardPlan
+from transforms.report import DatasetCheckFailed, ReportConfig, build_metadata
+
+_LOG = logging.getLogger("shardsmith")
+
+
+@dataclass(frozen=True)
+class Compaction:
+    """One compaction: the version it rewrites, the build (id) it writes, and how many versions to keep."""
+
+    source: CompactionSource
+    build_id: str
+    keep_builds: int
+
+    @property
+    def files_dir(self) -> str:
+        return build_dir(self.source.output_dir, self.build_id)
+
+    @property
+    def lock(self) -> LockGuard:
+        return LockGuard(self.source.output_dir, self.build_id)
+
+    def writer(self) -> CompactionWriter:
+        """Where the compacted shards go (with their index files and row lists) and where their records are."""
+        published = self.source.metadata
+        config = WriterConfig(output_dir=self.files_dir, name=published.name, lock=self.lock, list_rows=True,
+                              records=RecordSettings(compression=published.compression_or_default))
+        return CompactionWriter(config, tuple(readable_path(self.source, index, self.files_dir)
+                                              for index in range(len(self.source.shards))))
+
+    def report_config(self) -> ReportConfig:
+        published = self.source.metadata
+        return ReportConfig(
+            output_dir=self.source.output_dir, build_id=self.build_id, name=published.name,
+            seed=self.source.placement.seed, checks=CheckSettings(),
+            records=RecordSettings(compression=published.compression_or_default,
+                                   image_mode=published.image_mode or "bytes"),
+            task=published.task_or_default, recorded_options=published.options or {}, keep_builds=self.keep_builds)
+
+
+def compacted_metadata(compaction: Compaction, shards: list[ShardResult], plan: ShardPlan) -> Metadata:
+    """metadata.json of the compacted version: the splits as written, everything else the compacted version's,
+    and an `incremental` entry saying it holds all the version's rows in one generation. DatasetCheckFailed
+    when the records written are not the version's (a row list that lied)."""
+    source, published = compaction.source, compaction.source.metadata
+    vocabulary = Vocabulary(tuple(published.labels), published.labels_taken_from or "train",
+                            tuple(published.label_image_counts or ()))
+    written = build_metadata(compaction.report_config(), shards, plan, vocabulary, ErrorSummary(0, {}),
+                             source.num_rows)
+    if written.num_examples != published.num_examples or written.num_example_rows != source.num_rows:
+        raise DatasetCheckFailed(
+            f"the compacted shards hold {written.num_examples} records for {written.num_example_rows} rows, version "
+            f"{source.version} {published.num_examples} for {source.num_rows}; nothing was published")
+    return replace(
+        written, labels_taken_from=published.labels_taken_from, features=published.features,
+        duplicates=published.duplicates,
+        incremental=IncrementalEntry(
+            previous=source.version, num_carried_rows=source.num_rows, num_rewritten_shards=len(source.shards),
+            generation=published.incremental.generation + 1, generations=1))
+
+
+def publish_compaction(_, compaction: Compaction, shards: list[ShardResult], plan: ShardPlan) -> Metadata:
+    """Writes labels.txt, an empty errors.jsonl, transform_fn/ and the TFDS files into the compaction's build
+    folder, removes leftover temporary files and publishes it (metadata.json last, under the lock), then retires
+    builds beyond --keep_builds that no kept version lists, and releases the lock."""
+    metadata = compacted_metadata(compaction, list(shards), plan)
+    files_dir, lock = compaction.files_dir, compaction.lock
+    lock.check()
+    write_atomically(join(files_dir, LABELS_FILE), labels_bytes(metadata.labels))
+    write_atomically(join(files_dir, ERRORS_FILE), b"")
+    write_transform_fn(metadata.labels, files_dir)
+    for file_name, content in tfds_metadata_files(metadata).items():
+        write_atomically(join(files_dir, file_name), content)
+    remove_temporary_files(files_dir)
+    fault_injection.reached("before_metadata")
+    lock.check()
+    output_dir = compaction.source.output_dir
+    publish(output_dir, compaction.build_id, metadata, before_switch=lambda: fault_injection.reached("before_switch"))
+    retired = retire_builds(output_dir, compaction.build_id, compaction.keep_builds)
+    if retired:
+        _LOG.info("removed %d build(s) beyond --keep_builds=%d: %s", len(retired), compaction.keep_builds,
+                  ", ".join(retired))
+    release_lock(output_dir, compaction.build_id)
+    return metadata
+
+
+class CopyRecordsFn(beam.DoFn):
+    """((split, shard), lists of PlacedRows) -> the ShardResult of the compacted shard they make up."""
+
+    def __init__(self, config: CompactionWriter):
+        self._config = config
+
+    def process(self, keyed_rows):
+        (split, shard), dealt = keyed_rows
+        yield write_compacted_shard(self._config, split, shard, dealt)
+
+
+class CompactVersion(beam.PTransform):
+    """A pipeline's root -> the one-element PCollection of the compacted version's metadata.json, published."""
+
+    def __init__(self, compaction: Compaction):
+        super().__init__()
+        self._compaction = compaction
+
+    def expand(self, pipeline):
+        source, files_dir = self._compaction.source, self._compaction.files_dir
+        rows = (
+            pipeline
+            | "ListSourceShards" >> beam.Create(range(len(source.shards)))
+            | "ReadRowLists" >> beam.FlatMap(lambda index: record_rows(source, index, files_dir))
+        )
+        shard_groups, plan = rows | "PlaceRows" >> PlaceRows(source.placement)
+        shards = shard_groups | "CopyRecords" >> beam.ParDo(CopyRecordsFn(self._compaction.writer()))
+        return (
+            pipeline
+            | "FinalizeTrigger" >> beam.Create([None])
+            | "PublishCompaction" >> beam.Map(publish_compaction, self._compaction, beam.pvalue.AsList(shards),
+                                              beam.pvalue.AsSingleton(plan))
+        )
