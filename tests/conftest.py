@@ -34,6 +34,8 @@ from shardsmith.format.build_folder import own_copy
 from shardsmith.format.metadata_schema import Metadata
 
 TFRECORDER_DATA = Path(__file__).parent / "data" / "tfrecorder"
+# A sitecustomize.py that gives the processes a build starts (its shard writers) _beam_on_emulator's settings.
+EMULATOR_SITE = Path(__file__).parent / "emulator_site"
 
 
 def _image(label_index: int, rng: random.Random) -> Image.Image:
@@ -376,13 +378,16 @@ def _beam_on_emulator(host: str):
     """Points Beam's GCS client (and google-cloud-storage) at the emulator at `host`, anonymously, until the block
     ends. Beam's client honours STORAGE_EMULATOR_HOST only with anonymous credentials, and retries the credential
     lookup for about 22 s first: its cache is settled as "none found" up front; NO_GCE_CHECK keeps google-auth from
-    probing a metadata server. Yields (an anonymous storage client, the MonkeyPatch, for more patches)."""
+    probing a metadata server. Processes started inside the block settle it the same way at start-up
+    (emulator_site/sitecustomize.py, on their PYTHONPATH). Yields (an anonymous storage client, the MonkeyPatch,
+    for more patches)."""
     from apache_beam.internal.gcp import auth
     from google.cloud import storage
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("STORAGE_EMULATOR_HOST", host)
         patch.setenv("NO_GCE_CHECK", "true")
+        patch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(EMULATOR_SITE), os.environ.get("PYTHONPATH")])))
         patch.setattr(auth._Credentials, "_credentials_init", True)
         patch.setattr(auth._Credentials, "_credentials", None)
         yield storage.Client.create_anonymous_client(), patch
