@@ -38,6 +38,28 @@ TFRECORDER_DATA = Path(__file__).parent / "data" / "tfrecorder"
 EMULATOR_SITE = Path(__file__).parent / "emulator_site"
 
 
+# The files whose tests take longest (a minute or more of builds each on a 2-core machine), longest first.
+# `bash launch.sh test` runs files on two or more workers (--dist loadfile): each worker takes the next file as it
+# finishes one, so the suite ends soonest when the long files go first and the short ones fill in at the end.
+LONG_FILES = ("test_readme.py", "test_build_folder_cleanup.py", "test_gcs_end_to_end.py", "test_chaos.py",
+              "test_features.py", "test_quiet.py", "test_trust_output_folder.py", "test_kill_and_retry.py",
+              "test_near_duplicate_bounds.py", "test_transform_fn.py", "test_build_end_to_end.py",
+              "test_duplicates_and_paths.py", "test_segmentation.py")
+
+
+def pytest_configure(config):
+    # xdist otherwise hands out the files with the most tests first, which leaves a long file of few tests
+    # (test_chaos.py: one) to the end, one worker running it while the other waits.
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
+def pytest_collection_modifyitems(items):
+    """LONG_FILES first, longest first; the rest in their usual order (sort is stable)."""
+    rank = {name: i for i, name in enumerate(LONG_FILES)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+
+
 def _image(label_index: int, rng: random.Random) -> Image.Image:
     width, height = rng.randrange(48, 129, 4), rng.randrange(40, 113, 4)
     image = Image.new("RGB", (width, height), tuple(rng.randrange(256) for _ in range(3)))
