@@ -6,15 +6,12 @@ is not the launcher's. The launcher prints the same summary as a local build (re
 
 from __future__ import annotations
 
-import contextlib
-import io
 import os
 import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
@@ -79,30 +76,16 @@ def images(tmp_path_factory, image_set_factory):
     return image_set_factory(tmp_path_factory.mktemp("portable_images"), COUNTS)
 
 
-@pytest.fixture(scope="module")
-def portable_built(portable, images, tmp_path_factory) -> SimpleNamespace:
-    """One build on the portable runner, its --output_dir relative to the launcher's working directory (never the
-    workers'): the folder it should land in and the summary the launcher printed. Both tests below read it."""
-    from pipeline import cli
+def test_a_portable_build_reports_verifies_and_matches_the_default_runner(portable, images, shardsmith, checks,
+                                                                           tmp_path):
+    local_out, portable_out = tmp_path / "local", tmp_path / "portable"
+    common = ["build", "--manifest", images.manifest, "--name", "pets", "--num_shards", NUM_SHARDS]
+    assert shardsmith(*common, "--output_dir", local_out).code == 0
 
-    launcher_cwd = tmp_path_factory.mktemp("launcher_cwd")
-    printed = io.StringIO()
-    with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(printed):
-        patch.chdir(launcher_cwd)
-        code = cli.main(["build", "--manifest", str(images.manifest), "--name", "pets", "--num_shards", NUM_SHARDS,
-                         "--output_dir", "relative/out", *portable["flags"]])
-    assert code == 0
-    return SimpleNamespace(out=launcher_cwd / "relative" / "out", summary=printed.getvalue())
-
-
-def test_a_portable_build_reports_verifies_and_matches_the_default_runner(portable, portable_built, images,
-                                                                           shardsmith, checks, tmp_path):
-    local_out, portable_out = tmp_path / "local", portable_built.out
-    assert shardsmith("build", "--manifest", images.manifest, "--name", "pets", "--num_shards", NUM_SHARDS,
-                      "--output_dir", local_out).code == 0
-
-    assert "shardsmith: built 'pets'" in portable_built.summary
-    assert "train            20 examples in 2 shard(s)" in portable_built.summary
+    result = shardsmith(*common, "--output_dir", portable_out, *portable["flags"])
+    assert result.code == 0, result.err
+    assert "shardsmith: built 'pets'" in result.out and f"output     {portable_out}" in result.out
+    assert "train            20 examples in 2 shard(s)" in result.out
 
     verified = shardsmith("verify", portable_out)
     assert verified.code == 0, verified.out + verified.err
@@ -111,7 +94,12 @@ def test_a_portable_build_reports_verifies_and_matches_the_default_runner(portab
     assert not any(portable["worker_cwd"].iterdir()), "the workers wrote into their own working directory"
 
 
-def test_a_relative_output_dir_lands_under_the_launchers_working_directory(portable, portable_built):
-    assert f"output     {portable_built.out}" in portable_built.summary
-    assert (portable_built.out / "metadata.json").exists()
+def test_a_relative_output_dir_lands_under_the_launchers_working_directory(portable, images, shardsmith, tmp_path,
+                                                                           monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = shardsmith("build", "--manifest", images.manifest, "--name", "pets", "--num_shards", NUM_SHARDS,
+                        "--output_dir", "relative/out", *portable["flags"])
+    assert result.code == 0, result.err
+    assert f"output     {tmp_path / 'relative' / 'out'}" in result.out
+    assert (tmp_path / "relative" / "out" / "metadata.json").exists()
     assert not any(portable["worker_cwd"].iterdir()), "the workers wrote into their own working directory"
