@@ -34,6 +34,30 @@ from shardsmith.format.build_folder import own_copy
 from shardsmith.format.metadata_schema import Metadata
 
 TFRECORDER_DATA = Path(__file__).parent / "data" / "tfrecorder"
+# A sitecustomize.py that gives the processes a build starts (its shard writers) _beam_on_emulator's settings.
+EMULATOR_SITE = Path(__file__).parent / "emulator_site"
+
+
+# The files whose tests take longest (40 s to 2 minutes of builds each on a 2-core machine), longest first.
+# `bash launch.sh test` runs files on two or more workers (--dist loadfile): each worker takes the next file as it
+# finishes one, so the suite ends soonest when the long files go first and the short ones fill in at the end.
+LONG_FILES = ("test_build_folder_cleanup.py", "test_readme.py", "test_gcs_end_to_end.py", "test_chaos.py",
+              "test_features.py", "test_quiet.py", "test_trust_output_folder.py", "test_near_duplicate_bounds.py",
+              "test_transform_fn.py", "test_build_end_to_end.py", "test_duplicates_and_paths.py",
+              "test_kill_and_retry.py", "test_segmentation.py", "test_metrics.py", "test_near_duplicates.py")
+
+
+def pytest_configure(config):
+    # xdist otherwise hands out the files with the most tests first, which leaves a long file of few tests
+    # (test_chaos.py: one) to the end, one worker running it while the other waits.
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
+def pytest_collection_modifyitems(items):
+    """LONG_FILES first, longest first; the rest in their usual order (sort is stable)."""
+    rank = {name: i for i, name in enumerate(LONG_FILES)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
 
 
 def _image(label_index: int, rng: random.Random) -> Image.Image:
@@ -376,13 +400,16 @@ def _beam_on_emulator(host: str):
     """Points Beam's GCS client (and google-cloud-storage) at the emulator at `host`, anonymously, until the block
     ends. Beam's client honours STORAGE_EMULATOR_HOST only with anonymous credentials, and retries the credential
     lookup for about 22 s first: its cache is settled as "none found" up front; NO_GCE_CHECK keeps google-auth from
-    probing a metadata server. Yields (an anonymous storage client, the MonkeyPatch, for more patches)."""
+    probing a metadata server. Processes started inside the block settle it the same way at start-up
+    (emulator_site/sitecustomize.py, on their PYTHONPATH). Yields (an anonymous storage client, the MonkeyPatch,
+    for more patches)."""
     from apache_beam.internal.gcp import auth
     from google.cloud import storage
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("STORAGE_EMULATOR_HOST", host)
         patch.setenv("NO_GCE_CHECK", "true")
+        patch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(EMULATOR_SITE), os.environ.get("PYTHONPATH")])))
         patch.setattr(auth._Credentials, "_credentials_init", True)
         patch.setattr(auth._Credentials, "_credentials", None)
         yield storage.Client.create_anonymous_client(), patch

@@ -369,7 +369,9 @@ def test_dataflow_submission_logs_the_job_id_and_console_url(gcs, fake_dataflow_
             f"--dataflow_endpoint={fake_dataflow_api['endpoint']}", "--no_auth",
             # tf.transform's scratch folder is read at graph construction by TensorFlow's own GCS client, which
             # cannot reach the emulator (module docstring); on Dataflow it is gs://, under --temp_location.
-            "--temp_dir", str(tmp_path / "tft")]
+            "--temp_dir", str(tmp_path / "tft"),
+            # Beam would stage a `pip freeze` of this environment (5 s a submission here), which nothing reads.
+            "--experiments=disable_logging_submission_environment"]
 
     submitted = shardsmith(*args, "--no_wait_until_finish")
     assert submitted.code == 0, submitted.err

@@ -46,11 +46,9 @@ def only_build(out: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def undisturbed(label_sorted_set, tmp_path_factory) -> dict[str, bytes]:
-    out = tmp_path_factory.mktemp("undisturbed") / "out"
-    done = build(label_sorted_set.manifest, out)
-    assert done.returncode == 0, done.stderr
-    return files_of(Path(published_dir(out)))
+def undisturbed(built) -> dict[str, bytes]:
+    """The files of an undisturbed build of the same manifest with the same flags: the suite's `built`."""
+    return files_of(Path(published_dir(built)))
 
 
 @pytest.mark.parametrize("fault", ["mid_shard:20", "after_shards:3", "before_metadata"])

@@ -112,33 +112,43 @@ def test_load_returns_masks_resized_with_their_images(segmentation_set, segmenta
     assert set(np.unique(masks.numpy())) <= {0, 1, 2, 3}
 
 
-def test_placement_is_balanced_and_deterministic(segmentation_set, read_records, metadata_of, checks, shardsmith,
-                                                 tmp_path):
+@pytest.fixture(scope="module")
+def good_built(segmentation_set, tmp_path_factory) -> Path:
+    """The good rows (no bad mask) built with --task segmentation by two writer processes: built once, for the
+    tests below that compare it with other builds of the same rows."""
+    from pipeline import cli
+
     base = segmentation_set[0]
-    outputs = []
-    for writer_processes in ("0", "2"):
-        out = tmp_path / writer_processes
-        assert shardsmith("build", "--manifest", base.root / "good.csv", "--output_dir", out, "--name", "scenes",
-                          "--task", "segmentation", "--num_shards", "train=3,validation=1,test=1",
-                          "--writer_processes", writer_processes).code == 0
-        outputs.append(out)
-    metadata = metadata_of(outputs[0])
+    out = tmp_path_factory.mktemp("good_out") / "out"
+    assert cli.main(["build", "--manifest", str(base.root / "good.csv"), "--output_dir", str(out), "--name", "scenes",
+                     "--task", "segmentation", "--num_shards", "train=3,validation=1,test=1",
+                     "--writer_processes", "2"]) == 0
+    return out
+
+
+def test_placement_is_balanced_and_deterministic(segmentation_set, good_built, read_records, metadata_of, checks,
+                                                 shardsmith, tmp_path):
+    base = segmentation_set[0]
+    out = tmp_path / "0"
+    assert shardsmith("build", "--manifest", base.root / "good.csv", "--output_dir", out, "--name", "scenes",
+                      "--task", "segmentation", "--num_shards", "train=3,validation=1,test=1",
+                      "--writer_processes", "0").code == 0
+    metadata = metadata_of(out)
     assert metadata["num_errors"] == 0
     for split in metadata["splits"]:
-        checks.assert_balanced([[r["image/class/text"] for r in shard] for shard in read_records(outputs[0], split)],
-                               split)
-    assert checks.shard_bytes(outputs[0]) == checks.shard_bytes(outputs[1])
-    assert shardsmith("verify", outputs[0]).code == 0
+        checks.assert_balanced([[r["image/class/text"] for r in shard] for shard in read_records(out, split)], split)
+    assert checks.shard_bytes(out) == checks.shard_bytes(good_built)
+    assert shardsmith("verify", out).code == 0
 
 
-def test_inspect_overlays_the_masks_on_its_contact_sheet(segmentation_set, shardsmith, tmp_path):
+def test_inspect_overlays_the_masks_on_its_contact_sheet(segmentation_set, good_built, shardsmith, tmp_path):
     base = segmentation_set[0]
+    classified = tmp_path / "classification"  # the same images, placed alike; masks only in good_built
+    assert shardsmith("build", "--manifest", base.root / "good.csv", "--output_dir", classified, "--name", "scenes",
+                      "--task", "classification", "--num_shards", "train=3,validation=1,test=1").code == 0
     sheets = []
-    for task in ("segmentation", "classification"):  # the same images, placed alike; masks only in one
-        out = tmp_path / task
-        assert shardsmith("build", "--manifest", base.root / "good.csv", "--output_dir", out, "--name", "scenes",
-                          "--task", task, "--num_shards", "train=3,validation=1,test=1").code == 0
-        sheet = tmp_path / f"{task}.png"
+    for i, out in enumerate((good_built, classified)):
+        sheet = tmp_path / f"sheet{i}.png"
         assert shardsmith("inspect", out, "--contact_sheet", sheet, "--per_label", 3).code == 0
         sheets.append(np.asarray(Image.open(sheet).convert("RGB")).astype(int))
     assert sheets[0].shape == sheets[1].shape
