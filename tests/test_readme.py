@@ -518,6 +518,30 @@ def incremental_commands(group: Group, request) -> None:
     assert listed.code == 0 and len(listed.out.splitlines()) == 2 and "+4 -1 rows" in listed.out
 
 
+@handles("compact-commands", "bash")
+def compact_commands(group: Group, request) -> None:
+    """The command after a first build and two incremental nights (three generations): with --compact_after 7 it
+    writes nothing; with --compact_after 2 the same command compacts into one generation."""
+    tmp_path, run = request.getfixturevalue("tmp_path"), request.getfixturevalue("shardsmith")
+    request.getfixturevalue("monkeypatch").chdir(tmp_path)
+    (command,) = (shardsmith_words(command) for command in commands_of(group.blocks[0]))
+    out = tmp_path / command[1]
+    rows = []
+    for i in range(30):
+        save_image(tmp_path / "images" / f"{i:03d}.png", i)
+        rows.append(f"train,images/{i:03d}.png,{('daisy', 'rose')[i % 2]}")
+    for night in (20, 25, 30):
+        (tmp_path / "m.csv").write_text("split,image_uri,label\n" + "\n".join(rows[:night]) + "\n")
+        built = run("build", "--manifest", "m.csv", "--output_dir", out, "--name", "flowers", "--incremental")
+        assert built.code == 0, built.err[-2000:]
+    published = (out / "metadata.json").read_text()
+    done = run(*command)
+    assert done.code == 0 and (out / "metadata.json").read_text() == published, done.err[-2000:]
+    done = run(*command[:command.index("--compact_after") + 1], "2")
+    assert done.code == 0, done.err[-2000:]
+    assert json.loads((out / "metadata.json").read_text())["incremental"]["generations"] == 1
+
+
 @handles("check-commands", "bash")
 def check_commands(group: Group, request) -> None:
     demo, run = request.getfixturevalue("demo"), request.getfixturevalue("shardsmith")
