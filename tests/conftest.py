@@ -420,3 +420,49 @@ def _beam_on_emulator(host: str):
 def beam_on_emulator():
     """_beam_on_emulator(host): a context manager pointing Beam's GCS client at a gcp-storage-emulator."""
     return _beam_on_emulator
+
+
+@dataclass
+class GcsBucket:
+    """A bucket on the emulator (Beam pointed at it), with the helpers the gs:// tests share."""
+
+    client: object
+    name: str
+
+    def upload_manifest(self, name: str, rows: list[tuple[str, str, str]]) -> str:
+        """A CSV manifest (split,image_uri,label) uploaded as in/NAME; returns its gs:// URI."""
+        text = io.StringIO()
+        writer = csv.writer(text, lineterminator="\n")
+        writer.writerow(["split", "image_uri", "label"])
+        writer.writerows(rows)
+        self.client.bucket(self.name).blob(f"in/{name}").upload_from_string(text.getvalue())
+        return f"gs://{self.name}/in/{name}"
+
+    def upload_images(self, count: int, seed: int) -> list[tuple[str, str, str]]:
+        """`count` small real JPEGs as in/images/NNN.jpg, three labels over all three splits; returns their
+        manifest rows, with URIs relative to in/."""
+        rng = random.Random(seed)
+        rows = []
+        for i in range(count):
+            out = io.BytesIO()
+            Image.new("RGB", (32 + i, 24), tuple(rng.randrange(256) for _ in range(3))).save(out, "JPEG", quality=85)
+            self.client.bucket(self.name).blob(f"in/images/{i:03d}.jpg").upload_from_string(out.getvalue())
+            rows.append((("train", "train", "train", "train", "validation", "test")[i % 6], f"images/{i:03d}.jpg",
+                         ("cat", "dog", "emu")[i % 3]))
+        return rows
+
+    @staticmethod
+    def read(uri: str) -> bytes:
+        from apache_beam.io.filesystems import FileSystems
+
+        with FileSystems.open(uri) as f:
+            return f.read()
+
+
+@pytest.fixture(scope="module")
+def gcs_bucket(emulator, beam_on_emulator, request) -> GcsBucket:
+    """A bucket named for the test module on a gcp-storage-emulator, Beam's GCS client pointed at it."""
+    name = "ss-" + request.module.__name__.rsplit(".", 1)[-1].replace("_", "-")[:50]
+    with beam_on_emulator(emulator) as (client, _):
+        client.create_bucket(name)
+        yield GcsBucket(client, name)

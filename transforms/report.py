@@ -17,7 +17,6 @@ rows first would hold all of them in memory; measured in docs/performance.md ("E
 from __future__ import annotations
 
 import logging
-from collections import Counter
 from dataclasses import dataclass, field
 
 import apache_beam as beam
@@ -37,7 +36,7 @@ from shardsmith.format.build_folder import (
 )
 from shardsmith.format.example import example_keys
 from shardsmith.format.metadata import labels_bytes
-from shardsmith.format.metadata_schema import Metadata, NearDuplicatesEntry, ShardEntry, SplitEntry
+from shardsmith.format.metadata_schema import Metadata, NearDuplicatesEntry, SplitEntry
 from shardsmith.format.naming import ERRORS_FILE, LABELS_FILE, join
 from shardsmith.format.tfds import tfds_metadata_files
 from transforms.duplicates import DuplicateSummary
@@ -96,21 +95,10 @@ def build_metadata(
     splits = {}
     for split, split_plan in plan.splits.items():
         split_shards = sorted((s for s in shards if s.split == split), key=lambda s: s.shard)
-        label_counts: Counter[str] = Counter()
-        for s in split_shards:
-            label_counts.update(s.label_counts)
-        splits[split] = SplitEntry(
-            num_examples=sum(s.num_examples for s in split_shards),
-            num_bytes=sum(s.num_bytes for s in split_shards),
-            num_shards=split_plan.num_shards,
-            num_placed=split_plan.num_examples,
-            source_bytes=split_plan.num_bytes,
-            label_counts={label: label_counts[label] for label in vocabulary.labels if label_counts[label]},
-            shards=[ShardEntry(file=s.file, num_examples=s.num_examples, num_bytes=s.num_bytes,
-                               label_counts=s.label_counts, sha256=s.sha256, first_key=s.first_key,
-                               index=s.index_file)
-                    for s in split_shards],
-        )
+        splits[split] = SplitEntry.of_shards(
+            [s.entry() for s in split_shards],
+            vocabulary.labels, num_shards=split_plan.num_shards, num_placed=split_plan.num_examples,
+            source_bytes=split_plan.num_bytes)
     return Metadata(
         name=config.name,
         format="tfrecord",

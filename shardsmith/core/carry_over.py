@@ -16,7 +16,6 @@ order they arrive in.
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass, replace
 
 from shardsmith.core.rows import ManifestRow, ShardResult
@@ -91,17 +90,9 @@ def merged_version(new: Metadata, version: CarriedVersion, rewritten: dict[int, 
         if not carried and added is None:
             continue
         shards = carried + (added.shards if added is not None else [])
-        label_counts: Counter[str] = Counter()
-        for shard in shards:
-            label_counts.update(shard.label_counts)
-        splits[split] = SplitEntry(
-            num_examples=sum(s.num_examples for s in shards),
-            num_bytes=sum(s.num_bytes for s in shards),
-            num_shards=len(shards),
-            num_placed=sum(s.num_examples for s in carried) + (added.num_placed if added is not None else 0),
-            label_counts={label: label_counts[label] for label in new.labels if label_counts[label]},
-            shards=shards,
-        )
+        splits[split] = SplitEntry.of_shards(
+            shards, new.labels, num_shards=len(shards),
+            num_placed=sum(s.num_examples for s in carried) + (added.num_placed if added is not None else 0))
     num_input_rows = new.num_input_rows or 0
     images_read = sum(entry.num_examples or 0 for entry in new.splits.values()) + sum(
         n for reason, n in (new.errors_by_reason or {}).items() if reason.startswith(f"{LOAD_STAGE}:"))
@@ -124,6 +115,4 @@ def _carried_entry(index: int, shard: CarriedShard, rewritten: dict[int, ShardRe
     result = rewritten.get(index)
     if result is None:
         return replace(shard.entry, build=shard.build)
-    return ShardEntry(file=result.file, num_examples=result.num_examples, num_bytes=result.num_bytes,
-                      label_counts=result.label_counts, sha256=result.sha256, first_key=result.first_key,
-                      index=result.index_file)
+    return result.entry()

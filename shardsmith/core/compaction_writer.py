@@ -21,7 +21,7 @@ from shardsmith.core import fault_injection
 from shardsmith.core.compaction import RecordRef
 from shardsmith.core.load_images import ordered_bounded_map
 from shardsmith.core.rows import PlacedRow, ShardResult
-from shardsmith.core.shard_file import ShardOutput, WriterConfig, write_index_file, write_row_list
+from shardsmith.core.shard_file import ShardOutput, WriterConfig
 from shardsmith.format.example import SHA256, parse_example
 from shardsmith.format.naming import shard_file_name
 from shardsmith.format.record_index import FRAMING_BYTES, RecordIndex
@@ -94,10 +94,7 @@ def write_compacted_shard(config: CompactionWriter, split: str, shard: int,
                 if first_key is None:
                     first_key = parse_example(unframe(framed, ref.offset))[SHA256][0].decode("ascii")
                 fault_injection.reached("mid_shard")
-        index_file = write_index_file(writer, name, index)
-        write_row_list(writer.output_dir, name, listed)
-        if writer.lock is not None:
-            writer.lock.check()
+        index_file = output.finish(writer, index, listed)
     except BaseException:
         output.discard_temporary()
         raise

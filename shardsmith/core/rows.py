@@ -11,6 +11,7 @@ import operator
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from shardsmith.format.metadata_schema import ShardEntry
 from shardsmith.format.naming import SPLITS
 
 # Rows travel between stages in lists of up to this many: Beam's per-element cost (tens of microseconds on
@@ -154,6 +155,12 @@ class ShardResult:
     sha256: str = ""  # hex SHA-256 of the file as written, computed while writing it
     first_key: str | None = None  # image/key/sha256 of its first record; None when it holds none
     index_file: str | None = None  # its record index's file name, beside it; None for gzip shards (no index)
+
+    def entry(self) -> ShardEntry:
+        """The shard's entry in metadata.json."""
+        return ShardEntry(file=self.file, num_examples=self.num_examples, num_bytes=self.num_bytes,
+                          label_counts=self.label_counts, sha256=self.sha256, first_key=self.first_key,
+                          index=self.index_file)
 
 
 @pickled_as_field_values

@@ -189,11 +189,7 @@ def write_shard_file(config: WriterConfig, split: str, shard: int, dealt: Iterab
                 progress_signal.add(progress_signal.IMAGES_WRITTEN)
                 fault_injection.reached("mid_shard")
                 fault_injection.reached(fault_injection.WRITER_KILLED)
-        index_file = write_index_file(config, final_name, index)
-        if config.list_rows:
-            write_row_list(config.output_dir, final_name, listed)
-        if config.lock is not None:
-            config.lock.check()
+        index_file = output.finish(config, index, listed if config.list_rows else None)
     except BaseException:
         output.discard_temporary()  # a retry writes its own temporary file; do not leave this one behind
         raise
@@ -233,6 +229,7 @@ class ShardOutput:
     written (`sha256`, once the file is closed), never by reading it back."""
 
     def __init__(self, output_dir: str, final_name: str, compression: str):
+        self.final_name = final_name
         self.final_path = storage.join(output_dir, final_name)
         self.temp_path = storage.join(output_dir, f"{TEMP_PREFIX}{final_name}.{uuid.uuid4().hex}")
         self._gzip = compression == "gzip"
@@ -246,6 +243,16 @@ class ShardOutput:
     @property
     def sha256(self) -> str:
         return self._file.hexdigest()
+
+    def finish(self, config: WriterConfig, index: RecordIndex, rows: list[ListedRow] | None) -> str | None:
+        """After the last record: the shard's index file and (with `rows`) its row list, written beside it before
+        it is renamed into place, then the build's lock checked. Returns the index file's name."""
+        index_file = write_index_file(config, self.final_name, index)
+        if rows is not None:
+            write_row_list(config.output_dir, self.final_name, rows)
+        if config.lock is not None:
+            config.lock.check()
+        return index_file
 
     def publish(self) -> int:
         """Renames the temporary file to the final name; returns the final file's size in bytes. A writer

@@ -17,7 +17,7 @@ from collections import Counter
 from shardsmith import storage
 from shardsmith.core import fault_injection
 from shardsmith.core.rows import ShardResult
-from shardsmith.core.shard_file import ShardOutput, WriterConfig, write_index_file, write_row_list
+from shardsmith.core.shard_file import ShardOutput, WriterConfig
 from shardsmith.format.example import SHA256, parse_example
 from shardsmith.format.naming import row_list_name
 from shardsmith.format.record_index import RecordIndex
@@ -62,10 +62,7 @@ def rewrite_shard(config: WriterConfig, split: str, source_folder: str, file: st
                 fault_injection.reached("mid_rewrite")
         if count != len(listed):
             raise RowListError(f"{list_path} lists {len(listed)} rows but {source} holds {count} records")
-        index_file = write_index_file(config, file, index)
-        write_row_list(config.output_dir, file, kept)
-        if config.lock is not None:
-            config.lock.check()
+        index_file = output.finish(config, index, kept)
     except BaseException:
         output.discard_temporary()
         raise

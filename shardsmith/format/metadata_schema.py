@@ -180,6 +180,18 @@ class SplitEntry(_Entry):
     label_counts: dict[str, int] = field(default_factory=dict)
     shards: list[ShardEntry] = field(default_factory=list)
 
+    @classmethod
+    def of_shards(cls, shards: list[ShardEntry], labels: list[str] | tuple[str, ...], **placed) -> SplitEntry:
+        """The entry of a split made of `shards`: its counts are their sums, its label counts in id order
+        (`labels`), without labels it holds none of; `placed`: num_shards, num_placed, source_bytes."""
+        label_counts: dict[str, int] = {}
+        for shard in shards:
+            for label, n in shard.label_counts.items():
+                label_counts[label] = label_counts.get(label, 0) + n
+        return cls(num_examples=sum(s.num_examples for s in shards), num_bytes=sum(s.num_bytes for s in shards),
+                   label_counts={label: label_counts[label] for label in labels if label_counts.get(label)},
+                   shards=shards, **placed)
+
 
 @dataclass(kw_only=True)
 class DuplicateCopy(_Entry):
