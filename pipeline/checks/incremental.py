@@ -61,7 +61,6 @@ def _adding_to(published: Metadata, options: BuildOptions) -> CarriedVersion:
         previous=build_id,
         generation=published.incremental.generation + 1,
         labels=tuple(published.labels),
-        labels_taken_from=published.labels_taken_from or "train",
         shards=shards,
         num_rows=published.num_example_rows if published.num_example_rows is not None else published.num_examples,
         max_removed_fraction=options.max_removed_fraction,

@@ -40,7 +40,6 @@ class CarriedVersion:
     previous: str | None
     generation: int  # the number of this build's generation: 1 for a first build, then one more each time
     labels: tuple[str, ...] = ()  # the version's labels in id order; new labels get the next ids
-    labels_taken_from: str = "train"
     shards: tuple[CarriedShard, ...] = ()
     num_rows: int = 0  # manifest lines the version's records stand for
     max_removed_fraction: float = 1.0

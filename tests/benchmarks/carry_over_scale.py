@@ -84,7 +84,7 @@ def child(folder: Path) -> None:
     options = build_options_from(args)
     files = sorted(p.name.removesuffix(".jsonl") for p in (out / "builds" / BUILD_ID / "rows").iterdir())
     listed = sum(1 for name in files for _ in (out / "builds" / BUILD_ID / "rows" / f"{name}.jsonl").open())
-    version = CarriedVersion(BUILD_ID, 2, LABELS, "train",
+    version = CarriedVersion(BUILD_ID, 2, LABELS,
                              tuple(CarriedShard("train", BUILD_ID, ShardEntry(file=name)) for name in files), listed)
     started = time.monotonic()
     with beam.Pipeline(runner=FnApiRunner()) as pipeline:
