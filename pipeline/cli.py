@@ -204,6 +204,7 @@ def _run_build(options, sources, beam_args: list[str], fixed_labels=None) -> Met
     from pipeline.checks.incremental import carried_labels
     from pipeline.checks.preflight import prepare_output_dir
     from pipeline.graph import build_graph
+    from pipeline.running.interrupts import raise_if_interrupted
     from pipeline.running.runner import is_local, make_pipeline, writer_processes
 
     beam_options = PipelineOptions(beam_args)
@@ -217,6 +218,7 @@ def _run_build(options, sources, beam_args: list[str], fixed_labels=None) -> Met
     temp_dir, made_temp = _temp_dir_for(options.temp_dir, beam_options)
     waits = not beam_options.view_as(StandardOptions).no_wait_until_finish
     try:
+        raise_if_interrupted()  # a Ctrl-C during the checks above, whatever became of its KeyboardInterrupt
         with _progress_shown(local), make_pipeline(beam_options) as pipeline:
             build_graph(pipeline, options, sources, temp_dir, lock.build_id, processes, fixed_labels, carried)
         result = pipeline.result  # set by the with-block's run(); holds the run's metrics, not the graph

@@ -27,6 +27,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from shardsmith.format.naming import LOCK_FILE
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -183,3 +185,26 @@ def test_ctrl_c_in_each_phase_exits_130_in_one_line_and_the_rerun_publishes(tmp_
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     assert (out / "metadata.json").exists()
     assert len(list((out / "builds").iterdir())) == 1, "the interrupted builds' folders were removed"
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # the drop this test makes
+def test_a_ctrl_c_whose_keyboard_interrupt_was_dropped_still_stops_the_build_before_its_pipeline():
+    """Python drops an exception raised in a finalizer ("Exception ignored in ..."), a KeyboardInterrupt too; the
+    signal itself is remembered, and the build checks it before it starts its pipeline. One command's Ctrl-C is
+    not the next one's."""
+    import gc
+
+    from pipeline.running.interrupts import Interrupts, raise_if_interrupted
+
+    class RaisesWhenCollected:
+        def __del__(self):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.2)  # the handler runs here, inside the finalizer, where its exception is dropped
+
+    with Interrupts():
+        RaisesWhenCollected()
+        gc.collect()
+        with pytest.raises(KeyboardInterrupt):
+            raise_if_interrupted()
+    with Interrupts():
+        raise_if_interrupted()  # a new command starts without it

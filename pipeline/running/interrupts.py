@@ -13,6 +13,17 @@ import signal
 import sys
 import threading
 
+# Set once SIGINT reached this process (by the watcher thread, which wakes on every signal): a KeyboardInterrupt
+# raised where Python cannot pass it on (a finalizer, a C callback) is printed and dropped, never raised again.
+_SEEN = threading.Event()
+
+
+def raise_if_interrupted() -> None:
+    """KeyboardInterrupt if a Ctrl-C reached this process earlier, whether or not its KeyboardInterrupt arrived:
+    called before a build starts its pipeline, so a seen Ctrl-C never lets a build run on and publish."""
+    if _SEEN.is_set():
+        raise KeyboardInterrupt
+
 
 class Interrupts:
     """Ctrl-C during a command. The build's child processes (the shard writers) are in process groups of
@@ -30,6 +41,7 @@ class Interrupts:
         self._watcher: threading.Thread | None = None
 
     def __enter__(self) -> Interrupts:
+        _SEEN.clear()  # one command's Ctrl-C is not the next one's (a process may run several: tests, notebooks)
         if (threading.current_thread() is not threading.main_thread()
                 or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
             return self
@@ -54,6 +66,7 @@ class Interrupts:
 
     def _stop_children(self) -> None:
         self.seen = True
+        _SEEN.set()
         writers = sys.modules.get("shardsmith.core.shard_worker")
         if writers is not None:
             writers.kill_all_writers()
