@@ -62,8 +62,11 @@ class _TerminalBuild:
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 150, 0, 0))
         self._master = master
         self.output = bytearray()
+        # SIGINT as a terminal's foreground job has it: a suite started in the background by a shell without job
+        # control (`... &`) runs with SIGINT ignored, which a child would inherit, and Ctrl-C would not reach it.
         self.process = subprocess.Popen([sys.executable, "-m", "pipeline", "build", *args], env=env, cwd=ROOT,
-                                        stdin=slave, stdout=slave, stderr=slave, start_new_session=True)
+                                        stdin=slave, stdout=slave, stderr=slave, start_new_session=True,
+                                        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         os.close(slave)
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -201,10 +204,14 @@ def test_a_ctrl_c_whose_keyboard_interrupt_was_dropped_still_stops_the_build_bef
             os.kill(os.getpid(), signal.SIGINT)
             time.sleep(0.2)  # the handler runs here, inside the finalizer, where its exception is dropped
 
-    with Interrupts():
-        RaisesWhenCollected()
-        gc.collect()
-        with pytest.raises(KeyboardInterrupt):
-            raise_if_interrupted()
-    with Interrupts():
-        raise_if_interrupted()  # a new command starts without it
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal, even if run in `... &`
+    try:
+        with Interrupts():
+            RaisesWhenCollected()
+            gc.collect()
+            with pytest.raises(KeyboardInterrupt):
+                raise_if_interrupted()
+        with Interrupts():
+            raise_if_interrupted()  # a new command starts without it
+    finally:
+        signal.signal(signal.SIGINT, previous)
