@@ -47,10 +47,11 @@ def build_graph(pipeline: beam.Pipeline, options: BuildOptions, sources: list[So
     files_dir = build_dir(options.output_dir, build_id)
     lock = LockGuard(options.output_dir, build_id)  # checked before each write into files_dir
     # Only the list of manifest paths is inlined; the rows are read by workers, and travel in RowBatches.
+    diffs = carried is not None and not carried.is_first  # the carry-over's partitioned join fans rows out
     read_rows, manifest_errors = (
         pipeline
         | "ListSources" >> beam.Create(sources)
-        | "ReadManifest" >> ReadManifest(manifest)
+        | "ReadManifest" >> ReadManifest(manifest, fan_out=not diffs)
     )
     images, stage_errors = read_rows, [manifest_errors]
     if manifest.task == "detection":
@@ -58,8 +59,8 @@ def build_graph(pipeline: beam.Pipeline, options: BuildOptions, sources: list[So
         stage_errors.append(box_errors)
     rows = images | "AssignSplits" >> beam.Map(assign_splits, placement)
     changes = None
-    if carried is not None and not carried.is_first:
-        changes = rows | "SplitCarriedRows" >> SplitCarriedRows(options.output_dir, carried)
+    if diffs:
+        changes = rows | "SplitCarriedRows" >> SplitCarriedRows(options.output_dir, carried, files_dir)
         rows = changes["rows"]
     sized = rows | "LookupSizes" >> LookupSizes(records)
     candidates = sized.rows

@@ -225,13 +225,36 @@ def test_a_killed_incremental_build_leaves_the_version_readable_and_a_rerun_is_i
         done = run(day2, out)
         assert done.returncode == 0, (name, done.stderr)
 
-    def shards(out: Path) -> dict[str, bytes]:
-        meta = metadata(out)
-        return {shard["file"]: (out / BUILDS_DIR / shard.get("build", meta["build_id"]) / shard["file"]).read_bytes()
-                for s in meta["splits"].values() for shard in s["shards"]}
-
     assert shards(outs["killed"]) == shards(outs["clean"])
     assert len(list((outs["killed"] / BUILDS_DIR).iterdir())) == 2  # the killed build's folder was removed
+
+
+def shards(out: Path) -> dict[str, bytes]:
+    """The published version's shard files, by name, with their bytes."""
+    meta = metadata(out)
+    return {shard["file"]: (out / BUILDS_DIR / shard.get("build", meta["build_id"]) / shard["file"]).read_bytes()
+            for s in meta["splits"].values() for shard in s["shards"]}
+
+
+def test_the_partitioned_join_gives_the_same_version_however_rows_are_partitioned_and_spilled(
+        pool, shardsmith, tmp_path, monkeypatch):
+    from shardsmith.core import carry_over_spill
+
+    day1 = pool.manifest("d1", pool.rows[:60])
+    # Day 2 drops 3 rows, adds 30 and repeats a carried row (a duplicate: new, as in a full build).
+    day2 = pool.manifest("d2", pool.rows[3:] + pool.rows[10:11])
+    outs = {}
+    for name, partition_rows, spill_entries in (("one-partition", 100_000, 50_000), ("many-partitions", 7, 5)):
+        monkeypatch.setattr(carry_over_spill, "PARTITION_ROWS", partition_rows)
+        monkeypatch.setattr(carry_over_spill, "SPILL_ENTRIES", spill_entries)
+        out = outs[name] = tmp_path / name
+        assert build(shardsmith, day1, out).code == 0
+        done = build(shardsmith, day2, out)
+        assert done.code == 0, done.err
+        assert "rows carried over 57, added 31, removed 3" in done.out
+        build_folder = out / BUILDS_DIR / metadata(out)["build_id"]
+        assert not [p for p in build_folder.iterdir() if "carry-over" in p.name]  # the spill files are gone
+    assert shards(outs["one-partition"]) == shards(outs["many-partitions"])
 
 
 def test_row_lists_read_back_what_was_written_and_name_the_bad_line():

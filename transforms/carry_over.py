@@ -1,25 +1,31 @@
 """`--incremental`: tell the manifest's rows apart into carried and new ones, and rewrite the published version's
 shards that hold removed rows (shardsmith/core/carry_over.py has the model).
 
-Only identities and manifest rows go through the CoGroupByKey here, never image bytes; a carried row's image is
-neither read nor stat'ed (it leaves before LookupSizes). Memory: one identity's rows and records per worker, one
-shard's row list per reader. The removed rows are checked against --max_removed_fraction before anything
-downstream of `gate` runs: the vocabulary waits for the check, and the shards wait for the vocabulary.
+Rows and records meet in a partitioned join through spill files in the build's scratch folder
+(shardsmith/core/carry_over_spill.py): only references to the files' sections go through a GroupByKey, never rows
+or image bytes, so memory stays bounded however long the manifest is; a carried row's image is neither read nor
+stat'ed (it leaves before LookupSizes). Memory: SPILL_ENTRIES entries per spilling worker, one partition per
+pairing worker, one shard's row list per reader. The removed rows are checked against --max_removed_fraction
+before anything downstream of `gate` runs: the vocabulary waits for the check, and the shards wait for the
+vocabulary.
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterator
 
 import apache_beam as beam
+from apache_beam.transforms.window import GlobalWindows
 
 from shardsmith import storage
 from shardsmith.core.carry_over import CarriedVersion, RecordPlace, pair_rows
+from shardsmith.core.carry_over_spill import SpillBuffer, num_partitions, read_sections
 from shardsmith.core.row_identity import row_identity
-from shardsmith.core.rows import ManifestRow, RowBatch
+from shardsmith.core.rows import ROWS_PER_BATCH, ManifestRow, RowBatch
 from shardsmith.core.shard_file import WriterConfig
 from shardsmith.core.shard_rewrite import rewrite_shard
-from shardsmith.format.build_folder import build_dir
+from shardsmith.format.build_folder import build_dir, carry_over_scratch
 from shardsmith.format.naming import row_list_name
 from shardsmith.format.row_list import RowListError, parse_row_list
 from transforms.metrics import ROWS_CARRIED, ROWS_NEW, ROWS_REMOVED, count
@@ -28,37 +34,70 @@ from transforms.report import DatasetCheckFailed
 CARRIED, REMOVED = "carried", "removed"
 
 
-def _keyed_rows(batch: RowBatch) -> Iterator[tuple[str, ManifestRow]]:
-    for row in batch:
-        yield row_identity(row), row
+def _keyed_rows(batch: RowBatch) -> list[tuple[str, ManifestRow]]:
+    return [(row_identity(row), row) for row in batch]
 
 
-def _listed_records(shard_index: int, output_dir: str, version: CarriedVersion) -> Iterator[tuple[str, RecordPlace]]:
+def _listed_records(shard_index: int, output_dir: str, version: CarriedVersion) -> list[tuple[str, RecordPlace]]:
+    """One carried shard's records, keyed by identity (one shard's row list in memory)."""
     carried = version.shards[shard_index]
     path = storage.join(build_dir(output_dir, carried.build), row_list_name(carried.entry.file))
     data = storage.read_bytes(path)
     if data is None:
         raise RowListError(f"{path} is missing: the published version's rows are not listed")
-    for position, row in enumerate(parse_row_list(data, path)):
-        yield row.identity, RecordPlace(shard_index, position, row.lines)
+    return [(row.identity, RecordPlace(shard_index, position, row.lines))
+            for position, row in enumerate(parse_row_list(data, path))]
 
 
-class PairRowsFn(beam.DoFn):
-    """(identity, {"rows": [...], "records": [...]}) -> new rows (main, one RowBatch per identity that has any),
-    removed records (tagged `removed`) and the manifest lines carried (tagged `carried`)."""
+class SpillFn(beam.DoFn):
+    """Lists of (identity, row or record) -> (partition, SpillSection), written to spill files in the build's
+    scratch folder, SPILL_ENTRIES entries at a time (shardsmith/core/carry_over_spill.py)."""
+
+    def __init__(self, files_dir: str, partitions: int):
+        self._files_dir = files_dir
+        self._partitions = partitions
+        self._buffer: SpillBuffer | None = None
+
+    def start_bundle(self) -> None:
+        self._buffer = SpillBuffer(carry_over_scratch(self._files_dir), self._partitions)
+
+    def process(self, entries) -> Iterator:
+        for identity, item in entries:
+            self._buffer.add(identity, item)
+            if self._buffer.full:
+                yield from self._buffer.write()
+
+    def finish_bundle(self) -> Iterator:
+        for partition_section in self._buffer.write():
+            yield GlobalWindows.windowed_value(partition_section)
+
+
+class PairPartitionFn(beam.DoFn):
+    """(partition, [SpillSection, ...]) -> new rows (main, RowBatches in manifest order), removed records
+    (tagged `removed`) and the manifest lines carried (tagged `carried`). Holds one partition in memory."""
 
     def process(self, element) -> Iterator:
-        _, grouped = element
-        pairing = pair_rows(list(grouped["rows"]), list(grouped["records"]))
-        if pairing.carried_lines:
-            count(ROWS_CARRIED, pairing.carried_lines)
-            yield beam.pvalue.TaggedOutput(CARRIED, pairing.carried_lines)
-        for place in pairing.removed:
-            count(ROWS_REMOVED, place.lines)
-            yield beam.pvalue.TaggedOutput(REMOVED, place)
-        if pairing.new_rows:
-            count(ROWS_NEW, sum(len(row.lines) for row in pairing.new_rows))
-            yield RowBatch(pairing.new_rows)
+        _, sections = element
+        rows: defaultdict[str, list[ManifestRow]] = defaultdict(list)
+        records: defaultdict[str, list[RecordPlace]] = defaultdict(list)
+        for identity, item in read_sections(sections):
+            (records if isinstance(item, RecordPlace) else rows)[identity].append(item)
+        carried_lines, new_rows = 0, []
+        for identity in sorted(rows.keys() | records.keys()):
+            pairing = pair_rows(rows.get(identity, []), records.get(identity, []))
+            carried_lines += pairing.carried_lines
+            new_rows += pairing.new_rows
+            for place in pairing.removed:
+                count(ROWS_REMOVED, place.lines)
+                yield beam.pvalue.TaggedOutput(REMOVED, place)
+        if carried_lines:
+            count(ROWS_CARRIED, carried_lines)
+            yield beam.pvalue.TaggedOutput(CARRIED, carried_lines)
+        if new_rows:
+            count(ROWS_NEW, sum(len(row.lines) for row in new_rows))
+        new_rows.sort(key=lambda row: (row.source_index, row.line))
+        for start in range(0, len(new_rows), ROWS_PER_BATCH):
+            yield RowBatch(new_rows[start:start + ROWS_PER_BATCH])
 
 
 def check_removals(removed_lines: int, version: CarriedVersion) -> int:
@@ -75,25 +114,33 @@ def check_removals(removed_lines: int, version: CarriedVersion) -> int:
 
 class SplitCarriedRows(beam.PTransform):
     """Split RowBatches -> `rows` (new rows, in RowBatches), `removed` (RecordPlaces), `carried_lines` and
-    `removed_lines` (one-element sums; `removed_lines` is checked against --max_removed_fraction)."""
+    `removed_lines` (one-element sums; `removed_lines` is checked against --max_removed_fraction). `files_dir`:
+    the build's folder, whose scratch folder holds the spill files."""
 
-    def __init__(self, output_dir: str, version: CarriedVersion):
+    def __init__(self, output_dir: str, version: CarriedVersion, files_dir: str):
         super().__init__()
         self._output_dir = output_dir
         self._version = version
+        self._files_dir = files_dir
 
     def expand(self, batches):
-        version = self._version
-        keyed_rows = batches | "KeyByIdentity" >> beam.FlatMap(_keyed_rows)
-        records = (
+        version, partitions = self._version, num_partitions(self._version.num_rows)
+        row_sections = (
+            batches
+            | "KeyByIdentity" >> beam.Map(_keyed_rows)
+            | "SpillRows" >> beam.ParDo(SpillFn(self._files_dir, partitions))
+        )
+        record_sections = (
             batches.pipeline
             | "ListCarriedShards" >> beam.Create(range(len(version.shards)))
-            | "ReadRowLists" >> beam.FlatMap(_listed_records, self._output_dir, version)
+            | "ReadRowLists" >> beam.Map(_listed_records, self._output_dir, version)
+            | "SpillRecords" >> beam.ParDo(SpillFn(self._files_dir, partitions))
         )
         paired = (
-            {"rows": keyed_rows, "records": records}
-            | "GroupByIdentity" >> beam.CoGroupByKey()
-            | "PairRows" >> beam.ParDo(PairRowsFn()).with_outputs(CARRIED, REMOVED, main="rows")
+            (row_sections, record_sections)
+            | "AllSections" >> beam.Flatten()
+            | "GroupByPartition" >> beam.GroupByKey()
+            | "PairRows" >> beam.ParDo(PairPartitionFn()).with_outputs(CARRIED, REMOVED, main="rows")
         )
         carried_lines = paired[CARRIED] | "SumCarried" >> beam.CombineGlobally(sum)
         removed_lines = (

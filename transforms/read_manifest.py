@@ -71,14 +71,19 @@ class ReadManifest(beam.PTransform):
     The input PCollection holds Source descriptors (paths only, never rows). A Reshuffle after reading fans
     the batches out so that later stages are not bound to the one worker that read a large manifest; batches
     cross it packed (pack_batch), as a runner that groups in memory (Beam's local runner) holds all of them.
+    Without `fan_out` the batches stay on the worker that read them: for a next stage that fans out by itself
+    (--incremental's partitioned join), so the local runner never holds the whole manifest.
     """
 
-    def __init__(self, fmt: ManifestFormat):
+    def __init__(self, fmt: ManifestFormat, fan_out: bool = True):
         super().__init__()
         self._fmt = fmt
+        self._fan_out = fan_out
 
     def expand(self, sources):
         read = sources | "ParseSources" >> beam.ParDo(ReadSourceFn(self._fmt)).with_outputs(ERRORS, main="rows")
+        if not self._fan_out:
+            return StageOutputs(read.rows, read[ERRORS])
         rows = (
             read.rows
             | "PackBatches" >> beam.Map(pack_batch)

@@ -326,6 +326,16 @@ def transform_scratch(files_dir: str) -> str:
     return scratch
 
 
+def carry_over_scratch(files_dir: str) -> str:
+    """The folder inside the build's folder for --incremental's spill files (one name per build, so every worker
+    of the build finds the same), claimed whole in the written list and made; removed before the build publishes
+    (remove_temporary_files), with the build's folder when it does not."""
+    scratch = join(files_dir, f"{TEMP_PREFIX}carry-over")
+    claim(scratch, folder=True)
+    storage.make_folders(scratch, exist_ok=True)
+    return scratch
+
+
 def move_transform_output(scratch: str, files_dir: str) -> None:
     """Moves transform_fn/ and transformed_metadata/ from `scratch` into the build's folder, each file listed
     in the written list before it arrives, then removes `scratch` (the build's own, claimed whole)."""

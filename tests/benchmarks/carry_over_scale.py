@@ -29,6 +29,7 @@ ROWS_PER_SHARD = 10_000
 NEW_EVERY = 100  # 1% of the manifest's rows are new
 LABELS = tuple(f"label{i}" for i in range(10))
 BUILD_ID = "20260101T000000Z-00000000"
+NEW_BUILD_ID = "20260102T000000Z-00000000"  # the measured build's folder, where its spill files go
 
 
 def make_inputs(folder: Path, rows: int) -> None:
@@ -86,10 +87,14 @@ def child(folder: Path) -> None:
     listed = sum(1 for name in files for _ in (out / "builds" / BUILD_ID / "rows" / f"{name}.jsonl").open())
     version = CarriedVersion(BUILD_ID, 2, LABELS,
                              tuple(CarriedShard("train", BUILD_ID, ShardEntry(file=name)) for name in files), listed)
+    files_dir = out / "builds" / NEW_BUILD_ID
+    shutil.rmtree(files_dir, ignore_errors=True)
+    files_dir.mkdir()
     started = time.monotonic()
     with beam.Pipeline(runner=FnApiRunner()) as pipeline:
-        rows, _ = pipeline | beam.Create(resolve_sources(options.manifests)) | ReadManifest(options.manifest)
-        split = rows | beam.Map(assign_splits, options.placement) | SplitCarriedRows(str(out), version)
+        sources = pipeline | beam.Create(resolve_sources(options.manifests))
+        rows, _ = sources | ReadManifest(options.manifest, fan_out=False)  # as an --incremental build reads
+        split = rows | beam.Map(assign_splits, options.placement) | SplitCarriedRows(str(out), version, str(files_dir))
         new = split["rows"] | beam.Map(len) | beam.CombineGlobally(sum)
         _ = new | beam.Map(lambda n: print(f"RESULT new rows {n}", flush=True))
         _ = split["carried_lines"] | beam.Map(lambda n: print(f"RESULT carried rows {n}", flush=True))
