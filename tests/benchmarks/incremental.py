@@ -40,19 +40,26 @@ def write_manifest(path: Path, header: list[str], rows: list[list[str]]) -> Path
 
 
 def run_build(manifest: Path, out: Path, log: Path, *extra: str) -> dict:
+    return run_shardsmith(out, log, "build", "--manifest", str(manifest), "--output_dir", str(out), "--name",
+                          "bench", *extra)
+
+
+def run_shardsmith(out: Path, log: Path, *args: str) -> dict:
+    """Runs the shardsmith command (`python -m pipeline ARGS`) as a whole process, timed from outside (start-up
+    included; CPU and peak RSS of its process tree), and reads the version it published in `out`; stops the
+    benchmark, naming `log`, when it fails."""
     sampler = TreeSampler()
     sampler.start()
     started = time.monotonic()
     with log.open("wb") as f:
-        child = subprocess.Popen([sys.executable, "-m", "pipeline", "build", "--manifest", str(manifest),
-                                  "--output_dir", str(out), "--name", "bench", *extra], cwd=REPO, stdout=f,
+        child = subprocess.Popen([sys.executable, "-m", "pipeline", *args], cwd=REPO, stdout=f,
                                  stderr=subprocess.STDOUT, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
         _, status, usage = os.wait4(child.pid, 0)
     wall = time.monotonic() - started
     cpu = usage.ru_utime + usage.ru_stime + _reap_orphans()
     sampler.stop()
     if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"build failed; see {log}")
+        raise SystemExit(f"shardsmith {args[0]} failed; see {log}")
     metadata = json.loads((out / "metadata.json").read_text())
     return {"wall_s": wall, "cpu_s": cpu, "peak_rss_mb": sampler.peak_rss / 2**20,
             "records": metadata["num_examples"], "incremental": metadata.get("incremental")}
