@@ -106,7 +106,7 @@ def build_graph(pipeline: beam.Pipeline, options: BuildOptions, sources: list[So
         rewritten = (changes["removed"], changes["removed_lines"]) | "RewriteShards" >> RewriteShards(
             writer, options.output_dir, carried)
         report_inputs |= {"carried_lines": changes["carried_lines"], "removed_lines": changes["removed_lines"],
-                          "rewritten": rewritten}
+                          "removed_bytes": changes["removed_bytes"], "rewritten": rewritten}
     report = ReportConfig(
         output_dir=options.output_dir, build_id=build_id, name=options.name, seed=placement.seed,
         checks=checks, records=records, task=manifest.task, features=manifest.features,

@@ -106,6 +106,9 @@ def test_only_new_rows_are_read_and_removed_rows_vanish_for_every_reader(pool, s
     for split in ("train", "validation", "test"):
         want = sorted(uri for s, uri, _ in kept + later if s == split)
         assert uris(out, split) == want, split
+        sizes = [os.path.getsize(next(p for p in (pool.root / uri, pool.root / (uri + ".moved")) if p.exists()))
+                 for uri in want]
+        assert meta["splits"][split]["source_bytes"] == sum(sizes), split
         assert recipe_uris(out, split) == want, split
         assert sorted(r[1] for r in uris_v(out, split, v1)) == sorted(uri for s, uri, _ in first if s == split)
     ds = load(out, "train", batch_size=None, shuffle_buffer=None)

@@ -45,7 +45,7 @@ def _listed_records(shard_index: int, output_dir: str, version: CarriedVersion) 
     data = storage.read_bytes(path)
     if data is None:
         raise RowListError(f"{path} is missing: the published version's rows are not listed")
-    return [(row.identity, RecordPlace(shard_index, position, row.lines))
+    return [(row.identity, RecordPlace(shard_index, position, row.lines, row.size))
             for position, row in enumerate(parse_row_list(data, path))]
 
 
@@ -114,7 +114,8 @@ def check_removals(removed_lines: int, version: CarriedVersion) -> int:
 
 class SplitCarriedRows(beam.PTransform):
     """Split RowBatches -> `rows` (new rows, in RowBatches), `removed` (RecordPlaces), `carried_lines` and
-    `removed_lines` (one-element sums; `removed_lines` is checked against --max_removed_fraction). `files_dir`:
+    `removed_lines` (one-element sums; `removed_lines` is checked against --max_removed_fraction) and
+    `removed_bytes` ((split, source bytes of its removed records)). `files_dir`:
     the build's folder, whose scratch folder holds the spill files."""
 
     def __init__(self, output_dir: str, version: CarriedVersion, files_dir: str):
@@ -149,8 +150,13 @@ class SplitCarriedRows(beam.PTransform):
             | "SumRemoved" >> beam.CombineGlobally(sum)
             | "CheckRemovals" >> beam.Map(check_removals, version)
         )
+        removed_bytes = (
+            paired[REMOVED]
+            | "RemovedBytes" >> beam.Map(lambda place: (version.shards[place.shard].split, place.size))
+            | "SumRemovedBytes" >> beam.CombinePerKey(sum)
+        )
         return {"rows": paired.rows, "removed": paired[REMOVED], "carried_lines": carried_lines,
-                "removed_lines": removed_lines}
+                "removed_lines": removed_lines, "removed_bytes": removed_bytes}
 
 
 class RewriteShardFn(beam.DoFn):

@@ -125,7 +125,7 @@ def build_metadata(
 def check_and_write_metadata(
     _, config: ReportConfig, shards, plan, vocabulary, errors, num_input_rows, duplicates, _transform_written,
     _errors_written=(), near_duplicates: NearDuplicatesEntry | None = None, carried_lines: int = 0,
-    removed_lines: int = 0, rewritten=(),
+    removed_lines: int = 0, rewritten=(), removed_bytes: dict[str, int] | None = None,
 ) -> Metadata:
     """Checks the accounting, the error budget and (with --on_duplicate error) duplicates; writes labels.txt,
     removes leftover temporary files, and writes metadata.json last. With --incremental, the version holds the
@@ -134,7 +134,8 @@ def check_and_write_metadata(
     shards = list(shards)
     metadata = build_metadata(config, shards, plan, vocabulary, errors, num_input_rows, duplicates, near_duplicates)
     if config.carried is not None:
-        metadata = merged_version(metadata, config.carried, dict(rewritten), carried_lines, removed_lines)
+        metadata = merged_version(metadata, config.carried, dict(rewritten), carried_lines, removed_lines,
+                                  removed_bytes)
     accounted = metadata.num_example_rows + errors.num_errors
     if accounted != num_input_rows:
         raise DatasetCheckFailed(
@@ -226,6 +227,7 @@ class WriteReport(beam.PTransform):
                 beam.pvalue.AsList(errors["written"]),
                 **({"near_duplicates": side(inputs["near_duplicates"])} if "near_duplicates" in inputs else {}),
                 **({"carried_lines": side(inputs["carried_lines"]), "removed_lines": side(inputs["removed_lines"]),
+                    "removed_bytes": beam.pvalue.AsDict(inputs["removed_bytes"]),
                     "rewritten": beam.pvalue.AsList(inputs["rewritten"])} if "carried_lines" in inputs else {}),
             )
         )

@@ -64,6 +64,7 @@ def _adding_to(published: Metadata, options: BuildOptions) -> CarriedVersion:
         shards=shards,
         num_rows=published.num_example_rows if published.num_example_rows is not None else published.num_examples,
         max_removed_fraction=options.max_removed_fraction,
+        source_bytes={split: entry.source_bytes for split, entry in published.splits.items()},
     )
 
 

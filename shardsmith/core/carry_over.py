@@ -16,7 +16,7 @@ order they arrive in.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from shardsmith.core.rows import ManifestRow, ShardResult
 from shardsmith.core.shard_file import STAGE as LOAD_STAGE
@@ -43,6 +43,7 @@ class CarriedVersion:
     shards: tuple[CarriedShard, ...] = ()
     num_rows: int = 0  # manifest lines the version's records stand for
     max_removed_fraction: float = 1.0
+    source_bytes: dict[str, int | None] = field(default_factory=dict)  # per split, as the version lists it
 
     @property
     def is_first(self) -> bool:
@@ -52,11 +53,12 @@ class CarriedVersion:
 @dataclass(frozen=True)
 class RecordPlace:
     """Where a record of the published version is: the index of its shard in `CarriedVersion.shards` and its
-    position in the shard, with the manifest lines it stands for."""
+    position in the shard, with the manifest lines it stands for and its image's size (source bytes)."""
 
     shard: int
     position: int
     lines: int
+    size: int = 0
 
 
 @dataclass(frozen=True)
@@ -77,10 +79,11 @@ def pair_rows(rows: list[ManifestRow], records: list[RecordPlace]) -> Pairing:
 
 
 def merged_version(new: Metadata, version: CarriedVersion, rewritten: dict[int, ShardResult], carried_lines: int,
-                   removed_lines: int) -> Metadata:
+                   removed_lines: int, removed_bytes: dict[str, int] | None = None) -> Metadata:
     """The metadata.json of the version an --incremental build makes: `new` (what the build's own rows made:
     its splits hold the new generation's shards) with the carried shards in front of each split's, in the
-    published version's order (rewritten ones in place of theirs), and the counts of the whole version."""
+    published version's order (rewritten ones in place of theirs), and the counts of the whole version
+    (`removed_bytes`: the source bytes of the removed records, per split)."""
     splits = {}
     for split in SPLITS:
         carried = [_carried_entry(index, shard, rewritten) for index, shard in enumerate(version.shards)
@@ -91,7 +94,8 @@ def merged_version(new: Metadata, version: CarriedVersion, rewritten: dict[int, 
         shards = carried + (added.shards if added is not None else [])
         splits[split] = SplitEntry.of_shards(
             shards, new.labels, num_shards=len(shards),
-            num_placed=sum(s.num_examples for s in carried) + (added.num_placed if added is not None else 0))
+            num_placed=sum(s.num_examples for s in carried) + (added.num_placed if added is not None else 0),
+            source_bytes=_source_bytes(version, split, added, (removed_bytes or {}).get(split, 0)))
     num_input_rows = new.num_input_rows or 0
     images_read = sum(entry.num_examples or 0 for entry in new.splits.values()) + sum(
         n for reason, n in (new.errors_by_reason or {}).items() if reason.startswith(f"{LOAD_STAGE}:"))
@@ -108,6 +112,16 @@ def merged_version(new: Metadata, version: CarriedVersion, rewritten: dict[int, 
             generations=len(generations) or 1,
         ),
     )
+
+
+def _source_bytes(version: CarriedVersion, split: str, added: SplitEntry | None, removed: int) -> int | None:
+    """The split's source bytes: the published version's, less the removed records', plus the new rows' (None
+    when the published version does not state them)."""
+    carried = version.source_bytes.get(split, 0) if any(s.split == split for s in version.shards) else 0
+    if carried is None:
+        return None
+    new_bytes = added.source_bytes if added is not None and added.source_bytes is not None else 0
+    return carried - removed + new_bytes
 
 
 def _carried_entry(index: int, shard: CarriedShard, rewritten: dict[int, ShardResult]) -> ShardEntry:
