@@ -326,12 +326,12 @@ def run(argv: list[str] | None = None) -> Metadata | str | int | None:
         return {"verify": verify, "inspect": inspect, "schema": schema, "index": reindex,
                 "versions": versions}[command].run(args)
     if command == "compact":
-        from pipeline.compact import check_arguments, compact, runs_locally
+        from pipeline.compact import check_arguments, compact, normalized, runs_locally
 
-        args, beam_args = _parser().parse_known_args([command, *rest])
-        check_arguments(args, beam_args)  # before Beam is imported
+        args, beam_args = _parser().parse_known_args([command, *normalized(rest)])
+        options = check_arguments(args, beam_args)  # before Beam is imported
         _configure_logging(runs_locally(beam_args))
-        return compact(args, beam_args)
+        return compact(options, beam_args)
     return build(rest) if command == "build" else sample(rest)
 
 
