@@ -40,13 +40,14 @@ def normalized(argv: list[str]) -> list[str]:
     return normalize_flags(argv, frozenset(flag.name for flag in compact_flags()))
 
 
-def compact(options: CompactOptions, beam_args: list[str]) -> Metadata:
+def compact(options: CompactOptions, beam_args: list[str]) -> Metadata | None:
     """Compacts options.output_dir's published version; returns the new version's metadata.json (with
-    --compact_after K and no split above K generations: the published one, unchanged). `options` come from
+    --compact_after K and no split above K generations: the published one, unchanged; None for a job left to run,
+    `leaves_job_running`, which holds the folder's lock until its publish step). `options` come from
     `check_arguments`."""
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    from pipeline.running.runner import make_pipeline
+    from pipeline.running.runner import leaves_job_running, make_pipeline
     from shardsmith.core.compaction import compaction_source, most_generations
     from shardsmith.format.build_folder import BuildRecord, build_dir, retire_builds, start_build
     from shardsmith.format.metadata import read_metadata
@@ -56,6 +57,7 @@ def compact(options: CompactOptions, beam_args: list[str]) -> Metadata:
     beam_options = PipelineOptions(beam_args)
     output_dir = options.output_dir
     lock = _take_lock(output_dir, options.break_lock)
+    submitted = False
     try:
         published = _published(output_dir)
         if options.compact_after is not None and published.incremental is not None:
@@ -71,8 +73,16 @@ def compact(options: CompactOptions, beam_args: list[str]) -> Metadata:
         compaction = Compaction(source, lock.build_id, options.keep_builds)
         with make_pipeline(beam_options) as pipeline:
             _ = pipeline | "Compact" >> CompactVersion(compaction)
+        submitted = leaves_job_running(beam_options)
     finally:
-        lock.release()  # the publish step released it already unless the job failed or wrote nothing
+        if submitted:  # the job, still to run, holds the lock: its publish step releases it
+            lock.stop_heartbeat()
+        else:
+            lock.release()  # the publish step released it already unless the job failed or wrote nothing
+    if submitted:
+        print(f"shardsmith: the compaction of version {published.build_id} into version {lock.build_id} is "
+              "submitted; the job publishes it and releases the folder's lock")
+        return None
     metadata = read_metadata(build_dir(output_dir, lock.build_id))
     print(f"shardsmith: compacted version {source.version} ({len(source.shards)} shards in "
           f"{published.incremental.generations} generations) into version {lock.build_id}: "
