@@ -139,3 +139,33 @@ def test_the_compaction_template_is_compacts_flags_plus_the_command():
     # The build template does not declare `command`: a build launch cannot become a compaction.
     build = json.loads((OPTIONS / "flex_template_metadata.json").read_text())
     assert "command" not in {p["name"] for p in build["parameters"]}
+
+
+def test_run_template_with_command_compact_launches_the_compaction_spec(capsys):
+    import shlex
+
+    from pipeline.cloud.cli import main as cloud_main
+
+    code = cloud_main(["run-template", "--dry-run", "--project", "my-project", "--region", "europe-west4",
+                       "--bucket", "my-bucket", "--tag", "abc123", "--job_name", "pets-compact", "--command", "compact",
+                       "--output_dir", "gs://my-bucket/datasets/pets", "--compact_after", "7", "--break_lock"],
+                      environ={})
+    printed = capsys.readouterr()
+    assert code == 0, printed.err
+    (line,) = printed.out.splitlines()
+    words = shlex.split(line)
+    assert "--template-file-gcs-location=gs://my-bucket/shardsmith/templates/shardsmith-abc123-compact.json" in words
+    (given,) = [word.removeprefix("--parameters=") for word in words if word.startswith("--parameters=")]
+    parameters = dict(item.split("=", 1) for item in given.split(","))
+    assert parameters.pop("sdk_container_image").endswith("/shardsmith:abc123")
+    assert parameters == {"command": "compact", "output_dir": "gs://my-bucket/datasets/pets", "compact_after": "7",
+                          "break_lock": "true"}
+    declared = {p["name"]: p for p in json.loads((OPTIONS / "flex_template_compact_metadata.json").read_text())[
+        "parameters"]}
+    for name, value in parameters.items():
+        assert all(re.fullmatch(regex, value) for regex in declared[name]["regexes"]), (name, value)
+    # Without --command compact, compact's flags are not the build template's parameters.
+    assert cloud_main(["run-template", "--dry-run", "--project", "my-project", "--region", "europe-west4",
+                       "--bucket", "my-bucket", "--output_dir", "gs://my-bucket/datasets/pets", "--compact_after", "7"],
+                      environ={}) == 2
+    assert "--compact_after is not a parameter of the template" in capsys.readouterr().err
