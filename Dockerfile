@@ -1,9 +1,10 @@
 # One image, two roles (build it with `bash launch.sh image`):
 #   - Dataflow worker image: `--sdk_container_image=IMAGE`. Its entrypoint is Beam's SDK harness boot,
 #     /opt/apache/beam/boot, inherited from the base image.
-#   - Flex Template launcher image: `gcloud dataflow flex-template build --image=IMAGE` (launch.sh template).
-#     Dataflow starts the launcher binary copied below in place of the entrypoint; it runs
-#     FLEX_TEMPLATE_PYTHON_PY_FILE with the template parameters as --name=value arguments.
+#   - Flex Template launcher image: `gcloud dataflow flex-template build --image=IMAGE` (launch.sh template),
+#     for two specs: the build's and the compaction's. Dataflow starts the launcher binary copied below in place
+#     of the entrypoint; it runs FLEX_TEMPLATE_PYTHON_PY_FILE with the template parameters as --name=value
+#     arguments (the compaction spec's `command=compact` makes pipeline/entrypoint.py run compact, not build).
 # Launcher, workers and the machine that runs `launch.sh dataflow` must agree on Python (3.11) and Beam
 # (2.77.0, pinned in pyproject.toml): the base image fixes both, and the build fails if pip moved either.
 ARG BEAM_VERSION=2.77.0

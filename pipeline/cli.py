@@ -199,13 +199,13 @@ def _fixed_labels(path: str | None):
 
 
 def _run_build(options, sources, beam_args: list[str], fixed_labels=None) -> Metadata | None:
-    from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+    from apache_beam.options.pipeline_options import PipelineOptions
 
     from pipeline.checks.incremental import carried_labels
     from pipeline.checks.preflight import prepare_output_dir
     from pipeline.graph import build_graph
     from pipeline.running.interrupts import raise_if_interrupted
-    from pipeline.running.runner import is_local, make_pipeline, writer_processes
+    from pipeline.running.runner import is_local, leaves_job_running, make_pipeline, writer_processes
 
     beam_options = PipelineOptions(beam_args)
     local = is_local(beam_options)
@@ -216,7 +216,7 @@ def _run_build(options, sources, beam_args: list[str], fixed_labels=None) -> Met
     fixed_labels = carried_labels(carried) or fixed_labels
     lock.start_heartbeat()
     temp_dir, made_temp = _temp_dir_for(options.temp_dir, beam_options)
-    waits = not beam_options.view_as(StandardOptions).no_wait_until_finish
+    waits = not leaves_job_running(beam_options)
     try:
         raise_if_interrupted()  # a Ctrl-C during the checks above, whatever became of its KeyboardInterrupt
         with _progress_shown(local), make_pipeline(beam_options) as pipeline:
@@ -231,7 +231,7 @@ def _run_build(options, sources, beam_args: list[str], fixed_labels=None) -> Met
             shutil.rmtree(temp_dir, ignore_errors=True)
         if waits:
             lock.release()  # the publish step released it already unless the job failed
-        else:  # a remote job still running (--no_wait_until_finish): its publish step releases the lock
+        else:  # a job still to run (--no_wait_until_finish, a Flex Template launch): its publish step releases it
             lock.stop_heartbeat()
     gc.collect()  # the finished graph (main() collects again after a failure): part of the time reported
     elapsed = time.monotonic() - started
@@ -326,12 +326,12 @@ def run(argv: list[str] | None = None) -> Metadata | str | int | None:
         return {"verify": verify, "inspect": inspect, "schema": schema, "index": reindex,
                 "versions": versions}[command].run(args)
     if command == "compact":
-        from pipeline.compact import check_arguments, compact, runs_locally
+        from pipeline.compact import check_arguments, compact, normalized, runs_locally
 
-        args, beam_args = _parser().parse_known_args([command, *rest])
-        check_arguments(args, beam_args)  # before Beam is imported
+        args, beam_args = _parser().parse_known_args([command, *normalized(rest)])
+        options = check_arguments(args, beam_args)  # before Beam is imported
         _configure_logging(runs_locally(beam_args))
-        return compact(args, beam_args)
+        return compact(options, beam_args)
     return build(rest) if command == "build" else sample(rest)
 
 

@@ -17,33 +17,37 @@ import time
 from typing import TYPE_CHECKING
 
 from shardsmith.errors import UsageError
-from shardsmith.format.build_folder import DEFAULT_KEEP_BUILDS
 
 if TYPE_CHECKING:
+    from pipeline.options.compact_options import CompactOptions
     from shardsmith.format.metadata_schema import Metadata
 
 _LOG = logging.getLogger("shardsmith")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("output_dir", help="a folder holding a version made by `shardsmith build --incremental`")
-    parser.add_argument("--keep_builds", "--keep-builds", type=int, default=DEFAULT_KEEP_BUILDS,
-                        help="published versions kept, the compacted one included, with every build they list "
-                             f"(default {DEFAULT_KEEP_BUILDS})")
-    parser.add_argument("--compact_after", "--compact-after", type=int, default=None, metavar="K",
-                        help="compact only when a split's shards come from more than K generations; otherwise "
-                             "exit 0 and write nothing (for a scheduled DAG that runs compact after every build)")
-    parser.add_argument("--break_lock", "--break-lock", action="store_true",
-                        help="take over a lock whose holder stopped refreshing it (as for build)")
+    """compact's flags, from their declarations (pipeline/options/compact_options.py)."""
+    from pipeline.options.arguments import add_compact_arguments
+
+    add_compact_arguments(parser)
 
 
-def compact(args: argparse.Namespace, beam_args: list[str]) -> Metadata:
-    """Compacts args.output_dir's published version; returns the new version's metadata.json (with
-    --compact_after K and no split above K generations: the published one, unchanged)."""
-    check_arguments(args, beam_args)
+def normalized(argv: list[str]) -> list[str]:
+    """`--keep-builds 3` as `--keep_builds 3`: a dashed spelling of one of compact's flags is that flag."""
+    from pipeline.options.arguments import normalize_flags
+    from pipeline.options.flags import compact_flags
+
+    return normalize_flags(argv, frozenset(flag.name for flag in compact_flags()))
+
+
+def compact(options: CompactOptions, beam_args: list[str]) -> Metadata | None:
+    """Compacts options.output_dir's published version; returns the new version's metadata.json (with
+    --compact_after K and no split above K generations: the published one, unchanged; None for a job left to run,
+    `leaves_job_running`, which holds the folder's lock until its publish step). `options` come from
+    `check_arguments`."""
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    from pipeline.running.runner import make_pipeline
+    from pipeline.running.runner import leaves_job_running, make_pipeline
     from shardsmith.core.compaction import compaction_source, most_generations
     from shardsmith.format.build_folder import BuildRecord, build_dir, retire_builds, start_build
     from shardsmith.format.metadata import read_metadata
@@ -51,25 +55,34 @@ def compact(args: argparse.Namespace, beam_args: list[str]) -> Metadata:
 
     started = time.monotonic()
     beam_options = PipelineOptions(beam_args)
-    output_dir = args.output_dir.rstrip("/")
-    lock = _take_lock(output_dir, args.break_lock)
+    output_dir = options.output_dir
+    lock = _take_lock(output_dir, options.break_lock)
+    submitted = False
     try:
         published = _published(output_dir)
-        if args.compact_after is not None and published.incremental is not None:
+        if options.compact_after is not None and published.incremental is not None:
             most = most_generations(published)
-            if most <= args.compact_after:
+            if most <= options.compact_after:
                 print(f"shardsmith: version {published.build_id} has at most {most} generation(s) per split "
-                      f"(--compact_after {args.compact_after}): nothing to compact, nothing written")
+                      f"(--compact_after {options.compact_after}): nothing to compact, nothing written")
                 return published
         source = compaction_source(output_dir, published)
         retire_builds(output_dir)  # unfinished builds of earlier runs, as a build's start removes them
         start_build(output_dir, BuildRecord.for_build(lock.build_id, published.name))
         lock.start_heartbeat()
-        compaction = Compaction(source, lock.build_id, args.keep_builds)
+        compaction = Compaction(source, lock.build_id, options.keep_builds)
         with make_pipeline(beam_options) as pipeline:
             _ = pipeline | "Compact" >> CompactVersion(compaction)
+        submitted = leaves_job_running(beam_options)
     finally:
-        lock.release()  # the publish step released it already unless the job failed or wrote nothing
+        if submitted:  # the job, still to run, holds the lock: its publish step releases it
+            lock.stop_heartbeat()
+        else:
+            lock.release()  # the publish step released it already unless the job failed or wrote nothing
+    if submitted:
+        print(f"shardsmith: the compaction of version {published.build_id} into version {lock.build_id} is "
+              "submitted; the job publishes it and releases the folder's lock")
+        return None
     metadata = read_metadata(build_dir(output_dir, lock.build_id))
     print(f"shardsmith: compacted version {source.version} ({len(source.shards)} shards in "
           f"{published.incremental.generations} generations) into version {lock.build_id}: "
@@ -79,19 +92,19 @@ def compact(args: argparse.Namespace, beam_args: list[str]) -> Metadata:
     return metadata
 
 
-def check_arguments(args: argparse.Namespace, beam_args: list[str]) -> None:
-    """UsageError for a flag neither compact nor Beam knows, a count below 1, or a folder without a published
-    dataset; imports no Beam for a local folder (pipeline/cli.py calls it first, for a quick one-line error)."""
+def check_arguments(args: argparse.Namespace, beam_args: list[str]) -> CompactOptions:
+    """The options of parsed `compact` arguments; UsageError for a flag neither compact nor Beam knows, a value
+    its declaration refuses (a count below 1), or a folder without a published dataset. Imports no Beam for a
+    local folder (pipeline/cli.py calls it first, for a quick one-line error)."""
     from pipeline.options import beam_flags
+    from pipeline.options.arguments import compact_options_from
 
     unknown = [arg for arg in beam_args if arg.startswith("-") and arg[2:].partition("=")[0] not in beam_flags.names()]
     if unknown:
         raise UsageError(f"compact: unknown flag {unknown[0]}; `shardsmith compact --help` lists its flags")
-    if args.keep_builds < 1:
-        raise UsageError("--keep_builds must be at least 1 (the version being published)")
-    if args.compact_after is not None and args.compact_after < 1:
-        raise UsageError("--compact_after must be at least 1 (a version always has one generation)")
-    _published(args.output_dir.rstrip("/"))
+    options = compact_options_from(args)
+    _published(options.output_dir)
+    return options
 
 
 def runs_locally(beam_args: list[str]) -> bool:

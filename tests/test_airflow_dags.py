@@ -116,9 +116,12 @@ def test_dags_import_without_errors(loaded):
         assert dag["schedule"] == "0 3 * * *"
         assert dag["catchup"] is False and dag["max_active_runs"] == 1
         tasks = dag["tasks"]
-        assert set(tasks) == {"build_tfrecords", "check_metadata_json"}
+        compacts = dag_id == "shardsmith_incremental"
+        assert set(tasks) == {"build_tfrecords", "check_metadata_json",
+                              *(("compaction_due", "compact_versions") if compacts else ())}
         assert tasks["build_tfrecords"]["downstream"] == ["check_metadata_json"]
         assert tasks["check_metadata_json"]["upstream"] == ["build_tfrecords"]
+        assert tasks["check_metadata_json"]["downstream"] == (["compaction_due"] if compacts else [])
         assert tasks["build_tfrecords"]["retries"] == 2
         sensor = tasks["check_metadata_json"]
         assert sensor["type"] == "GCSObjectExistenceSensor"
@@ -192,3 +195,69 @@ def test_beam_dag_command_is_accepted_by_shardsmith_and_beam(loaded):
     workers = beam.view_as(WorkerOptions)
     assert workers.sdk_container_image == SETTINGS["SHARDSMITH_IMAGE"]
     assert (workers.machine_type, workers.max_num_workers) == ("n2-standard-4", 20)
+
+
+def _template_parameters_pass(parameters: dict, metadata_file: Path) -> None:
+    """Every parameter is declared by the spec's metadata file and matches its regexes; every required one is given."""
+    declared = {p["name"]: p for p in json.loads(metadata_file.read_text())["parameters"]}
+    assert set(parameters) <= set(declared)
+    assert {name for name, p in declared.items() if not p["isOptional"]} <= set(parameters)
+    for name, value in parameters.items():
+        assert all(re.fullmatch(regex, value) for regex in declared[name]["regexes"]), (name, value)
+
+
+def test_the_incremental_dag_compacts_after_the_build_when_shardsmiths_rule_says_so(loaded):
+    """build -> metadata.json -> compaction_due (shardsmith's --compact_after rule on the published metadata.json)
+    -> compact_versions (the compaction template on the same folder, with the same K: a rerun after it published
+    writes nothing). Not retried: the next night's check finds a failed compaction still due."""
+    tasks = loaded["dags"]["shardsmith_incremental"]["tasks"]
+    due, compact = tasks["compaction_due"], tasks["compact_versions"]
+    assert due["type"] == "ShortCircuitOperator"
+    assert due["upstream"] == ["check_metadata_json"] and due["downstream"] == ["compact_versions"]
+    assert due["fields"]["op_kwargs"] == {"bucket": "test-bucket", "metadata_object": "datasets/pets/metadata.json",
+                                          "compact_after": "7"}
+    assert compact["type"] == "DataflowStartFlexTemplateOperator"
+    assert compact["upstream"] == ["compaction_due"] and compact["downstream"] == []
+    assert compact["retries"] == 0 and compact["wait_until_finished"] is True
+    assert (compact["project_id"], compact["location"]) == ("test-project", "europe-west4")
+    launch = compact["body"]["launchParameter"]
+    assert launch["jobName"] == "shardsmith-compact-incremental-20260315"
+    assert launch["containerSpecGcsPath"] == "gs://test-bucket/shardsmith/templates/shardsmith-abc123-compact.json"
+    parameters = dict(launch["parameters"])
+    assert parameters.pop("sdk_container_image") == SETTINGS["SHARDSMITH_IMAGE"]
+    assert parameters == {"command": "compact", "output_dir": "gs://test-bucket/datasets/pets", "compact_after": "7",
+                          "keep_builds": "7"}
+    _template_parameters_pass(parameters, ROOT / "pipeline" / "options" / "flex_template_compact_metadata.json")
+    build = tasks["build_tfrecords"]["body"]["launchParameter"]
+    assert launch["environment"] == build["environment"]
+
+
+def test_the_dags_compaction_rule_is_shardsmiths(tmp_path):
+    """compaction_due, run in Airflow's environment on metadata.json files whose shard names shardsmith makes:
+    due exactly when some split's shards come from more than K generations (shardsmith's most_generations)."""
+    from shardsmith.format.naming import shard_file_name
+
+    def metadata(generations: dict[str, list[int]]) -> str:
+        return json.dumps({"splits": {split: {"shards": [{"file": shard_file_name("pets", split, n, 2, "gzip", g)}
+                                                         for g in gens for n in range(2)]}
+                                      for split, gens in generations.items()}})
+
+    cases = [({"train": [1], "validation": [1]}, 1, False),
+             ({"train": [1, 2, 3], "validation": [1, 3]}, 2, True),
+             ({"train": [1, 2, 3], "validation": [1, 3]}, 3, False),
+             ({"train": [4], "validation": [2, 3], "test": [1, 2, 3, 4, 5, 6, 7, 8]}, 7, True),
+             ({"train": [12, 13], "test": [1]}, 2, False)]
+    script = tmp_path / "rule.py"
+    script.write_text(
+        "import importlib.util, json, sys\n"
+        "spec = importlib.util.spec_from_file_location('dag', sys.argv[1])\n"
+        "dag = importlib.util.module_from_spec(spec)\n"
+        "spec.loader.exec_module(dag)\n"
+        "print(json.dumps([dag.compaction_due(text, k) for text, k in json.loads(sys.stdin.read())]))\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SHARDSMITH_", "AIRFLOW"))}
+    env.update({"AIRFLOW_HOME": str(tmp_path), "AIRFLOW__CORE__LOAD_EXAMPLES": "False"})
+    done = subprocess.run([str(_airflow_python()), str(script), str(DAGS / "shardsmith_flex_template_dag.py")],
+                          input=json.dumps([(metadata(gens), k) for gens, k, _ in cases]), env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == [due for _, _, due in cases]

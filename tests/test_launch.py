@@ -148,18 +148,25 @@ def test_usage_mistakes_exit_2_with_one_line():
         assert len(result.stderr.strip().splitlines()) == 1 and expected in result.stderr, (args, result.stderr)
 
 
-def test_template_dry_run_builds_the_spec_from_the_image_and_the_metadata_file():
-    words = only_command(launch("template", "--dry-run", *SETTINGS, "--max_workers", "40", "--no_public_ips"))
-    assert words[:5] == ["gcloud", "dataflow", "flex-template", "build",
-                         "gs://my-bucket/shardsmith/templates/shardsmith-abc123.json"]
-    found = flags(words)
-    assert found["project"] == ["my-project"]
-    assert found["image"] == [IMAGE]
-    assert found["sdk-language"] == ["PYTHON"]
-    assert found["metadata-file"] == [str(METADATA)]
-    assert found["temp-location"] == ["gs://my-bucket/shardsmith/temp"]
-    assert found["staging-location"] == ["gs://my-bucket/shardsmith/staging"]
-    assert found["max-workers"] == ["40"] and found["disable-public-ips"] == [""]
+def test_template_dry_run_builds_the_specs_from_the_image_and_the_metadata_files():
+    """Two specs of the one image: the build's, and the compaction's beside it (tests/test_entrypoint_compact.py)."""
+    result = launch("template", "--dry-run", *SETTINGS, "--max_workers", "40", "--no_public_ips")
+    assert result.returncode == 0, result.stderr
+    commands = [shlex.split(line) for line in result.stdout.splitlines()]
+    specs = ("shardsmith-abc123.json", METADATA), ("shardsmith-abc123-compact.json",
+                                                  METADATA.with_name("flex_template_compact_metadata.json"))
+    assert len(commands) == len(specs)
+    for words, (spec, metadata_file) in zip(commands, specs, strict=True):
+        assert words[:5] == ["gcloud", "dataflow", "flex-template", "build",
+                             f"gs://my-bucket/shardsmith/templates/{spec}"]
+        found = flags(words)
+        assert found["project"] == ["my-project"]
+        assert found["image"] == [IMAGE]
+        assert found["sdk-language"] == ["PYTHON"]
+        assert found["metadata-file"] == [str(metadata_file)]
+        assert found["temp-location"] == ["gs://my-bucket/shardsmith/temp"]
+        assert found["staging-location"] == ["gs://my-bucket/shardsmith/staging"]
+        assert found["max-workers"] == ["40"] and found["disable-public-ips"] == [""]
 
 
 def _parameters(words: list[str]) -> dict[str, str]:
@@ -422,9 +429,10 @@ def test_gcloud_accepts_every_printed_command(tmp_path):
 
     if shutil.which("gcloud") is None:
         pytest.skip("gcloud is not installed")
+    templates = launch("template", "--dry-run", *SETTINGS, "--max_workers", "40", "--no_public_ips",
+                       "--labels", "team=vision", "--subnetwork", "regions/europe-west4/subnetworks/s")
     commands = [
-        only_command(launch("template", "--dry-run", *SETTINGS, "--max_workers", "40", "--no_public_ips",
-                            "--labels", "team=vision", "--subnetwork", "regions/europe-west4/subnetworks/s")),
+        *(shlex.split(line) for line in templates.stdout.splitlines()),
         only_command(launch("run-template", "--dry-run", *SETTINGS, "--num_workers", "2",
                             "--machine_type", "n2-standard-4",
                             "--service_account", "sa@my-project.iam.gserviceaccount.com", *BUILD, "--overwrite")),

@@ -27,7 +27,8 @@ __all__ = ["COMMANDS", "UsageError"]
 COMMANDS = {
     "image": "build the container image (Dataflow workers and Flex Template launcher) and push it",
     "dataflow": "run `shardsmith build ARGS...` on Dataflow, its workers in the container image",
-    "template": "build the Flex Template spec file (on gs://) from the image and "
-                "pipeline/options/flex_template_metadata.json",
-    "run-template": "launch a Dataflow job from the Flex Template; build flags become template parameters",
+    "template": "build the Flex Template spec files (on gs://) from the image: the build's, from "
+                "pipeline/options/flex_template_metadata.json, and the compaction's (-compact.json)",
+    "run-template": "launch a Dataflow job from the Flex Template; build flags become template parameters "
+                    "(with --command compact: compact's flags, from the compaction template)",
 }

@@ -1,9 +1,10 @@
 """The four cloud commands, each as the steps (argv lists) it runs: gcloud, docker, or shardsmith's own build.
 
 Guarantees: the steps follow from the settings, the passed arguments and this checkout; nothing here runs
-them (steps.py does). `image` builds from this checkout (its Dockerfile); `template` uses this checkout's
-pipeline/options/flex_template_metadata.json; `dataflow` and `run-template` accept only gs:// manifests and output
-folders, since Dataflow's workers cannot read the launching machine's files.
+them (steps.py does). `image` builds from this checkout (its Dockerfile); `template` writes both specs of the one
+image, the build's (pipeline/options/flex_template_metadata.json) and the compaction's beside it
+(flex_template_compact_metadata.json, `compact_template_file`); `dataflow` and `run-template` accept only gs://
+manifests and output folders, since Dataflow's workers cannot read the launching machine's files.
 """
 
 from __future__ import annotations
@@ -16,7 +17,14 @@ from pathlib import Path
 
 from pipeline.cloud import UsageError
 from pipeline.cloud.settings import Settings
-from pipeline.cloud.template_parameters import METADATA_FILE, Template, parameters_flag, template_parameters
+from pipeline.cloud.template_parameters import (
+    COMPACT_METADATA_FILE,
+    METADATA_FILE,
+    Template,
+    is_compaction,
+    parameters_flag,
+    template_parameters,
+)
 from shardsmith.storage import is_cloud_storage
 
 ROOT = Path(__file__).resolve().parents[2]  # the checkout: the Docker build context
@@ -141,20 +149,28 @@ def environment_flags(s: Settings) -> list[str]:
     return flags + _given((("--additional-user-labels=", s.labels),))
 
 
+def compact_template_file(template_file: str) -> str:
+    """The compaction template's spec, beside the build's: shardsmith-TAG.json -> shardsmith-TAG-compact.json."""
+    return template_file.removesuffix(".json") + "-compact.json"
+
+
 def template(s: Settings, passed: list[str], python: str) -> list[list[str]]:
     _no_arguments(passed, " (parameters are given to run-template)")
-    return [["gcloud", "dataflow", "flex-template", "build", s.template_file, f"--project={s.project}",
-             f"--image={s.image}", "--sdk-language=PYTHON", f"--metadata-file={METADATA_FILE}",
-             *environment_flags(s)]]
+    return [["gcloud", "dataflow", "flex-template", "build", spec, f"--project={s.project}", f"--image={s.image}",
+             "--sdk-language=PYTHON", f"--metadata-file={metadata}", *environment_flags(s)]
+            for spec, metadata in ((s.template_file, METADATA_FILE),
+                                   (compact_template_file(s.template_file), COMPACT_METADATA_FILE))]
 
 
 def run_template(s: Settings, passed: list[str], python: str) -> list[list[str]]:
     _require_remote_paths(passed)
-    items = template_parameters(passed, Template.load())
+    compaction = is_compaction(passed)
+    items = template_parameters(passed, Template.load(compact=compaction))
     # The worker image is a Beam pipeline option that the launcher passes on, not a template parameter.
     items.append(f"sdk_container_image={s.image}")
+    spec = compact_template_file(s.template_file) if compaction else s.template_file
     return [["gcloud", "dataflow", "flex-template", "run", s.job_name, f"--project={s.project}",
-             f"--region={s.region}", f"--template-file-gcs-location={s.template_file}", *environment_flags(s),
+             f"--region={s.region}", f"--template-file-gcs-location={spec}", *environment_flags(s),
              parameters_flag(items)]]
 
 

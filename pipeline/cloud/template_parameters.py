@@ -1,8 +1,10 @@
-"""run-template's arguments: build flags become Flex Template parameters, in gcloud's `--parameters` syntax.
+"""run-template's arguments: build flags (or, with `--command compact`, compact's) become Flex Template parameters,
+in gcloud's `--parameters` syntax.
 
-The template's parameters, and which are required, are those of pipeline/options/flex_template_metadata.json;
-which are lists and which are switches is in pipeline/options/flex_template_flags.json. Both are generated from the
-build flags (`python -m pipeline.options.flex_template --write`), so this module needs no Beam to know them.
+The template's parameters, and which are required, are those of pipeline/options/flex_template_metadata.json
+(flex_template_compact_metadata.json); which are lists and which are switches is in flex_template_flags.json
+(flex_template_compact_flags.json). All are generated from the flags' declarations (`python -m
+pipeline.options.flex_template --write`), so this module needs no Beam to know them.
 Guarantees: only the template's parameters pass, each once, in the order first given; a repeated list flag is
 joined with commas (the entry point splits it again), a repeated other flag keeps its last value, a switch without
 a value is `true`; the `--parameters` flag reads back as exactly these items, whatever commas they contain.
@@ -19,6 +21,8 @@ from pipeline.cloud import UsageError
 OPTIONS = Path(__file__).resolve().parent.parent / "options"
 METADATA_FILE = OPTIONS / "flex_template_metadata.json"
 FLAGS_FILE = OPTIONS / "flex_template_flags.json"
+COMPACT_METADATA_FILE = OPTIONS / "flex_template_compact_metadata.json"
+COMPACT_FLAGS_FILE = OPTIONS / "flex_template_compact_flags.json"
 # gcloud splits a list flag at commas unless it starts with ^D^, D the delimiter used instead (gcloud topic escaping)
 DELIMITERS = ("~", ";", "#", "|", "@")
 
@@ -31,15 +35,23 @@ class Template:
     switches: frozenset[str]
 
     @classmethod
-    def load(cls) -> Template:
-        """The parameters of the template built from this checkout's metadata file."""
+    def load(cls, compact: bool = False) -> Template:
+        """The parameters of the template (the build's, or the compaction's) built from this checkout's files."""
+        metadata_file, flags_file = (COMPACT_METADATA_FILE, COMPACT_FLAGS_FILE) if compact else (METADATA_FILE,
+                                                                                                FLAGS_FILE)
         try:
-            parameters = json.loads(METADATA_FILE.read_text())["parameters"]
-            kinds = json.loads(FLAGS_FILE.read_text())
+            parameters = json.loads(metadata_file.read_text())["parameters"]
+            kinds = json.loads(flags_file.read_text())
         except FileNotFoundError as e:
             raise UsageError(f"{e.filename} is missing: the cloud commands run from a shardsmith checkout") from None
         return cls(tuple(p["name"] for p in parameters), tuple(p["name"] for p in parameters if not p["isOptional"]),
                    frozenset(kinds["list"]), frozenset(kinds["boolean"]))
+
+
+def is_compaction(args: list[str]) -> bool:
+    """Whether run-template's arguments name the compaction template (`--command compact`, `--command=compact`)."""
+    pairs = zip(args, args[1:], strict=False)
+    return "--command=compact" in args or any(a == "--command" and b == "compact" for a, b in pairs)
 
 
 def template_parameters(args: list[str], template: Template) -> list[str]:

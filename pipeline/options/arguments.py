@@ -1,6 +1,7 @@
-"""`shardsmith build`'s command line: argparse made from the declared flags (flags.py), its values parsed into
-BuildOptions, and the checks that span flags. Everything argparse does not know passes through to Beam.
-Guarantee: every mistake is a UsageError of one line, raised before Beam or TensorFlow is imported.
+"""`shardsmith build`'s and `shardsmith compact`'s command lines: argparse made from the declared flags (flags.py),
+their values parsed into BuildOptions or CompactOptions, and the checks that span flags. Everything argparse does
+not know passes through to Beam. Guarantee: every mistake is a UsageError of one line, raised before Beam or
+TensorFlow is imported.
 """
 
 from __future__ import annotations
@@ -8,19 +9,29 @@ from __future__ import annotations
 import argparse
 
 from pipeline.options.build_options import BuildOptions
-from pipeline.options.flags import BOOLEAN, LIST, VALUE, build_flags, own_flag_names
+from pipeline.options.compact_options import CompactOptions
+from pipeline.options.flags import BOOLEAN, LIST, VALUE, BuildFlag, build_flags, compact_flags, own_flag_names
 from shardsmith.core.flag import compose
 from shardsmith.core.settings import check_feature_names
 from shardsmith.errors import UsageError
 
-__all__ = ["UsageError", "add_build_arguments", "build_options_from", "normalize_flags", "own_flag_names",
-           "reject_unknown_flags"]
+__all__ = ["UsageError", "add_build_arguments", "add_compact_arguments", "build_options_from",
+           "compact_options_from", "normalize_flags", "own_flag_names", "reject_unknown_flags"]
 
 
 def add_build_arguments(parser: argparse.ArgumentParser) -> None:
     """Every build flag on `parser`, in --help's sections (inputs, output, checks) and order."""
+    _add_arguments(parser, build_flags())
+
+
+def add_compact_arguments(parser: argparse.ArgumentParser) -> None:
+    """Every compact flag on `parser`; the output folder is its positional argument OUT."""
+    _add_arguments(parser, compact_flags(), positional="output_dir")
+
+
+def _add_arguments(parser: argparse.ArgumentParser, flags: tuple[BuildFlag, ...], positional: str = "") -> None:
     groups: dict[str | None, argparse._ActionsContainer] = {None: parser}
-    for flag in build_flags():
+    for flag in flags:
         group = flag.declared.flag.group
         if group not in groups:
             groups[group] = parser.add_argument_group(group)
@@ -33,20 +44,38 @@ def add_build_arguments(parser: argparse.ArgumentParser) -> None:
                 settings["type"] = flag.value_type
             if flag.choices:
                 settings["choices"] = flag.choices
-            if flag.required:
+            if flag.required and flag.name != positional:
                 settings["required"] = True
-        groups[group].add_argument(f"--{flag.name}", **settings)
+        if flag.name == positional:
+            del settings["action"], settings["default"]
+            groups[group].add_argument(flag.name, **settings)
+        else:
+            groups[group].add_argument(f"--{flag.name}", **settings)
+
+
+def _parsed_values(args: argparse.Namespace, flags: tuple[BuildFlag, ...]) -> dict[tuple[str, ...], object]:
+    """Each flag's value in `args` through its declared parse (which raises ValueError), keyed by its path."""
+    values = {}
+    for flag in flags:
+        value = getattr(args, flag.name)
+        parse = flag.declared.flag.parse
+        values[flag.declared.path] = parse(value) if parse and value is not None else value
+    return values
+
+
+def compact_options_from(args: argparse.Namespace) -> CompactOptions:
+    """CompactOptions from parsed `compact` arguments; UsageError (one line) for the first bad value."""
+    try:
+        return compose(CompactOptions, _parsed_values(args, compact_flags()))
+    except ValueError as e:
+        raise UsageError(str(e)) from None
 
 
 def build_options_from(args: argparse.Namespace) -> BuildOptions:
     """BuildOptions from parsed arguments: each flag's value through its declared parse, then the checks that
     span flags. Raises UsageError (one line) for the first mistake."""
-    values = {}
     try:
-        for flag in build_flags():
-            value = getattr(args, flag.name)
-            parse = flag.declared.flag.parse
-            values[flag.declared.path] = parse(value) if parse and value is not None else value
+        values = _parsed_values(args, build_flags())
         values[("records", "perceptual_hash")] = values[("checks", "near_duplicates")] == "report"
         options = compose(BuildOptions, values)
         check_feature_names(options.manifest)

@@ -1,10 +1,11 @@
-"""The `build` flags as data, read from their declarations (the fields of BuildOptions and of the settings it
-holds, shardsmith/core/flag.py), in the order `shardsmith build --help` has always listed them.
+"""The `build` and `compact` flags as data, read from their declarations (the fields of BuildOptions and of the
+settings it holds, and of CompactOptions; shardsmith/core/flag.py), the build's in the order `shardsmith build
+--help` has always listed them.
 
 Whoever needs to know which flags exist asks here instead of keeping a list: argparse (arguments.py), the Flex
 Template files (flex_template.py) and the template entry point (pipeline/entrypoint.py). Guarantee:
 `build_flags()` lists every declared flag once: the flags `--help` has always listed in that order, then any newer
-ones in declaration order.
+ones in declaration order; `compact_flags()` lists CompactOptions' in declaration order.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipeline.options.build_options import BuildOptions
+from pipeline.options.compact_options import CompactOptions
 from shardsmith.core.flag import Declared, Template, declared
 
 LIST = "list"  # repeatable: one value each
@@ -48,7 +50,7 @@ class BuildFlag:
     @property
     def value_type(self) -> Any:
         """What argparse turns a VALUE's text into: int, float or str, from the field's annotation."""
-        return _TYPES.get(self.declared.annotation, str)
+        return _TYPES.get(self.declared.annotation.removesuffix(" | None"), str)
 
 
 def _build_flag(flag: Declared) -> BuildFlag:
@@ -67,9 +69,15 @@ def build_flags() -> tuple[BuildFlag, ...]:
     return tuple(flags)
 
 
-def names_of(kind: str) -> frozenset[str]:
-    """The build flags of one kind (LIST, BOOLEAN or VALUE)."""
-    return frozenset(flag.name for flag in build_flags() if flag.kind == kind)
+@functools.cache
+def compact_flags() -> tuple[BuildFlag, ...]:
+    """Every option of `shardsmith compact`, in declaration order (OUT, the folder, is its positional argument)."""
+    return tuple(_build_flag(flag) for flag in declared(CompactOptions))
+
+
+def names_of(kind: str, flags: tuple[BuildFlag, ...] | None = None) -> frozenset[str]:
+    """The flags of one kind (LIST, BOOLEAN or VALUE) among `flags` (default: the build's)."""
+    return frozenset(flag.name for flag in (build_flags() if flags is None else flags) if flag.kind == kind)
 
 
 def own_flag_names() -> frozenset[str]:

@@ -21,6 +21,17 @@ def is_local(options: PipelineOptions) -> bool:
     return is_local_runner(options.view_as(StandardOptions).runner)
 
 
+def leaves_job_running(options: PipelineOptions) -> bool:
+    """Whether running the pipeline only hands the job over and returns before it finishes: Beam's
+    --no_wait_until_finish, or --template_location, which Dataflow's Flex Template launcher passes (the job graph
+    is written there and Dataflow submits it once the launcher's program has exited). The launcher then leaves
+    the folder's lock to the job, whose publish step releases it, and reads no result."""
+    from apache_beam.options.pipeline_options import GoogleCloudOptions, StandardOptions
+
+    return bool(options.view_as(StandardOptions).no_wait_until_finish
+                or options.view_as(GoogleCloudOptions).template_location)
+
+
 def writer_processes(options: PipelineOptions, requested: int) -> int:
     """Shard writer processes for this run. Only the local runner's in_memory mode (the default, measured fastest
     here: see README, Performance) runs every step in one process and needs them; its other modes and remote
