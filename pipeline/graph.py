@@ -23,6 +23,7 @@ from shardsmith.format.build_folder import build_dir
 from transforms.carry_over import RewriteShards, SplitCarriedRows, gated
 from transforms.duplicates import DropDuplicates, SummarizeDuplicates
 from transforms.feature_stats import AnalyzeRows
+from transforms.gather import PerBundleFn
 from transforms.group_boxes import GroupBoxRows
 from transforms.labels import AnalyzeLabels, AttachLabelIds, ComputeVocabulary
 from transforms.lookup_sizes import LookupSizes
@@ -100,7 +101,7 @@ def build_graph(pipeline: beam.Pipeline, options: BuildOptions, sources: list[So
             files_dir, checks, near_dropped)
     input_row_counts = (
         read_rows | "RowsPerBatch" >> beam.Map(len),
-        manifest_errors | "OnePerManifestError" >> beam.Map(lambda _: 1),
+        manifest_errors | "ManifestErrorsPerBundle" >> beam.ParDo(PerBundleFn(beam.combiners.CountCombineFn())),
     ) | "AllInputRows" >> beam.Flatten()
     if changes is not None:
         rewritten = (changes["removed"], changes["removed_lines"]) | "RewriteShards" >> RewriteShards(

@@ -28,6 +28,7 @@ from shardsmith.core.rows import ROWS_PER_BATCH, ErrorRow, ImageDigest, Manifest
 from shardsmith.core.settings import RecordSettings
 from shardsmith.format.metadata_schema import DuplicateCopy, DuplicateGroup, DuplicatesEntry
 from transforms import ERRORS
+from transforms.gather import Gather, PerBundleFn, combine_all
 from transforms.metrics import rejected
 from transforms.place import range_bits
 from transforms.thread_pool import ThreadPoolDoFn
@@ -133,7 +134,8 @@ class SummarizeDuplicates(beam.PTransform):
             | "KeyByHashRange" >> beam.FlatMap(key_by_hash_range, beam.pvalue.AsSingleton(self._num_digests))
             | "GroupHashRanges" >> beam.GroupByKey()
             | "OnlyDuplicated" >> beam.FlatMap(_copies)
-            | "Summarize" >> beam.CombineGlobally(SummarizeFn())
+            | "SummarizePerBundle" >> beam.ParDo(PerBundleFn(SummarizeFn()))
+            | "Summarize" >> Gather(combine_all, SummarizeFn())
         )
 
 

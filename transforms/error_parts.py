@@ -30,6 +30,7 @@ from shardsmith.format.build_folder import COPY_CHUNK_BYTES, write_atomically, w
 from shardsmith.format.metadata import errors_bytes
 from shardsmith.format.naming import ERRORS_FILE, TEMP_PREFIX, join
 from transforms.duplicates import STAGE as DUPLICATE_STAGE
+from transforms.gather import Gather, combine_all
 
 
 @dataclass(frozen=True)
@@ -85,13 +86,6 @@ class SummarizeErrorsFn(beam.CombineFn):
         return ErrorSummary(sum(by_reason.values()), dict(sorted(by_reason.items())),
                             sum(count for (stage, _), (count, _) in accumulator.items() if stage == DUPLICATE_STAGE),
                             explanation)
-
-
-class MergeErrorSummariesFn(SummarizeErrorsFn):
-    """SummarizeErrorsFn over the accumulators WriteErrorPartsFn emits per bundle instead of over ErrorRows."""
-
-    def add_input(self, accumulator: dict, partial: dict) -> dict:
-        return self.merge_accumulators([accumulator, partial])
 
 
 def _error_line(error: ErrorRow) -> tuple[tuple, bytes]:
@@ -204,12 +198,12 @@ class WriteErrors(beam.PTransform):
         summary = (
             [w[SUMMARIES] for w in written]
             | "AllErrorSummaries" >> beam.Flatten()
-            | "SummarizeErrors" >> beam.CombineGlobally(MergeErrorSummariesFn())
+            | "SummarizeErrors" >> Gather(combine_all, SummarizeErrorsFn())
         )
         part_paths = [w[ERROR_PARTS] for w in written] | "AllErrorParts" >> beam.Flatten()
         errors_written = (
             errors[0].pipeline
-            | "MergeTrigger" >> beam.Create([None])
+            | "MergeTrigger" >> beam.Impulse()
             | "WriteErrorsJsonl" >> beam.Map(merge_error_parts, beam.pvalue.AsList(part_paths), self._files_dir,
                                               self._lock)
         )

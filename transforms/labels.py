@@ -21,6 +21,7 @@ from shardsmith.core.label_list import FixedLabels
 from shardsmith.core.rows import ErrorRow, ManifestRow, RowBatch, placing_label_id
 from shardsmith.format.transform_fn import write_transform_fn
 from transforms import ERRORS
+from transforms.gather import Gather
 from transforms.metrics import rejected
 
 STAGE = "label"
@@ -102,8 +103,7 @@ class ComputeVocabulary(beam.PTransform):
             batches
             | "CountLabelsOfBatch" >> beam.FlatMap(_label_counts, self._fixed)
             | "CountLabels" >> beam.CombinePerKey(sum)
-            | "CollectLabels" >> beam.combiners.ToList()
-            | "SortLabels" >> beam.Map(vocabulary_from, self._fixed)
+            | "SortLabels" >> Gather(vocabulary_from, self._fixed)
         )
 
 

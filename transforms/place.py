@@ -27,6 +27,7 @@ import apache_beam as beam
 from shardsmith.core.rows import ManifestRow, PlacedRow, RowBatch
 from shardsmith.core.settings import PlacementSettings
 from shardsmith.format.naming import SPLITS
+from transforms.gather import Gather
 
 # Bounds the rows one worker holds while ranking: a (split, label) with more rows is ranked in 2^k hash buckets.
 MAX_ROWS_PER_RANK_GROUP = 1 << 16
@@ -206,16 +207,14 @@ class PlaceRows(beam.PTransform):
             batches
             | "CountPerLabel" >> beam.FlatMap(_count_per_label)
             | "SumPerLabel" >> beam.CombinePerKey(sum)
-            | "CollectLabelCounts" >> beam.combiners.ToList()
-            | "BucketBitsPerLabel" >> beam.Map(label_bucket_bits)
+            | "BucketBitsPerLabel" >> Gather(label_bucket_bits)
         )
         keyed = batches | "KeyByRankGroup" >> beam.ParDo(KeyByRankGroupFn(seed), beam.pvalue.AsSingleton(label_bits))
         plan = (
             keyed
             | "CountAndSize" >> beam.Map(lambda kv: (kv[0], (len(kv[1]), sum(max(r.size, 0) for r in kv[1]))))
             | "SumPerGroup" >> beam.CombinePerKey(_sum_pairs)
-            | "CollectGroups" >> beam.combiners.ToList()
-            | "MakePlan" >> beam.Map(make_plan, spec)
+            | "MakePlan" >> Gather(make_plan, spec)
         )
         shards = (
             keyed

@@ -41,6 +41,7 @@ from shardsmith.format.naming import ERRORS_FILE, LABELS_FILE, join
 from shardsmith.format.tfds import tfds_metadata_files
 from transforms.duplicates import DuplicateSummary
 from transforms.error_parts import ErrorSummary, WriteErrors
+from transforms.gather import Gather
 from transforms.labels import Vocabulary
 from transforms.place import ShardPlan
 
@@ -209,11 +210,11 @@ class WriteReport(beam.PTransform):
     def expand(self, inputs: dict):
         pipeline = inputs["errors"][0].pipeline
         errors = tuple(inputs["errors"]) | "WriteErrors" >> WriteErrors(self._config.files_dir, self._config.lock)
-        num_input_rows = inputs["input_row_counts"] | "CountInputRows" >> beam.CombineGlobally(sum)
+        num_input_rows = inputs["input_row_counts"] | "CountInputRows" >> Gather(sum)
         side = beam.pvalue.AsSingleton
         return (
             pipeline
-            | "FinalizeTrigger" >> beam.Create([None])
+            | "FinalizeTrigger" >> beam.Impulse()
             | "CheckAndWriteMetadata" >> beam.Map(
                 check_and_write_metadata,
                 self._config,
