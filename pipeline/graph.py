@@ -83,7 +83,8 @@ def build_graph(pipeline: beam.Pipeline, options: BuildOptions, sources: list[So
     writer = WriterConfig(output_dir=files_dir, name=options.name, records=records,
                           allowed_prefixes=manifest.allowed_prefixes, lock=lock, list_rows=carried is not None,
                           generation=carried.generation if carried is not None else 1)
-    written = shard_groups | "WriteShards" >> WriteShards(writer, writer_processes)
+    default_writers = options.writer_processes < 0  # one per core, unless the build is small (write_shards.py)
+    written = shard_groups | "WriteShards" >> WriteShards(writer, writer_processes, plan if default_writers else None)
     if manifest.features:
         transform_written = labelled.rows | "AnalyzeRows" >> AnalyzeRows(vocabulary, files_dir, temp_dir, manifest,
                                                                           lock, fixed_labels)

@@ -118,7 +118,8 @@ def test_file_names_follow_the_tfrecord_convention(built, metadata_of):
     ("--writer_processes", "3"),
 ])
 def test_rerun_with_other_writers_gives_identical_bytes(built, label_sorted_set, shardsmith, tmp_path, how):
-    """`built` had its shards written by the default local writer processes (one per core)."""
+    """`built` had its shards written with the default writer processes: none, for a build this small (in the
+    runner's own process, transforms/write_shards.py); `--writer_processes 3` makes three write them."""
     out = tmp_path / "rerun"
     result = shardsmith("build", "--manifest", label_sorted_set.manifest, "--output_dir", out, "--name", "pets",
                         "--num_shards", "train=4,validation=2,test=2", *how)

@@ -26,7 +26,8 @@ from shardsmith.core.shard_file import WriterConfig
 from shardsmith.format.example import EXAMPLE_KEYS
 from shardsmith.format.naming import TEMP_PREFIX, shard_file_name
 from shardsmith.format.tfrecord import frame
-from transforms.write_shards import WriteShards
+from transforms.place import ShardPlan, SplitPlan
+from transforms.write_shards import SMALL_BUILD_BYTES, SMALL_BUILD_IMAGES, WriteShardFn, WriteShards
 
 
 def _framed(records: list[bytes]) -> bytes:
@@ -246,3 +247,31 @@ def test_a_writer_process_killed_between_shards_is_replaced_and_the_next_shard_w
     assert again.result.num_examples == 3
     assert (tmp_path / "again-train.tfrecord-00000-of-00002").read_bytes() == \
         (tmp_path / "ok-train.tfrecord-00000-of-00002").read_bytes()
+
+
+@pytest.mark.parametrize("images, source_bytes, started", [
+    (SMALL_BUILD_IMAGES, SMALL_BUILD_BYTES, False),  # written in the runner's own process
+    (SMALL_BUILD_IMAGES + 1, 1000, True),
+    (3, SMALL_BUILD_BYTES + 1, True),
+])
+def test_the_default_writer_processes_start_only_for_a_build_that_is_not_small(tmp_path, images, source_bytes,
+                                                                               started):
+    """Starting writer processes costs more than writing a small build; the bytes are the same either way."""
+    data = _image_bytes("jpeg", 5)
+    rows = [_placed(tmp_path, f"{i}.jpg", data, "cat", i, 0, i) for i in range(3)]
+    plan = ShardPlan({"train": SplitPlan(images, source_bytes, 2)}, {})
+    (tmp_path / "out").mkdir()
+    (tmp_path / "alone").mkdir()
+    fn = WriteShardFn(WriterConfig(str(tmp_path / "out"), "x"), processes=1, unless_small=True)
+    fn.setup()
+    try:
+        outputs = [*fn.process((("train", 0), [rows]), plan), *fn.finish_bundle()]
+        assert (fn._pool is not None) is started
+    finally:
+        fn.teardown()
+    results = [getattr(o, "value", o) for o in outputs]
+    assert [r.num_examples for r in results if isinstance(r, ShardResult)] == [3]
+    written = tmp_path / "out" / "x-train.tfrecord-00000-of-00002"
+    with test_pipeline.TestPipeline(runner=FnApiRunner()) as p:  # the same shard written by WriteShards alone
+        _ = p | beam.Create([(("train", 0), [rows])]) | WriteShards(WriterConfig(str(tmp_path / "alone"), "x"))
+    assert written.read_bytes() == (tmp_path / "alone" / written.name).read_bytes()

@@ -9,7 +9,9 @@ runner). Here only manifest rows are grouped; bytes are read once, here, and wri
 
 On a remote runner each worker writes the shards it is given in its own thread; the runner spreads shards
 over workers. On the local runner, whose in_memory mode runs every step in one process, shards go to
-`shard_writer_processes` lightweight processes (shardsmith/core/shard_worker.py), so writing uses every core.
+`shard_writer_processes` lightweight processes (shardsmith/core/shard_worker.py), so writing uses every core;
+with their default number, a small build (SMALL_BUILD_IMAGES, SMALL_BUILD_BYTES) is written in the runner's own
+process, as `--writer_processes 0` does: starting the processes would cost more than writing it.
 
 Guarantees: the bytes of a shard depend only on its rows and the seed; a retried or duplicated bundle
 writes a temporary file of its own and renames identical bytes over the same final name, so readers never
@@ -30,11 +32,18 @@ from apache_beam.utils.windowed_value import WindowedValue
 from shardsmith.core.shard_file import ShardOutcome, WriterConfig, write_shard_file
 from transforms import ERRORS
 from transforms.metrics import count_written, rejected
+from transforms.place import ShardPlan
 
 DIGESTS = "digests"
 SIGNATURES = "signatures"  # --near_duplicates report: lists of HashedImage, one per shard
 # Shards handed to the writer processes beyond one each: keeps them busy without holding every shard's rows.
 EXTRA_SHARDS_QUEUED_PER_PROCESS = 1
+# With the default writer processes, a build that places at most this many images of at most this many source
+# bytes is written in the runner's own process: starting the processes (a Python with Pillow each, 0.3 s of CPU,
+# then their exit) took 0.5-0.9 s of a 2.5 s build of 124 images on 2 cores (tests/benchmarks/build_overhead.py),
+# more than writing such a build in one process costs (under 0.3 s for 256 photos with --validate header).
+SMALL_BUILD_IMAGES = 256
+SMALL_BUILD_BYTES = 16 << 20
 _LOG = logging.getLogger("shardsmith")
 
 
@@ -45,23 +54,34 @@ class WriteShardFn(beam.DoFn):
     bytes_written_<split>, errors_load and image_bytes (transforms/metrics.py) as each shard's outputs leave.
 
     With `processes` > 0, shards are written by that many writer processes and their results come out as they
-    finish (the rest in finish_bundle); otherwise each shard is written in process(). The writer pool is made
-    in setup(), closed in teardown() and never pickled (__getstate__)."""
+    finish (the rest in finish_bundle); otherwise each shard is written in process(). With `unless_small`,
+    process() takes the build's ShardPlan as a side input and a small build (is_small) is written in process()
+    too. The writer pool is made in setup() (with `unless_small`, at the first shard of a build that is not
+    small), closed in teardown() and never pickled (__getstate__)."""
 
-    def __init__(self, config: WriterConfig, processes: int = 0):
+    def __init__(self, config: WriterConfig, processes: int = 0, unless_small: bool = False):
         self._config = config
         self._processes = processes
+        self._unless_small = unless_small
         self._pool = None
         self._pending: deque[Future] = deque()
 
     def setup(self):
-        if self._processes > 0:
-            from shardsmith.core.shard_worker import ShardWriterPool
+        self._pool_decided = self._processes <= 0 or not self._unless_small
+        if self._processes > 0 and not self._unless_small:
+            self._start_pool()
 
-            self._pool = ShardWriterPool(self._processes)
+    def _start_pool(self) -> None:
+        from shardsmith.core.shard_worker import ShardWriterPool
 
-    def process(self, keyed_rows):
+        self._pool = ShardWriterPool(self._processes)
+
+    def process(self, keyed_rows, plan: ShardPlan | None = None):
         (split, shard), dealt = keyed_rows
+        if not self._pool_decided:
+            self._pool_decided = True
+            if not is_small(plan):
+                self._start_pool()
         if self._pool is None:
             yield from _outputs(write_shard_file(self._config, split, shard, dealt))
             return
@@ -89,6 +109,13 @@ class WriteShardFn(beam.DoFn):
         return {**self.__dict__, "_pool": None, "_pending": deque()}
 
 
+def is_small(plan: ShardPlan) -> bool:
+    """Whether the build `plan` places is written faster in one process than by starting writer processes."""
+    splits = plan.splits.values()
+    return (sum(s.num_examples for s in splits) <= SMALL_BUILD_IMAGES
+            and sum(s.num_bytes for s in splits) <= SMALL_BUILD_BYTES)
+
+
 def _in_global_window(value) -> WindowedValue:
     return WindowedValue(value, MIN_TIMESTAMP, [GlobalWindow()])
 
@@ -108,11 +135,20 @@ def _outputs(outcome: ShardOutcome):
 
 
 class WriteShards(beam.PTransform):
-    def __init__(self, config: WriterConfig, processes: int = 0):
+    """((split, shard), rows) groups -> ShardResults (`shards`), with `errors`, `digests` and `signatures`.
+    `processes` > 0: that many writer processes; with `plan` (the one-element ShardPlan) as well, only when the
+    build is not small (is_small), as for the default number of writer processes."""
+
+    def __init__(self, config: WriterConfig, processes: int = 0, plan=None):
         super().__init__()
         self._config = config
         self._processes = processes
+        self._plan = plan
 
     def expand(self, shard_groups):
-        fn = WriteShardFn(self._config, self._processes)
-        return shard_groups | "WriteShard" >> beam.ParDo(fn).with_outputs(ERRORS, DIGESTS, SIGNATURES, main="shards")
+        if self._plan is None or self._processes <= 0:
+            write = beam.ParDo(WriteShardFn(self._config, self._processes))
+        else:
+            write = beam.ParDo(WriteShardFn(self._config, self._processes, unless_small=True),
+                               beam.pvalue.AsSingleton(self._plan))
+        return shard_groups | "WriteShard" >> write.with_outputs(ERRORS, DIGESTS, SIGNATURES, main="shards")
