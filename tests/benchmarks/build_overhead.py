@@ -1,12 +1,13 @@
-"""The fixed cost of one build on Beam's local runner: N demo builds (124 rows) in one process, as the test suite
-runs them, timed after the first (which pays for the imports). Not run by CI.
+"""The fixed cost of one build on Beam's local runner: N builds of the demo dataset (124 rows, `shardsmith sample`)
+in one process, as the test suite runs them, timed after the first (which pays for the imports). Not run by CI.
 
-    python tests/benchmarks/build_overhead.py --builds 5
-    python tests/benchmarks/build_overhead.py --builds 3 --profile /tmp/build.prof
+    python tests/benchmarks/build_overhead.py --builds 6
+    python tests/benchmarks/build_overhead.py --builds 3 --profile /tmp/build.prof --repo ../main
 
-Prints each build's wall time, the median of builds 2..N, the time spent constructing the graph (build_graph)
-and running it, and the size of the graph: applied transforms (top level and with composites' parts) and the
-stages the FnApiRunner runs after fusion.
+Prints each build's wall time, the medians of builds 2..N (wall, CPU of the process and of its writer processes,
+constructing the graph (build_graph), running it), and the size of the graph: applied transforms (composites and
+their parts; leaves) and the stages the FnApiRunner runs after fusion. `--repo` measures another checkout of
+shardsmith (a main worktree, for a before/after on the same machine); other flags go to `shardsmith build`.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-DEMO = Path("/work/ref/demo-data/manifest.csv")
+DEMO = Path(tempfile.gettempdir()) / "shardsmith-bench" / "demo" / "manifest.csv"
 BUILD_FLAGS = ["--num_shards", "train=4,validation=2,test=2", "--max_error_fraction", "0.1",
                "--runner", "FnApiRunner"]
 
@@ -88,16 +89,16 @@ def _cpu_s() -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--builds", type=int, default=5, help="builds in one process (default 5; >= 2)")
-    parser.add_argument("--manifest", type=Path, default=DEMO, help="default: /work/ref/demo-data/manifest.csv")
+    parser.add_argument("--builds", type=int, default=6, help="builds in one process (default 6; >= 2)")
+    parser.add_argument("--manifest", type=Path, default=DEMO, help=f"default: {DEMO} (made by `sample`)")
+    parser.add_argument("--repo", type=Path, default=REPO, help="the checkout to measure (default: this one)")
     parser.add_argument("--profile", type=Path, help="write a cProfile of builds 2..N here")
     args, extra = parser.parse_known_args()  # other flags go to the build (Beam's among them)
-    sys.path.insert(0, str(REPO))
-    if not args.manifest.exists():
-        from pipeline import cli
-
-        cli.main(["sample", str(args.manifest.parent)])
+    sys.path.insert(0, str(args.repo.resolve()))
     from pipeline import cli
+
+    if not args.manifest.exists():
+        cli.run(["sample", str(args.manifest.parent)])
 
     timings = _Timings()
     timings.install()
