@@ -56,10 +56,14 @@ class SpillFn(beam.DoFn):
     def __init__(self, files_dir: str, partitions: int):
         self._files_dir = files_dir
         self._partitions = partitions
+        self._folder = ""
         self._buffer: SpillBuffer | None = None
 
+    def setup(self) -> None:
+        self._folder = carry_over_scratch(self._files_dir)
+
     def start_bundle(self) -> None:
-        self._buffer = SpillBuffer(carry_over_scratch(self._files_dir), self._partitions)
+        self._buffer = SpillBuffer(self._folder, self._partitions)
 
     def process(self, entries) -> Iterator:
         for identity, item in entries:
