@@ -186,7 +186,7 @@ def write_shard_file(config: WriterConfig, split: str, shard: int, dealt: Iterab
                 num_rows += len(row.lines)
                 if config.list_rows:
                     listed.append(ListedRow(row_identity(row), len(row.lines), row.label, row.size, row.uri,
-                                              loaded.sha256))
+                                            loaded.sha256))
                 progress_signal.add(progress_signal.IMAGES_WRITTEN)
                 fault_injection.reached("mid_shard")
                 fault_injection.reached(fault_injection.WRITER_KILLED)
