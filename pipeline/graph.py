@@ -93,7 +93,12 @@ def build_graph(pipeline: beam.Pipeline, options: BuildOptions, sources: list[So
     errors = (*stage_errors, labelled.errors, written.errors)  # not flattened: the report writes each where made
     num_placed = plan | "NumPlacedRows" >> beam.Map(lambda p: sum(s.num_examples for s in p.splits.values()))
     _ = num_placed | "NoteProgressTotal" >> beam.Map(progress_signal.set_total)  # a watching launcher's total
-    duplicates = written.digests | "SummarizeDuplicates" >> SummarizeDuplicates(num_placed)
+    digests, num_digests = written.digests, num_placed
+    if changes is not None:  # the version's duplicates: the carried records' images count too
+        digests = (written.digests, changes["carried_digests"]) | "AllDigests" >> beam.Flatten()
+        num_digests = num_placed | "WithCarriedRows" >> beam.Map(
+            lambda placed, carried: placed + carried, beam.pvalue.AsSingleton(changes["carried_lines"]))
+    duplicates = digests | "SummarizeDuplicates" >> SummarizeDuplicates(num_digests)
     report_inputs = {}
     if checks.near_duplicates == "report":
         near_found = written.signatures | "FindNearPairs" >> FindNearPairs(checks)

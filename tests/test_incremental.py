@@ -200,6 +200,27 @@ def test_incremental_into_an_incompatible_version_is_a_usage_error(pool, shardsm
     assert done.code == 2 and "seed 42, this build has 7" in done.err
     assert not (versioned / LOCK_FILE).exists()
     assert len(list((versioned / BUILDS_DIR).iterdir())) == 1  # the refused build left no folder
+    done = build(shardsmith, manifest, versioned, "--on_duplicate", "drop")
+    assert done.code == 2 and "--on_duplicate drop cannot be combined with --incremental" in done.err
+
+
+def test_a_new_copy_of_a_published_image_counts_as_a_duplicate_of_the_version(pool, shardsmith, tmp_path):
+    out = tmp_path / "out"
+    first = pool.rows[:60]
+    assert build(shardsmith, pool.manifest("d1", first), out).code == 0
+    # Night 2 adds a copy, under a new name, of an image the published version holds (in another generation).
+    split, uri, label = first[0]
+    shutil.copyfile(pool.root / uri, pool.root / "copy-of-first.jpg")
+    night2 = pool.manifest("d2", first + [("test", "copy-of-first.jpg", label)])
+    v1 = metadata(out)["build_id"]
+    refused = build(shardsmith, night2, out, "--on_duplicate", "error")
+    assert refused.code == 1 and "1 images occur more than once" in refused.err, refused.err
+    assert metadata(out)["build_id"] == v1  # nothing published
+    kept = build(shardsmith, night2, out)  # --on_duplicate keep: listed in metadata.json
+    assert kept.code == 0, kept.err
+    groups = metadata(out)["duplicates"]["examples"]
+    assert [sorted((c["split"], c["uri"]) for c in g["copies"]) for g in groups] == [
+        sorted([(split, uri), ("test", "copy-of-first.jpg")])]
 
 
 def test_a_killed_incremental_build_leaves_the_version_readable_and_a_rerun_is_identical(pool, tmp_path):

@@ -22,7 +22,7 @@ from shardsmith import storage
 from shardsmith.core.carry_over import CarriedVersion, RecordPlace, pair_rows
 from shardsmith.core.carry_over_spill import SpillBuffer, num_partitions, read_sections
 from shardsmith.core.row_identity import row_identity
-from shardsmith.core.rows import ROWS_PER_BATCH, ManifestRow, RowBatch
+from shardsmith.core.rows import ROWS_PER_BATCH, ImageDigest, ImageDigests, ManifestRow, RowBatch
 from shardsmith.core.shard_file import WriterConfig
 from shardsmith.core.shard_rewrite import rewrite_shard
 from shardsmith.format.build_folder import build_dir, carry_over_scratch
@@ -31,7 +31,7 @@ from shardsmith.format.row_list import RowListError, parse_row_list
 from transforms.metrics import ROWS_CARRIED, ROWS_NEW, ROWS_REMOVED, count
 from transforms.report import DatasetCheckFailed
 
-CARRIED, REMOVED = "carried", "removed"
+CARRIED, REMOVED, CARRIED_DIGESTS = "carried", "removed", "carried_digests"
 
 
 def _keyed_rows(batch: RowBatch) -> list[tuple[str, ManifestRow]]:
@@ -45,7 +45,7 @@ def _listed_records(shard_index: int, output_dir: str, version: CarriedVersion) 
     data = storage.read_bytes(path)
     if data is None:
         raise RowListError(f"{path} is missing: the published version's rows are not listed")
-    return [(row.identity, RecordPlace(shard_index, position, row.lines, row.size))
+    return [(row.identity, RecordPlace(shard_index, position, row.lines, row.size, row.sha256))
             for position, row in enumerate(parse_row_list(data, path))]
 
 
@@ -56,10 +56,14 @@ class SpillFn(beam.DoFn):
     def __init__(self, files_dir: str, partitions: int):
         self._files_dir = files_dir
         self._partitions = partitions
+        self._folder = ""
         self._buffer: SpillBuffer | None = None
 
+    def setup(self) -> None:
+        self._folder = carry_over_scratch(self._files_dir)
+
     def start_bundle(self) -> None:
-        self._buffer = SpillBuffer(carry_over_scratch(self._files_dir), self._partitions)
+        self._buffer = SpillBuffer(self._folder, self._partitions)
 
     def process(self, entries) -> Iterator:
         for identity, item in entries:
@@ -74,7 +78,12 @@ class SpillFn(beam.DoFn):
 
 class PairPartitionFn(beam.DoFn):
     """(partition, [SpillSection, ...]) -> new rows (main, RowBatches in manifest order), removed records
-    (tagged `removed`) and the manifest lines carried (tagged `carried`). Holds one partition in memory."""
+    (tagged `removed`), the manifest lines carried (tagged `carried`) and the carried records' ImageDigests
+    (tagged `carried_digests`, one list: the version's duplicate summary covers them). Holds one partition in
+    memory."""
+
+    def __init__(self, version: CarriedVersion):
+        self._version = version
 
     def process(self, element) -> Iterator:
         _, sections = element
@@ -82,17 +91,21 @@ class PairPartitionFn(beam.DoFn):
         records: defaultdict[str, list[RecordPlace]] = defaultdict(list)
         for identity, item in read_sections(sections):
             (records if isinstance(item, RecordPlace) else rows)[identity].append(item)
-        carried_lines, new_rows = 0, []
+        carried_lines, new_rows, digests = 0, [], ImageDigests()
         for identity in sorted(rows.keys() | records.keys()):
             pairing = pair_rows(rows.get(identity, []), records.get(identity, []))
             carried_lines += pairing.carried_lines
             new_rows += pairing.new_rows
+            digests += [ImageDigest(place.sha256, self._version.shards[place.shard].split, row.uri, row.source_index,
+                                    row.line) for row, place in pairing.carried if place.sha256]
             for place in pairing.removed:
                 count(ROWS_REMOVED, place.lines)
                 yield beam.pvalue.TaggedOutput(REMOVED, place)
         if carried_lines:
             count(ROWS_CARRIED, carried_lines)
             yield beam.pvalue.TaggedOutput(CARRIED, carried_lines)
+        if digests:
+            yield beam.pvalue.TaggedOutput(CARRIED_DIGESTS, digests)
         if new_rows:
             count(ROWS_NEW, sum(len(row.lines) for row in new_rows))
         new_rows.sort(key=lambda row: (row.source_index, row.line))
@@ -115,7 +128,8 @@ def check_removals(removed_lines: int, version: CarriedVersion) -> int:
 class SplitCarriedRows(beam.PTransform):
     """Split RowBatches -> `rows` (new rows, in RowBatches), `removed` (RecordPlaces), `carried_lines` and
     `removed_lines` (one-element sums; `removed_lines` is checked against --max_removed_fraction) and
-    `removed_bytes` ((split, source bytes of its removed records)). `files_dir`:
+    `removed_bytes` ((split, source bytes of its removed records)) and `carried_digests` (lists of the carried
+    records' ImageDigests). `files_dir`:
     the build's folder, whose scratch folder holds the spill files."""
 
     def __init__(self, output_dir: str, version: CarriedVersion, files_dir: str):
@@ -141,7 +155,8 @@ class SplitCarriedRows(beam.PTransform):
             (row_sections, record_sections)
             | "AllSections" >> beam.Flatten()
             | "GroupByPartition" >> beam.GroupByKey()
-            | "PairRows" >> beam.ParDo(PairPartitionFn()).with_outputs(CARRIED, REMOVED, main="rows")
+            | "PairRows" >> beam.ParDo(PairPartitionFn(version)).with_outputs(CARRIED, REMOVED, CARRIED_DIGESTS,
+                                                                              main="rows")
         )
         carried_lines = paired[CARRIED] | "SumCarried" >> beam.CombineGlobally(sum)
         removed_lines = (
@@ -156,7 +171,8 @@ class SplitCarriedRows(beam.PTransform):
             | "SumRemovedBytes" >> beam.CombinePerKey(sum)
         )
         return {"rows": paired.rows, "removed": paired[REMOVED], "carried_lines": carried_lines,
-                "removed_lines": removed_lines, "removed_bytes": removed_bytes}
+                "removed_lines": removed_lines, "removed_bytes": removed_bytes,
+                "carried_digests": paired[CARRIED_DIGESTS]}
 
 
 class RewriteShardFn(beam.DoFn):

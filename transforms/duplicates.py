@@ -24,7 +24,7 @@ import apache_beam as beam
 
 from shardsmith.core.load_images import read_input_file
 from shardsmith.core.manifest import ManifestFormat
-from shardsmith.core.rows import ROWS_PER_BATCH, ErrorRow, ImageDigest, ManifestRow, RowBatch
+from shardsmith.core.rows import ROWS_PER_BATCH, ErrorRow, ImageDigest, ImageDigests, ManifestRow, RowBatch
 from shardsmith.core.settings import RecordSettings
 from shardsmith.format.metadata_schema import DuplicateCopy, DuplicateGroup, DuplicatesEntry
 from transforms import ERRORS
@@ -98,14 +98,14 @@ def hash_range_bits(num_digests: int) -> int:
     return range_bits(num_digests, MAX_DIGESTS_PER_GROUP)
 
 
-def key_by_hash_range(digests: list[ImageDigest], total: int) -> Iterator[tuple[int, list[ImageDigest]]]:
+def key_by_hash_range(digests: list[ImageDigest], total: int) -> Iterator[tuple[int, ImageDigests]]:
     """A list of digests -> (hash range, [digests in it]) for each range present. Identical images share a
     hash, hence a range, whichever shard wrote them."""
     bits = hash_range_bits(total)
     ranges: dict[int, list[ImageDigest]] = {}
     for digest in digests:
         key = int(digest.sha256[:16], 16) >> (64 - bits) if bits else 0
-        ranges.setdefault(key, []).append(digest)
+        ranges.setdefault(key, ImageDigests()).append(digest)
     yield from ranges.items()
 
 

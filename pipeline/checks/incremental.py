@@ -31,6 +31,10 @@ def carried_version(options: BuildOptions) -> CarriedVersion | None:
     if options.label_file is not None:
         raise UsageError("--label_file cannot be combined with --incremental (an incremental build keeps the "
                          "published version's label ids and numbers new labels after them)")
+    if options.checks.on_duplicate == "drop":
+        raise UsageError("--on_duplicate drop cannot be combined with --incremental yet (it would have to drop "
+                         "published records): use --on_duplicate error to fail on a new copy of any image of the "
+                         "version, or keep to list such copies in metadata.json")
     if options.checks.near_duplicates != "off":
         raise UsageError("--near_duplicates cannot be combined with --incremental yet: near-duplicates are "
                          "searched within one build's rows")

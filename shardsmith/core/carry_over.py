@@ -53,12 +53,14 @@ class CarriedVersion:
 @dataclass(frozen=True)
 class RecordPlace:
     """Where a record of the published version is: the index of its shard in `CarriedVersion.shards` and its
-    position in the shard, with the manifest lines it stands for and its image's size (source bytes)."""
+    position in the shard, with the manifest lines it stands for, its image's size (source bytes) and SHA-256 (""
+    when its row list predates the field)."""
 
     shard: int
     position: int
     lines: int
     size: int = 0
+    sha256: str = ""
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,7 @@ class Pairing:
     carried_lines: int
     new_rows: list[ManifestRow]
     removed: list[RecordPlace]
+    carried: list[tuple[ManifestRow, RecordPlace]]  # each carried row with the record that stays for it
 
 
 def pair_rows(rows: list[ManifestRow], records: list[RecordPlace]) -> Pairing:
@@ -75,7 +78,8 @@ def pair_rows(rows: list[ManifestRow], records: list[RecordPlace]) -> Pairing:
     rows = sorted(rows, key=lambda r: (r.source_index, r.line))
     records = sorted(records, key=lambda p: (p.shard, p.position))
     kept = min(len(rows), len(records))
-    return Pairing(sum(p.lines for p in records[:kept]), rows[kept:], records[kept:])
+    return Pairing(sum(p.lines for p in records[:kept]), rows[kept:], records[kept:],
+                   list(zip(rows[:kept], records[:kept], strict=True)))
 
 
 def merged_version(new: Metadata, version: CarriedVersion, rewritten: dict[int, ShardResult], carried_lines: int,

@@ -118,16 +118,18 @@ def _placement(published: Metadata) -> PlacementSettings:
 @dataclass(frozen=True)
 class RecordRef:
     """Where a compaction row's record is: its source shard (index into `CompactionSource.shards`), its framed
-    bytes' offset and length there (its index file's line), and the row list's identity and line count."""
+    bytes' offset and length there (its index file's line), and the row list's identity, line count and image
+    SHA-256."""
 
     shard: int
     offset: int
     length: int
     lines: int
     identity: str
+    sha256: str = ""
 
     def text(self) -> str:
-        return json.dumps([self.shard, self.offset, self.length, self.lines, self.identity])
+        return json.dumps([self.shard, self.offset, self.length, self.lines, self.identity, self.sha256])
 
     @classmethod
     def of(cls, row: ManifestRow) -> RecordRef:
@@ -186,7 +188,7 @@ def record_rows(source: CompactionSource, shard_index: int, files_dir: str) -> I
     for position, (row, (offset, length)) in enumerate(zip(listed, index, strict=True)):
         if row.label not in label_ids:
             raise RowListError(f"{shard.path} record {position} has label {row.label!r}, not one of the version's")
-        ref = RecordRef(shard_index, offset, length, row.lines, row.identity)
+        ref = RecordRef(shard_index, offset, length, row.lines, row.identity, row.sha256)
         batch.append(ManifestRow(shard.path, 0, shard.first_line + position, row.uri, ref.text(), shard.split,
                                  row.label, row.size, label_ids[row.label]))
         if len(batch) == ROWS_PER_BATCH:

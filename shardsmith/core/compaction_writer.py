@@ -90,7 +90,7 @@ def write_compacted_shard(config: CompactionWriter, split: str, shard: int,
                 index.add(len(framed) - FRAMING_BYTES)
                 row = placed.row
                 label_counts[row.label] += 1
-                listed.append(ListedRow(ref.identity, ref.lines, row.label, row.size, row.uri))
+                listed.append(ListedRow(ref.identity, ref.lines, row.label, row.size, row.uri, ref.sha256))
                 if first_key is None:
                     first_key = parse_example(unframe(framed, ref.offset))[SHA256][0].decode("ascii")
                 fault_injection.reached("mid_shard")

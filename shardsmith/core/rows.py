@@ -163,6 +163,13 @@ class ShardResult:
                           index=self.index_file)
 
 
+class ImageDigests(list):
+    """A list of ImageDigests that travels as one element (a shard's, or a hash range's): a list of its own type
+    for the reason RowBatch is one, so that Beam's default coder pickles it in one call, not one per image."""
+
+    __slots__ = ()
+
+
 @pickled_as_field_values
 @dataclass(frozen=True, slots=True)
 class ImageDigest:

@@ -36,7 +36,7 @@ from shardsmith.core.near_duplicate_search import HashedImage
 from shardsmith.core.perceptual_hash import MIN_REDUCED_SIDE, ImageSignature, signature_of_bytes, signature_of_image
 from shardsmith.core.reencode import reencode
 from shardsmith.core.row_identity import row_identity
-from shardsmith.core.rows import ErrorRow, ImageDigest, PlacedRow, ShardResult
+from shardsmith.core.rows import ErrorRow, ImageDigest, ImageDigests, PlacedRow, ShardResult
 from shardsmith.core.settings import RecordSettings
 from shardsmith.format.build_folder import write_atomically
 from shardsmith.format.build_record import claim
@@ -73,7 +73,7 @@ class ShardOutcome:
 
     result: ShardResult
     errors: list[ErrorRow] = field(default_factory=list)
-    digests: list[ImageDigest] = field(default_factory=list)
+    digests: ImageDigests = field(default_factory=ImageDigests)
     image_sizes: list[int] = field(default_factory=list)  # source bytes of each written image (Beam metrics)
     signatures: list[HashedImage] = field(default_factory=list)  # --near_duplicates report: signature and row
 
@@ -185,7 +185,8 @@ def write_shard_file(config: WriterConfig, split: str, shard: int, dealt: Iterab
                 label_counts[row.label] += 1
                 num_rows += len(row.lines)
                 if config.list_rows:
-                    listed.append(ListedRow(row_identity(row), len(row.lines), row.label, row.size, row.uri))
+                    listed.append(ListedRow(row_identity(row), len(row.lines), row.label, row.size, row.uri,
+                                            loaded.sha256))
                 progress_signal.add(progress_signal.IMAGES_WRITTEN)
                 fault_injection.reached("mid_shard")
                 fault_injection.reached(fault_injection.WRITER_KILLED)

@@ -1,11 +1,13 @@
 """A shard's row list (`rows/<shard file>.jsonl` in the build's folder, written with `--incremental`): one line per
 record of the shard, in record order,
 
-    ["<row identity>", <manifest lines>, "<label>", <source bytes>, "<uri>"]\\n
+    ["<row identity>", <manifest lines>, "<label>", <source bytes>, "<uri>", "<sha256>"]\\n
 
 a JSON array: the row's identity (shardsmith/core/row_identity.py), how many manifest lines its record stands
 for (one, or a detection image's box lines), the label its shard's `label_counts` counted it under (the one
-placement stratified by), the size of its image file as placement saw it, and its URI as the manifest wrote it.
+placement stratified by), the size of its image file as placement saw it, its URI as the manifest wrote it, and
+the SHA-256 of its image file (the record's `image/key/sha256`: later versions' duplicate checks compare new
+images with it). Lists written before the SHA-256 was listed have five fields; they parse with `sha256` "".
 Line i describes record i, so a later build knows which records to keep when it rewrites the shard without
 removed rows, what the rewritten shard's counts are, and where placement would put each record (compaction),
 without parsing a record.
@@ -27,16 +29,18 @@ class RowListError(ValueError):
 @dataclass(frozen=True)
 class ListedRow:
     """One record's row: its identity, the manifest lines it stands for, the label it is counted under, its
-    image file's size and its URI as written."""
+    image file's size, its URI as written and its image's SHA-256 ("" in a list written before it was listed)."""
 
     identity: str
     lines: int
     label: str
     size: int
     uri: str
+    sha256: str = ""
 
     def line(self) -> str:
-        return json.dumps([self.identity, self.lines, self.label, self.size, self.uri], ensure_ascii=False) + "\n"
+        fields = [self.identity, self.lines, self.label, self.size, self.uri] + ([self.sha256] if self.sha256 else [])
+        return json.dumps(fields, ensure_ascii=False) + "\n"
 
 
 def row_list_bytes(rows: Iterable[ListedRow]) -> bytes:
@@ -45,16 +49,17 @@ def row_list_bytes(rows: Iterable[ListedRow]) -> bytes:
 
 def parse_row_list(data: bytes, path: str) -> list[ListedRow]:
     """The rows listed in a row list's bytes, in record order; RowListError naming `path` and the line for one
-    that is not `[identity, lines, label, size, uri]`."""
+    that is not `[identity, lines, label, size, uri, sha256]` (or the first five)."""
     rows = []
     for number, line in enumerate(data.decode("utf-8", "replace").splitlines(), start=1):
         try:
-            identity, lines, label, size, uri = json.loads(line)
+            identity, lines, label, size, uri, *rest = json.loads(line)
+            sha256 = rest[0] if len(rest) == 1 else None if rest else ""
             if not (isinstance(identity, str) and isinstance(lines, int) and isinstance(label, str)
-                    and isinstance(size, int) and isinstance(uri, str)):
+                    and isinstance(size, int) and isinstance(uri, str) and isinstance(sha256, str)):
                 raise ValueError
         except (ValueError, TypeError):
-            raise RowListError(f"{path} line {number} is not [identity, lines, label, size, uri]: {line[:80]!r}"
-                               ) from None
-        rows.append(ListedRow(identity, lines, label, size, uri))
+            raise RowListError(f"{path} line {number} is not [identity, lines, label, size, uri, sha256]: "
+                               f"{line[:80]!r}") from None
+        rows.append(ListedRow(identity, lines, label, size, uri, sha256))
     return rows
