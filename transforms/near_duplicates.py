@@ -54,6 +54,7 @@ from shardsmith.format.metadata_schema import NearDuplicatesEntry
 from shardsmith.format.naming import NEAR_DUPLICATES_FILE, join
 from transforms import ERRORS
 from transforms.duplicates import STAGE
+from transforms.gather import Gather, PerBundleFn, combine_all
 from transforms.identical_groups import CollapseIdentical, FollowerDecisions, GroupsSummary, SummarizeGroupsFn
 from transforms.metrics import rejected
 from transforms.thread_pool import ThreadPoolDoFn
@@ -209,15 +210,21 @@ class ReportNearDuplicates(beam.PTransform):
         self._dropped = dropped  # ErrorRows of dropped copies, or None
 
     def expand(self, found: NearPairs):
-        pipeline = found.pairs.pipeline
-        summary = found.pairs | "SummarizePairs" >> beam.CombineGlobally(SummarizePairsFn())
-        capped = found.capped | "CollectCapped" >> beam.combiners.ToList()
-        groups = found.groups | "SummarizeGroups" >> beam.CombineGlobally(SummarizeGroupsFn())
-        dropped = self._dropped if self._dropped is not None else pipeline | "NoneDropped" >> beam.Create([])
-        num_dropped = dropped | "CountDropped" >> beam.combiners.Count.Globally()
+        summary = (found.pairs
+                   | "SummarizePairsPerBundle" >> beam.ParDo(PerBundleFn(SummarizePairsFn()))
+                   | "SummarizePairs" >> Gather(combine_all, SummarizePairsFn()))
+        capped = found.capped | "CollectCapped" >> Gather(list)
+        groups = (found.groups
+                  | "SummarizeGroupsPerBundle" >> beam.ParDo(PerBundleFn(SummarizeGroupsFn()))
+                  | "SummarizeGroups" >> Gather(combine_all, SummarizeGroupsFn()))
         side = beam.pvalue.AsSingleton
+        num_dropped = 0
+        if self._dropped is not None:
+            num_dropped = side(self._dropped
+                               | "CountDroppedPerBundle" >> beam.ParDo(PerBundleFn(beam.combiners.CountCombineFn()))
+                               | "CountDropped" >> Gather(sum))
         return summary | "WriteNearDuplicatesJsonl" >> beam.Map(
-            write_near_duplicates, side(capped), self._files_dir, self._mode, self._max_distance, side(num_dropped),
+            write_near_duplicates, side(capped), self._files_dir, self._mode, self._max_distance, num_dropped,
             side(groups))
 
 
