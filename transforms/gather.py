@@ -1,4 +1,4 @@
-"""One value from a whole, small PCollection (Gather), and per-bundle partial results for one (PerBundle).
+"""One value from a whole, small PCollection (Gather), and per-bundle partial results for one (PerBundleFn).
 
 Why not `beam.CombineGlobally(fn)` or `combiners.ToList()` followed by a Map: each expands into 12 applied
 transforms (a keyed GroupByKey, and a default value made by a Create and a side input) and adds 2 stages to the

@@ -40,8 +40,9 @@ SIGNATURES = "signatures"  # --near_duplicates report: lists of HashedImage, one
 EXTRA_SHARDS_QUEUED_PER_PROCESS = 1
 # With the default writer processes, a build that places at most this many images of at most this many source
 # bytes is written in the runner's own process: starting the processes (a Python with Pillow each, 0.3 s of CPU,
-# then their exit) took 0.5-0.9 s of a 2.5 s build of 124 images on 2 cores (tests/benchmarks/build_overhead.py),
-# more than writing such a build in one process costs (under 0.3 s for 256 photos with --validate header).
+# then their exit) took 0.5-1.0 s of a 3 s build of 124 images on 2 cores (tests/benchmarks/build_overhead.py),
+# more than writing such a build in one process costs (256 photos of 88 KB: about 0.03 s with --validate header,
+# 0.3 s with decode, by the per-image costs in docs/performance.md, "Where the time goes").
 SMALL_BUILD_IMAGES = 256
 SMALL_BUILD_BYTES = 16 << 20
 _LOG = logging.getLogger("shardsmith")
