@@ -55,13 +55,13 @@ def _forget(key: int, gone: weakref.ref) -> None:
         del _remembered[key]
 
 
-
 class ViewsOnce(PipelineOptions):
     """PipelineOptions whose view_as(cls) is made once per class (see the module's docstring)."""
 
     @classmethod
     def of(cls, options: PipelineOptions) -> ViewsOnce:
-        """The same flags and values as `options`, as Beam's own copy of a pipeline's options holds them."""
+        """The same flags and values as `options`, as Beam's own copy of a pipeline's options holds them (Beam
+        has no public way to copy options into another class: its flags and values are its private fields)."""
         return cls(options._flags, **options._all_options)
 
     def view_as(self, cls):
