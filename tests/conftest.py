@@ -43,6 +43,7 @@ EMULATOR_SITE = Path(__file__).parent / "emulator_site"
 # finishes one, so the suite ends soonest when the long files go first and the short ones fill in at the end.
 LONG_FILES = ("test_build_folder_cleanup.py", "test_readme.py", "test_gcs_end_to_end.py", "test_incremental.py",
               "test_compaction.py", "test_chaos.py", "test_compaction_gcs.py", "test_incremental_gcs.py",
+              "test_entrypoint_compact_gcs.py", "test_entrypoint_compact.py",
               "test_features.py", "test_quiet.py", "test_trust_output_folder.py", "test_near_duplicate_bounds.py",
               "test_transform_fn.py", "test_build_end_to_end.py", "test_duplicates_and_paths.py",
               "test_kill_and_retry.py", "test_segmentation.py", "test_metrics.py", "test_near_duplicates.py")
