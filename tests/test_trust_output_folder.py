@@ -7,6 +7,7 @@ import csv
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -132,8 +133,14 @@ def test_two_builds_started_together_one_refused_one_complete_dataset(label_sort
     while not (out / LOCK_FILE).exists():
         assert first.poll() is None and time.monotonic() < deadline, first.communicate()[1][-2000:]
         time.sleep(0.05)
-    second = _spawn(small, out)
-    second_err = second.communicate(timeout=300)[1]
+    # The first build is paused while it holds the lock (a small build can finish before a second process has
+    # imported Beam): the second must meet the lock, not a finished dataset.
+    os.kill(first.pid, signal.SIGSTOP)
+    try:
+        second = _spawn(small, out)
+        second_err = second.communicate(timeout=300)[1]
+    finally:
+        os.kill(first.pid, signal.SIGCONT)
     first_err = first.communicate(timeout=300)[1]
     assert second.returncode == 2, second_err[-2000:]
     assert "is being built by build" in second_err
