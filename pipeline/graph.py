@@ -31,6 +31,7 @@ from transforms.near_duplicates import DropNearDuplicates, FindNearPairs, Report
 from transforms.place import PlaceRows, assign_splits
 from transforms.read_manifest import ReadManifest, Source
 from transforms.report import ReportConfig, WriteReport
+from transforms.row_coder import of_batches
 from transforms.write_shards import WriteShards
 
 
@@ -58,7 +59,7 @@ def build_graph(pipeline: beam.Pipeline, options: BuildOptions, sources: list[So
     if manifest.task == "detection":
         images, box_errors = read_rows | "GroupBoxRows" >> GroupBoxRows(manifest)
         stage_errors.append(box_errors)
-    rows = images | "AssignSplits" >> beam.Map(assign_splits, placement)
+    rows = of_batches(images | "AssignSplits" >> beam.Map(assign_splits, placement))
     changes = None
     if diffs:
         changes = rows | "SplitCarriedRows" >> SplitCarriedRows(options.output_dir, carried, files_dir)

@@ -30,6 +30,7 @@ from shardsmith.format.naming import row_list_name
 from shardsmith.format.row_list import RowListError, parse_row_list
 from transforms.metrics import ROWS_CARRIED, ROWS_NEW, ROWS_REMOVED, count
 from transforms.report import DatasetCheckFailed
+from transforms.row_coder import of_batches
 
 CARRIED, REMOVED, CARRIED_DIGESTS = "carried", "removed", "carried_digests"
 
@@ -170,7 +171,7 @@ class SplitCarriedRows(beam.PTransform):
             | "RemovedBytes" >> beam.Map(lambda place: (version.shards[place.shard].split, place.size))
             | "SumRemovedBytes" >> beam.CombinePerKey(sum)
         )
-        return {"rows": paired.rows, "removed": paired[REMOVED], "carried_lines": carried_lines,
+        return {"rows": of_batches(paired.rows), "removed": paired[REMOVED], "carried_lines": carried_lines,
                 "removed_lines": removed_lines, "removed_bytes": removed_bytes,
                 "carried_digests": paired[CARRIED_DIGESTS]}
 

@@ -31,6 +31,7 @@ from transforms import ERRORS
 from transforms.gather import Gather, PerBundleFn, combine_all
 from transforms.metrics import rejected
 from transforms.place import range_bits
+from transforms.row_coder import of_batches
 from transforms.thread_pool import ThreadPoolDoFn
 
 MAX_REPORTED_GROUPS = 20
@@ -199,6 +200,7 @@ class DropDuplicates(beam.PTransform):
         rows = (kept.rows
                 | "Rebatch" >> beam.BatchElements(min_batch_size=ROWS_PER_BATCH, max_batch_size=ROWS_PER_BATCH)
                 | "AsRowBatches" >> beam.Map(RowBatch))
+        of_batches(rows)
         return DistinctRows(rows, kept[ERRORS])
 
 

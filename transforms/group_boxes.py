@@ -16,6 +16,7 @@ from shardsmith.core.manifest import ManifestFormat
 from shardsmith.core.rows import ROWS_PER_BATCH, ErrorRow, ManifestRow, RowBatch
 from transforms import ERRORS, StageOutputs
 from transforms.metrics import rejected
+from transforms.row_coder import of_batches
 
 
 def _merged(lines: Iterable[ManifestRow], delimiter: str) -> Iterator:
@@ -42,4 +43,5 @@ class GroupBoxRows(beam.PTransform):
         rows = (merged.rows
                 | "BatchImages" >> beam.BatchElements(min_batch_size=1, max_batch_size=ROWS_PER_BATCH)
                 | "AsRowBatches" >> beam.Map(RowBatch))
+        of_batches(rows)
         return StageOutputs(rows, merged[ERRORS])

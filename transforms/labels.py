@@ -23,6 +23,7 @@ from shardsmith.format.transform_fn import write_transform_fn
 from transforms import ERRORS
 from transforms.gather import Gather
 from transforms.metrics import rejected
+from transforms.row_coder import of_batches
 
 STAGE = "label"
 
@@ -166,9 +167,11 @@ class AttachLabelIds(beam.PTransform):
         self._vocabulary = vocabulary
 
     def expand(self, rows):
-        return rows | "AttachLabelId" >> beam.ParDo(
+        labelled = rows | "AttachLabelId" >> beam.ParDo(
             AttachLabelIdFn(), beam.pvalue.AsSingleton(self._vocabulary)
         ).with_outputs(ERRORS, main="rows")
+        of_batches(labelled.rows)
+        return labelled
 
 
 def write_label_transform_fn(vocabulary: Vocabulary, files_dir: str, lock: LockGuard | None = None) -> str:

@@ -17,6 +17,7 @@ from shardsmith.core.settings import RecordSettings
 from shardsmith.storage import FileLookup, is_remote, look_up
 from transforms import ERRORS
 from transforms.metrics import rejected
+from transforms.row_coder import of_batches
 from transforms.thread_pool import ThreadPoolDoFn
 
 STAGE = "lookup"
@@ -72,6 +73,8 @@ class LookupSizes(beam.PTransform):
         self._max_image_bytes = records.max_image_bytes
 
     def expand(self, batches):
-        return batches | "LookupSizes" >> beam.ParDo(LookupSizesFn(self._max_image_bytes)).with_outputs(
+        sized = batches | "LookupSizes" >> beam.ParDo(LookupSizesFn(self._max_image_bytes)).with_outputs(
             ERRORS, main="rows"
         )
+        of_batches(sized.rows)
+        return sized

@@ -57,6 +57,7 @@ from transforms.duplicates import STAGE
 from transforms.gather import Gather, PerBundleFn, combine_all
 from transforms.identical_groups import CollapseIdentical, FollowerDecisions, GroupsSummary, SummarizeGroupsFn
 from transforms.metrics import rejected
+from transforms.row_coder import of_batches
 from transforms.thread_pool import ThreadPoolDoFn
 
 MAX_LISTED_PAIRS = 100_000  # pairs written to near_duplicates.jsonl (the closest); counts cover every pair
@@ -313,4 +314,5 @@ class DropNearDuplicates(beam.PTransform):
         rows = (decided.rows
                 | "Rebatch" >> beam.BatchElements(min_batch_size=ROWS_PER_BATCH, max_batch_size=ROWS_PER_BATCH)
                 | "AsRowBatches" >> beam.Map(RowBatch))
+        of_batches(rows)
         return NearDistinct(rows, decided[ERRORS], found)

@@ -28,6 +28,7 @@ from shardsmith.core.rows import ManifestRow, PlacedRow, RowBatch
 from shardsmith.core.settings import PlacementSettings
 from shardsmith.format.naming import SPLITS
 from transforms.gather import Gather
+from transforms.row_coder import of_grouped_batches, of_keyed_batches
 
 # Bounds the rows one worker holds while ranking: a (split, label) with more rows is ranked in 2^k hash buckets.
 MAX_ROWS_PER_RANK_GROUP = 1 << 16
@@ -209,20 +210,18 @@ class PlaceRows(beam.PTransform):
             | "SumPerLabel" >> beam.CombinePerKey(sum)
             | "BucketBitsPerLabel" >> Gather(label_bucket_bits)
         )
-        keyed = batches | "KeyByRankGroup" >> beam.ParDo(KeyByRankGroupFn(seed), beam.pvalue.AsSingleton(label_bits))
+        keyed = of_keyed_batches(
+            batches | "KeyByRankGroup" >> beam.ParDo(KeyByRankGroupFn(seed), beam.pvalue.AsSingleton(label_bits)))
         plan = (
             keyed
             | "CountAndSize" >> beam.Map(lambda kv: (kv[0], (len(kv[1]), sum(max(r.size, 0) for r in kv[1]))))
             | "SumPerGroup" >> beam.CombinePerKey(_sum_pairs)
             | "MakePlan" >> Gather(make_plan, spec)
         )
-        shards = (
-            keyed
-            | "GroupForRanking" >> beam.GroupByKey()
-            | "DealToShards" >> beam.ParDo(DealRowsFn(seed), beam.pvalue.AsSingleton(plan))
-            | "GroupByShard" >> beam.GroupByKey()
-        )
-        return shards, plan
+        ranking_groups = of_grouped_batches(keyed | "GroupForRanking" >> beam.GroupByKey())
+        dealt = of_keyed_batches(
+            ranking_groups | "DealToShards" >> beam.ParDo(DealRowsFn(seed), beam.pvalue.AsSingleton(plan)))
+        return of_grouped_batches(dealt | "GroupByShard" >> beam.GroupByKey()), plan
 
 
 def _count_per_label(batch: RowBatch) -> Iterator[tuple[tuple[str, int], int]]:

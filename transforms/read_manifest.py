@@ -19,6 +19,7 @@ from shardsmith.core.rows import ROWS_PER_BATCH, ManifestRow, RowBatch
 from shardsmith.errors import UsageError, WorkerUsageError
 from transforms import ERRORS, StageOutputs
 from transforms.metrics import ROWS_READ, count, rejected
+from transforms.row_coder import of_batches
 
 
 class ReadSourceFn(beam.DoFn):
@@ -82,6 +83,7 @@ class ReadManifest(beam.PTransform):
 
     def expand(self, sources):
         read = sources | "ParseSources" >> beam.ParDo(ReadSourceFn(self._fmt)).with_outputs(ERRORS, main="rows")
+        of_batches(read.rows)
         if not self._fan_out:
             return StageOutputs(read.rows, read[ERRORS])
         rows = (
@@ -90,4 +92,5 @@ class ReadManifest(beam.PTransform):
             | "FanOutBatches" >> beam.Reshuffle()
             | "UnpackBatches" >> beam.Map(unpack_batch)
         )
+        of_batches(rows)
         return StageOutputs(rows, read[ERRORS])
