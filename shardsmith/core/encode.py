@@ -7,7 +7,7 @@ import hashlib
 
 from shardsmith.core.load_images import ImageInfo
 from shardsmith.core.rows import ManifestRow
-from shardsmith.format.example import ImageRecord, encode_example
+from shardsmith.format.example import ImageRecord, encode_example, encode_example_chunks
 
 
 def image_record(row: ManifestRow, data: bytes, info: ImageInfo, sha256_hex: str | None = None,
@@ -34,3 +34,10 @@ def encode_image_example(row: ManifestRow, data: bytes, info: ImageInfo, sha256_
                          image_mode: str = "bytes", mask_png: bytes | None = None) -> bytes:
     """The serialized Example of one image (see `image_record`)."""
     return encode_example(image_record(row, data, info, sha256_hex, image_mode, mask_png))
+
+
+def image_example_chunks(row: ManifestRow, data: bytes, info: ImageInfo, sha256_hex: str | None = None,
+                         image_mode: str = "bytes", mask_png: bytes | None = None) -> list[bytes]:
+    """`encode_image_example` as chunks whose concatenation is its bytes, the image bytes a chunk of their own
+    (shardsmith.format.example.encode_example_chunks)."""
+    return encode_example_chunks(image_record(row, data, info, sha256_hex, image_mode, mask_png))

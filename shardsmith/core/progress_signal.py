@@ -19,6 +19,9 @@ ROWS_READ = "rows_read"
 IMAGES_WRITTEN = "images_written"
 IMAGES_REJECTED = "images_rejected"
 TOTAL = "total"  # rows placed, to be written: a decimal number, written once
+# A shard writer adds to images_written once per this many images (and once at the shard's end): a write per
+# image cost as much as framing the record.
+IMAGES_PER_PROGRESS_WRITE = 32
 _ONE = b"\x01"
 
 _open: dict[str, int] = {}  # counter path -> file descriptor, per process
@@ -39,6 +42,24 @@ def add(counter: str, n: int = 1) -> None:
         if fd is None:
             fd = _open[path] = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         os.write(fd, _ONE * n)
+
+
+class Tally:
+    """Counts into `counter` in steps of `every`; `flush` adds what is left (call it where the work ends)."""
+
+    def __init__(self, counter: str, every: int = IMAGES_PER_PROGRESS_WRITE):
+        self._counter = counter
+        self._every = every
+        self._pending = 0
+
+    def add(self) -> None:
+        self._pending += 1
+        if self._pending >= self._every:
+            self.flush()
+
+    def flush(self) -> None:
+        add(self._counter, self._pending)
+        self._pending = 0
 
 
 def set_total(total: int) -> None:

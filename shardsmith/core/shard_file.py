@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from shardsmith import storage
 from shardsmith.core import fault_injection, progress_signal
 from shardsmith.core.build_lock import LockGuard
-from shardsmith.core.encode import encode_image_example
+from shardsmith.core.encode import image_example_chunks
 from shardsmith.core.load_images import (
     ImageInfo,
     ImageRejected,
@@ -43,7 +43,7 @@ from shardsmith.format.build_record import claim
 from shardsmith.format.naming import TEMP_PREFIX, index_file_name, row_list_name, shard_file_name
 from shardsmith.format.record_index import RecordIndex
 from shardsmith.format.row_list import ListedRow, row_list_bytes
-from shardsmith.format.tfrecord import frame
+from shardsmith.format.tfrecord import frame_chunks
 
 STAGE = "load"
 # Remote images read ahead of the writer; bounds memory per shard writer while hiding object-store latency.
@@ -160,6 +160,7 @@ def write_shard_file(config: WriterConfig, split: str, shard: int, dealt: Iterab
     index = RecordIndex()  # offsets as framed: the index file is never computed by reading the shard back
     listed: list[ListedRow] = []
     outcome = ShardOutcome(ShardResult(split, shard, num_shards, final_name, 0, 0))
+    written = progress_signal.Tally(progress_signal.IMAGES_WRITTEN)
     try:
         with output.open_temporary() as out:
             for loaded in _loaded_in_order(ordered, config):
@@ -168,18 +169,19 @@ def write_shard_file(config: WriterConfig, split: str, shard: int, dealt: Iterab
                     outcome.errors.append(ErrorRow.for_row(row, STAGE, loaded.error.reason, loaded.error.detail))
                     progress_signal.add(progress_signal.IMAGES_REJECTED)
                     continue
-                record = encode_image_example(row, loaded.data, loaded.info, loaded.sha256, config.records.image_mode,
-                                              loaded.mask)
+                record = image_example_chunks(row, loaded.data, loaded.info, loaded.sha256,
+                                              config.records.image_mode, loaded.mask)
                 outcome.digests.append(ImageDigest(loaded.sha256, split, row.uri, row.source_index, row.line))
                 outcome.image_sizes.append(loaded.source_size)
                 if loaded.signature is not None:
                     outcome.signatures.append(HashedImage(loaded.signature, split, row.label, row.uri,
                                                           row.source_index, row.line))
-                head, tail = frame(record)
+                head, tail = frame_chunks(record)
                 out.write(head)
-                out.write(record)
+                for chunk in record:
+                    out.write(chunk)
                 out.write(tail)
-                index.add(len(record))
+                index.add(sum(map(len, record)))
                 if first_key is None:
                     first_key = loaded.sha256
                 label_counts[row.label] += 1
@@ -187,9 +189,10 @@ def write_shard_file(config: WriterConfig, split: str, shard: int, dealt: Iterab
                 if config.list_rows:
                     listed.append(ListedRow(row_identity(row), len(row.lines), row.label, row.size, row.uri,
                                             loaded.sha256))
-                progress_signal.add(progress_signal.IMAGES_WRITTEN)
+                written.add()
                 fault_injection.reached("mid_shard")
                 fault_injection.reached(fault_injection.WRITER_KILLED)
+            written.flush()
         index_file = output.finish(config, index, listed if config.list_rows else None)
     except BaseException:
         output.discard_temporary()  # a retry writes its own temporary file; do not leave this one behind

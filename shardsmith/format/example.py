@@ -17,6 +17,8 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
+from shardsmith.format.example_wire import Feature, bytes_feature, example_chunks, float_feature, int64_feature
+
 IMAGE_MODES = ("bytes", "path")
 TASKS = ("classification", "multi_label", "detection", "segmentation")
 
@@ -156,35 +158,41 @@ class ImageRecord:
 
 def encode_example(record: ImageRecord) -> bytes:
     """The serialized Example of `record`. Deterministic: the same record gives the same bytes in any process
-    (the feature map is serialized in key order)."""
-    example = example_class()()
-    feature = example.features.feature
+    (the feature map is written in key order), and they are the bytes protobuf's own deterministic
+    serialization gives (shardsmith/format/example_wire.py)."""
+    return b"".join(encode_example_chunks(record))
+
+
+def encode_example_chunks(record: ImageRecord) -> list[bytes]:
+    """`encode_example` as chunks whose concatenation is its bytes; the image and the mask are chunks of their
+    own, as given (example_wire.example_chunks)."""
+    feature: dict[str, Feature] = {}
     if record.uri is not None:
-        feature[URI].bytes_list.value.append(record.uri.encode())
-        feature[NUM_BYTES].int64_list.value.append(record.num_bytes)
+        feature[URI] = bytes_feature((record.uri.encode(),))
+        feature[NUM_BYTES] = int64_feature((record.num_bytes,))
     else:
-        feature[IMAGE].bytes_list.value.append(record.encoded)
-    feature[FORMAT].bytes_list.value.append(record.format.encode())
-    feature[HEIGHT].int64_list.value.append(record.height)
-    feature[WIDTH].int64_list.value.append(record.width)
-    feature[CHANNELS].int64_list.value.append(record.channels)
-    feature[FILENAME].bytes_list.value.append(record.filename.encode())
-    feature[SHA256].bytes_list.value.append(record.sha256.encode())
+        feature[IMAGE] = bytes_feature((record.encoded,))
+    feature[FORMAT] = bytes_feature((record.format.encode(),))
+    feature[HEIGHT] = int64_feature((record.height,))
+    feature[WIDTH] = int64_feature((record.width,))
+    feature[CHANNELS] = int64_feature((record.channels,))
+    feature[FILENAME] = bytes_feature((record.filename.encode(),))
+    feature[SHA256] = bytes_feature((record.sha256.encode(),))
     if record.boxes:
         for index, key in enumerate(BOX_KEYS):
-            feature[key].float_list.value.extend(box[index] for box in record.boxes)
-        feature[BOX_LABEL].int64_list.value.extend(record.box_label_ids)
-        feature[BOX_LABEL_TEXT].bytes_list.value.extend(text.encode() for text in record.box_label_texts)
+            feature[key] = float_feature(box[index] for box in record.boxes)
+        feature[BOX_LABEL] = int64_feature(record.box_label_ids)
+        feature[BOX_LABEL_TEXT] = bytes_feature(text.encode() for text in record.box_label_texts)
     else:
-        feature[LABEL].int64_list.value.extend(record.label_ids)
-        feature[LABEL_TEXT].bytes_list.value.extend(text.encode() for text in record.label_texts)
+        feature[LABEL] = int64_feature(record.label_ids)
+        feature[LABEL_TEXT] = bytes_feature(text.encode() for text in record.label_texts)
     if record.mask_png is not None:
-        feature[MASK].bytes_list.value.append(record.mask_png)
-        feature[MASK_FORMAT].bytes_list.value.append(b"png")
+        feature[MASK] = bytes_feature((record.mask_png,))
+        feature[MASK_FORMAT] = bytes_feature((b"png",))
     for name, value in record.features:
         if value != ():
-            _set_feature(feature[name], value)
-    return example.SerializeToString(deterministic=True)
+            feature[name] = _typed_feature(value)
+    return example_chunks(feature)
 
 
 def parse_example(data: bytes) -> dict[str, list]:
@@ -195,13 +203,12 @@ def parse_example(data: bytes) -> dict[str, list]:
             for key, feature in example.features.feature.items()}
 
 
-def _set_feature(feature, value) -> None:
-    """An extra column's typed value (int, float, str, or a tuple of one of them) into its Feature."""
+def _typed_feature(value: FeatureValue) -> Feature:
+    """An extra column's typed value (int, float, str, or a tuple of one of them) as a Feature."""
     values = value if isinstance(value, tuple) else (value,)
     kind = type(values[0])
     if kind is str:
-        feature.bytes_list.value.extend(v.encode() for v in values)
-    elif kind is float:
-        feature.float_list.value.extend(values)
-    else:
-        feature.int64_list.value.extend(values)
+        return bytes_feature(v.encode() for v in values)
+    if kind is float:
+        return float_feature(values)
+    return int64_feature(values)

@@ -12,7 +12,7 @@ Memory: reading holds one record (a bogus length never allocates more than the f
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import BinaryIO
 
 READ_CHUNK = 1 << 20  # bytes read at a time while reading a record's data
@@ -25,14 +25,27 @@ def masked_crc32c(data: bytes) -> int:
     """CRC32C of `data`, rotated right by 15 bits plus a constant: TFRecord's checksum."""
     import google_crc32c
 
-    crc = google_crc32c.value(data)
+    return _masked(google_crc32c.value(data))
+
+
+def _masked(crc: int) -> int:
     return (((crc >> 15) | (crc << 17)) + _CRC_MASK_DELTA) & 0xFFFFFFFF
 
 
 def frame(record: bytes) -> tuple[bytes, bytes]:
     """(header, footer) to write around `record`: length and its masked CRC, then the data's masked CRC."""
-    length = struct.pack("<Q", len(record))
-    return length + struct.pack("<I", masked_crc32c(length)), struct.pack("<I", masked_crc32c(record))
+    return frame_chunks((record,))
+
+
+def frame_chunks(chunks: Sequence[bytes]) -> tuple[bytes, bytes]:
+    """`frame` of the record that is the concatenation of `chunks`, without concatenating them."""
+    import google_crc32c
+
+    length = struct.pack("<Q", sum(map(len, chunks)))
+    crc = 0
+    for chunk in chunks:
+        crc = google_crc32c.extend(crc, chunk)
+    return length + struct.pack("<I", masked_crc32c(length)), struct.pack("<I", _masked(crc))
 
 
 class FramingError(Exception):

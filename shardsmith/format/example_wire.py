@@ -1,0 +1,134 @@
+"""A `tf.train.Example`'s protobuf wire bytes, written directly: the same bytes as protobuf's
+`SerializeToString(deterministic=True)` of the message example.py declares, at a fraction of the CPU.
+
+Building the message costs about 70 us a record on a 57 KB photo (the image is copied into the message, the
+map is sorted, and each of a dozen features takes several Python-to-C calls); these functions cost under 10 us.
+tests/test_example_wire.py compares both encoders' bytes on every record shape the writer makes and on random
+values, the edge cases included (empty lists, negative and 64-bit ints, floats beyond float32's range, NaN).
+
+The layout (TensorFlow's example.proto and feature.proto, proto3): Example.features (1) -> Features.feature (1),
+a map<string, Feature> whose entries are written in key order, each entry holding its key (1) and its value (2);
+Feature is a oneof of bytes_list (1), float_list (2) and int64_list (3), each a list whose `value` (1) is
+repeated bytes, or packed float32s or varints. An empty list is still written (the oneof is set).
+"""
+
+from __future__ import annotations
+
+import sys
+from array import array
+from collections.abc import Iterable
+
+_BYTES_LIST, _FLOAT_LIST, _INT64_LIST = b"\x0a", b"\x12", b"\x1a"  # Feature's oneof fields, length-delimited
+_FIELD_1, _FIELD_2 = b"\x0a", b"\x12"  # field 1 and field 2, length-delimited
+_INT64_MIN, _INT64_END = -(1 << 63), 1 << 63
+_UINT64 = 1 << 64
+_ONE_BYTE = tuple(bytes((value,)) for value in range(0x80))
+# A Feature's encoding: its length, and chunks whose concatenation is its bytes (an image is copied once, into
+# the Example).
+Feature = tuple[int, list[bytes]]
+# A value this long (an image, a mask) stays a chunk of its own in `example_chunks`: copying it into one buffer
+# with the rest costs a fresh allocation, and its page faults, per record.
+SEPARATE_CHUNK_BYTES = 4096
+_entry_keys: dict[str, bytes] = {}  # key -> the start of its map entry: the key field and the value's tag
+
+
+def varint(value: int) -> bytes:
+    """Protobuf's base-128 varint of a non-negative int below 2**64."""
+    if value < 0x80:
+        return _ONE_BYTE[value]
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def bytes_feature(values: Iterable[bytes]) -> Feature:
+    """A Feature holding a BytesList."""
+    chunks = [b""]
+    size = 0
+    for value in values:
+        head = _FIELD_1 + varint(len(value))
+        chunks += (head, value)
+        size += len(head) + len(value)
+    chunks[0] = _BYTES_LIST + varint(size)
+    return size + len(chunks[0]), chunks
+
+
+def int64_feature(values: Iterable[int]) -> Feature:
+    """A Feature holding an Int64List (packed; a negative value takes 10 bytes, as two's complement). Raises
+    ValueError for a value outside int64, as protobuf does."""
+    return _packed_feature(_INT64_LIST, b"".join(_int64_varint(value) for value in values))
+
+
+def _int64_varint(value: int) -> bytes:
+    if 0 <= value < 0x80:
+        return _ONE_BYTE[value]
+    if not _INT64_MIN <= value < _INT64_END:
+        raise ValueError(f"{value} is outside int64")
+    return varint(value if value >= 0 else value + _UINT64)
+
+
+def float_feature(values: Iterable[float]) -> Feature:
+    """A Feature holding a FloatList (packed little-endian float32s; beyond float32's range becomes +-inf, as
+    protobuf's own conversion gives)."""
+    floats = array("f", values)
+    if sys.byteorder == "big":
+        floats.byteswap()
+    return _packed_feature(_FLOAT_LIST, floats.tobytes())
+
+
+def _packed_feature(kind: bytes, packed: bytes) -> Feature:
+    list_body = _FIELD_1 + varint(len(packed)) + packed if packed else b""
+    encoded = kind + varint(len(list_body)) + list_body
+    return len(encoded), [encoded]
+
+
+def example_bytes(features: dict[str, Feature]) -> bytes:
+    """The Example holding `features` (key -> a Feature from the functions above), the map's entries in key
+    order (by code point, which is the UTF-8 byte order deterministic serialization sorts by)."""
+    return b"".join(example_chunks(features))
+
+
+def example_chunks(features: dict[str, Feature]) -> list[bytes]:
+    """`example_bytes` as chunks whose concatenation is the Example: each value of SEPARATE_CHUNK_BYTES or more
+    is a chunk of its own, never copied; whatever lies between them is joined into one chunk. The shard writer
+    frames and writes the chunks of a record without joining its image into a new buffer."""
+    if not features:
+        return []  # no map entry: the `features` field is never set
+    chunks = [b""]
+    size = 0
+    for key in sorted(features):
+        feature_size, feature_chunks = features[key]
+        entry_key = _entry_keys.get(key) or _entry_key(key)
+        value_head = varint(feature_size)
+        entry_size = len(entry_key) + len(value_head) + feature_size
+        entry_head = _FIELD_1 + varint(entry_size) + entry_key + value_head
+        chunks.append(entry_head)
+        chunks += feature_chunks
+        size += len(entry_head) + feature_size
+    chunks[0] = _FIELD_1 + varint(size)
+    return _coalesced(chunks)
+
+
+def _coalesced(chunks: list[bytes]) -> list[bytes]:
+    out: list[bytes] = []
+    small: list[bytes] = []
+    for chunk in chunks:
+        if len(chunk) < SEPARATE_CHUNK_BYTES:
+            small.append(chunk)
+            continue
+        if small:
+            out.append(b"".join(small))
+            small = []
+        out.append(chunk)
+    if small:
+        out.append(b"".join(small))
+    return out
+
+
+def _entry_key(key: str) -> bytes:
+    encoded = key.encode("utf-8")
+    _entry_keys[key] = entry_key = _FIELD_1 + varint(len(encoded)) + encoded + _FIELD_2
+    return entry_key
