@@ -1,7 +1,7 @@
 """The build graph, stage by stage, in the order a row travels:
 
   ReadManifest -> [GroupBoxRows] -> AssignSplits -> [SplitCarriedRows] -> LookupSizes -> [DropDuplicates]
-  -> ComputeVocabulary/AttachLabelIds -> [DropNearDuplicates] -> PlaceRows -> WriteShards -> Report
+  -> CountLabels/ComputeVocabulary/AttachLabelIds -> [DropNearDuplicates] -> PlaceRows -> WriteShards -> Report
   (errors.jsonl, labels.txt, metadata.json), with
   AnalyzeLabels (tf.transform; AnalyzeRows with --feature), SummarizeDuplicates (hashes from the writer) and,
   with --near_duplicates, FindNearPairs/ReportNearDuplicates (near_duplicates.jsonl) beside it, and with
@@ -25,7 +25,7 @@ from transforms.duplicates import DropDuplicates, SummarizeDuplicates
 from transforms.feature_stats import AnalyzeRows
 from transforms.gather import PerBundleFn
 from transforms.group_boxes import GroupBoxRows
-from transforms.labels import AnalyzeLabels, AttachLabelIds, ComputeVocabulary
+from transforms.labels import AnalyzeLabels, AttachLabelIds, ComputeVocabulary, CountLabels
 from transforms.lookup_sizes import LookupSizes
 from transforms.near_duplicates import DropNearDuplicates, FindNearPairs, ReportNearDuplicates
 from transforms.place import PlaceRows, assign_splits
@@ -76,11 +76,12 @@ def build_graph(pipeline: beam.Pipeline, options: BuildOptions, sources: list[So
         near = candidates | "DropNearDuplicates" >> DropNearDuplicates(records, checks, manifest)
         candidates, near_found, near_dropped = near.rows, near.found, near.errors
         stage_errors.append(near.errors)
-    vocabulary = candidates | "ComputeVocabulary" >> ComputeVocabulary(fixed_labels)
+    label_counts = candidates | "CountLabels" >> CountLabels(fixed_labels)
+    vocabulary = label_counts | "ComputeVocabulary" >> ComputeVocabulary(fixed_labels)
     if changes is not None:  # nothing is written before the removals passed --max_removed_fraction
         vocabulary = gated(vocabulary, changes["removed_lines"], "AfterRemovalCheck")
     labelled = candidates | "AttachLabelIds" >> AttachLabelIds(vocabulary)
-    shard_groups, plan = labelled.rows | "PlaceRows" >> PlaceRows(placement)
+    shard_groups, plan = labelled.rows | "PlaceRows" >> PlaceRows(placement, label_counts)
     writer = WriterConfig(output_dir=files_dir, name=options.name, records=records,
                           allowed_prefixes=manifest.allowed_prefixes, lock=lock, list_rows=carried is not None,
                           generation=carried.generation if carried is not None else 1)

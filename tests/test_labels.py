@@ -12,7 +12,14 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from shardsmith.core.label_list import FixedLabels
 from shardsmith.core.rows import Annotation, ManifestRow
-from transforms.labels import AttachLabelIds, ComputeVocabulary, Vocabulary, _label_counts, vocabulary_from
+from transforms.labels import (
+    AttachLabelIds,
+    ComputeVocabulary,
+    CountLabels,
+    Vocabulary,
+    _label_counts,
+    vocabulary_from,
+)
 
 
 def _row(line: int, split: str, label: str) -> ManifestRow:
@@ -20,14 +27,14 @@ def _row(line: int, split: str, label: str) -> ManifestRow:
 
 
 def test_vocabulary_from_training_rows_only_in_code_point_order():
-    counts = [((True, "dog"), 2), ((False, "zebra"), 1), ((True, "Cat"), 1), ((True, "cat"), 3),
-              ((False, "dog"), 5), ((False, "ant"), 1), ((True, "Émeu"), 1), ((True, "_x"), 4)]
+    counts = [(("train", "dog"), 2), (("test", "zebra"), 1), (("train", "Cat"), 1), (("train", "cat"), 3),
+              (("test", "dog"), 5), (("test", "ant"), 1), (("train", "Émeu"), 1), (("train", "_x"), 4)]
     vocabulary = vocabulary_from(counts)
     assert vocabulary == Vocabulary(("Cat", "_x", "cat", "dog", "Émeu"), "train", (1, 4, 3, 2, 1))
 
 
 def test_vocabulary_falls_back_to_all_rows_without_a_training_split():
-    vocabulary = vocabulary_from(iter([((False, "b"), 1), ((False, "a"), 1), ((False, "b"), 2)]))
+    vocabulary = vocabulary_from(iter([(("test", "b"), 1), (("test", "a"), 1), (("test", "b"), 2)]))
     assert vocabulary == Vocabulary(("a", "b"), "all", (1, 3))
     assert vocabulary_from([]) == Vocabulary((), "all")
 
@@ -57,7 +64,7 @@ def test_label_ids_in_a_pipeline_and_labels_missing_from_training_become_errors(
     expected_rows = [dataclasses.replace(r, label_id=ids[r.label]) for r in rows if r.label in ids]
     with test_pipeline.TestPipeline(runner=FnApiRunner()) as p:
         batches = p | beam.Create([rows[:3], rows[3:]])
-        vocabulary = batches | ComputeVocabulary()
+        vocabulary = batches | CountLabels() | ComputeVocabulary()
         labelled = batches | AttachLabelIds(vocabulary)
         assert_that(vocabulary, equal_to([Vocabulary(("ant", "cat", "dog"), "train", (1, 2, 1))]), label="Vocabulary")
         assert_that(labelled.rows | beam.FlatMap(lambda batch: batch), equal_to(expected_rows), label="Rows")
@@ -70,7 +77,7 @@ def test_without_training_rows_every_row_gets_an_id():
     ids = {"a": 0, "b": 1, "c": 2}
     with test_pipeline.TestPipeline(runner=FnApiRunner()) as p:
         batches = p | beam.Create([rows])
-        vocabulary = batches | ComputeVocabulary()
+        vocabulary = batches | CountLabels() | ComputeVocabulary()
         labelled = batches | AttachLabelIds(vocabulary)
         assert_that(vocabulary, equal_to([Vocabulary(("a", "b", "c"), "all", (2, 1, 1))]), label="Vocabulary")
         assert_that(labelled.rows, equal_to([[dataclasses.replace(r, label_id=ids[r.label]) for r in rows]]),
@@ -80,12 +87,12 @@ def test_without_training_rows_every_row_gets_an_id():
 
 def test_a_fixed_list_keeps_its_order_and_counts_only_rows_it_fully_lists():
     fixed = FixedLabels(("dog", "ant", "yak"), "/labels.txt")
-    counts = [((True, "dog"), 2), ((True, "ant"), 1), ((False, "yak"), 4), ((True, "zebra"), 3)]
+    counts = [(("train", "dog"), 2), (("train", "ant"), 1), (("test", "yak"), 4), (("train", "zebra"), 3)]
     assert vocabulary_from(counts, fixed) == Vocabulary(("dog", "ant", "yak"), "train", (2, 1, 0), "/labels.txt")
-    assert vocabulary_from([((False, "yak"), 4)], fixed) == Vocabulary(fixed.labels, "all", (0, 0, 4),
+    assert vocabulary_from([(("test", "yak"), 4)], fixed) == Vocabulary(fixed.labels, "all", (0, 0, 4),
                                                                          "/labels.txt")
     tagged = dataclasses.replace(_row(1, "train", "dog"), annotation=Annotation(labels=("dog", "zebra")))
-    assert list(_label_counts([tagged, _row(2, "train", "ant")], fixed)) == [((True, "ant"), 1)]
+    assert list(_label_counts([tagged, _row(2, "train", "ant")], fixed)) == [(("train", "ant"), 1)]
 
 
 def test_rows_with_unlisted_labels_become_errors_naming_the_file():
@@ -93,7 +100,7 @@ def test_rows_with_unlisted_labels_become_errors_naming_the_file():
     fixed = FixedLabels(("dog", "ant", "emu"), "gs://b/labels.txt")
     with test_pipeline.TestPipeline(runner=FnApiRunner()) as p:
         batches = p | beam.Create([rows])
-        labelled = batches | AttachLabelIds(batches | ComputeVocabulary(fixed))
+        labelled = batches | AttachLabelIds(batches | CountLabels(fixed) | ComputeVocabulary(fixed))
         assert_that(labelled.rows, equal_to([[dataclasses.replace(rows[0], label_id=0),
                                               dataclasses.replace(rows[2], label_id=1)]]), label="Rows")
         assert_that(labelled.errors | beam.Map(lambda e: (e.line, e.stage, e.reason)),

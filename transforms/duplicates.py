@@ -31,7 +31,7 @@ from transforms import ERRORS
 from transforms.gather import Gather, PerBundleFn, combine_all
 from transforms.metrics import rejected
 from transforms.place import range_bits
-from transforms.row_coder import of_batches
+from transforms.row_coder import of_batches, of_digests
 from transforms.thread_pool import ThreadPoolDoFn
 
 MAX_REPORTED_GROUPS = 20
@@ -130,10 +130,10 @@ class SummarizeDuplicates(beam.PTransform):
         self._num_digests = num_digests
 
     def expand(self, digest_lists):
+        keyed = of_digests(digest_lists | "KeyByHashRange" >> beam.FlatMap(
+            key_by_hash_range, beam.pvalue.AsSingleton(self._num_digests)), keyed=True)
         return (
-            digest_lists
-            | "KeyByHashRange" >> beam.FlatMap(key_by_hash_range, beam.pvalue.AsSingleton(self._num_digests))
-            | "GroupHashRanges" >> beam.GroupByKey()
+            of_digests(keyed | "GroupHashRanges" >> beam.GroupByKey(), grouped=True)
             | "OnlyDuplicated" >> beam.FlatMap(_copies)
             | "SummarizePerBundle" >> beam.ParDo(PerBundleFn(SummarizeFn()))
             | "Summarize" >> Gather(combine_all, SummarizeFn())

@@ -48,12 +48,18 @@ def labels_of(row: ManifestRow) -> tuple[str, ...]:
     return (row.label,)
 
 
-def vocabulary_from(counts: Iterable[tuple[tuple[bool, str], int]], fixed: FixedLabels | None = None) -> Vocabulary:
+LabelCounts = Iterable[tuple[tuple[str, str], int]]  # ((split, label), number of rows that carry the label)
+
+
+def vocabulary_from(counts: LabelCounts, fixed: FixedLabels | None = None) -> Vocabulary:
     """Sorted distinct labels of the training rows; of all rows when the inputs have no training split.
-    `counts`: ((is a training row, label), number of rows with that label). With `fixed`, its labels in its
+    `counts`: ((split, label), number of rows of the split with that label). With `fixed`, its labels in its
     order, each counted over the training rows (all rows without any), 0 for a label no such row carries."""
     counts = list(counts)
-    train = {label: n for (is_train, label), n in counts if is_train}
+    train: Counter[str] = Counter()
+    for (split, label), n in counts:
+        if split == "train":
+            train[label] += n
     if fixed is not None:
         return _fixed_vocabulary(counts, train, fixed)
     if train:
@@ -64,7 +70,7 @@ def vocabulary_from(counts: Iterable[tuple[tuple[bool, str], int]], fixed: Fixed
     return Vocabulary(tuple(sorted(every)), "all", tuple(every[label] for label in sorted(every)))
 
 
-def _fixed_vocabulary(counts: list[tuple[tuple[bool, str], int]], train: dict[str, int],
+def _fixed_vocabulary(counts: list[tuple[tuple[str, str], int]], train: Counter[str],
                       fixed: FixedLabels) -> Vocabulary:
     taken_from, counted = "train", Counter(train)
     if not train:
@@ -77,23 +83,23 @@ def _fixed_vocabulary(counts: list[tuple[tuple[bool, str], int]], train: dict[st
     return Vocabulary(labels, taken_from, tuple(counted[label] for label in labels), fixed.path)
 
 
-def _label_counts(batch: RowBatch, fixed: FixedLabels | None = None) -> Iterable[tuple[tuple[bool, str], int]]:
-    """((is a training row, label), rows) of a batch; with `fixed`, of its rows whose labels it all lists (the
-    others become error rows, so they count for nothing)."""
+def _label_counts(batch: RowBatch, fixed: FixedLabels | None = None) -> LabelCounts:
+    """((split, label), rows) of a batch; with `fixed`, of its rows whose labels it all lists (the others become
+    error rows, so they count for nothing)."""
     listed = frozenset(fixed.labels) if fixed is not None and not fixed.extendable else None
-    counts: Counter[tuple[bool, str]] = Counter()
+    counts: Counter[tuple[str, str]] = Counter()
     for row in batch:
         if listed is not None and not listed.issuperset(labels_of(row)):
             continue
-        is_train = row.split == "train"
         for label in set(labels_of(row)):
-            counts[(is_train, label)] += 1
+            counts[(row.split, label)] += 1
     return counts.items()
 
 
-class ComputeVocabulary(beam.PTransform):
-    """RowBatches -> a one-element PCollection holding the Vocabulary. Memory: distinct labels only.
-    With `fixed` (--label_file FILE), the Vocabulary holds its labels in its order, whatever the rows carry."""
+class CountLabels(beam.PTransform):
+    """RowBatches -> ((split, label), rows of the split that carry the label), one element per pair: what the
+    vocabulary is taken from, and, for placement, a bound on the rows each label places. Memory: distinct
+    (split, label) pairs only. With `fixed` (--label_file FILE), only rows whose labels it all lists count."""
 
     def __init__(self, fixed: FixedLabels | None = None):
         super().__init__()
@@ -103,9 +109,20 @@ class ComputeVocabulary(beam.PTransform):
         return (
             batches
             | "CountLabelsOfBatch" >> beam.FlatMap(_label_counts, self._fixed)
-            | "CountLabels" >> beam.CombinePerKey(sum)
-            | "SortLabels" >> Gather(vocabulary_from, self._fixed)
+            | "SumPerLabel" >> beam.CombinePerKey(sum)
         )
+
+
+class ComputeVocabulary(beam.PTransform):
+    """Label counts (CountLabels) -> a one-element PCollection holding the Vocabulary. With `fixed` (--label_file
+    FILE), the Vocabulary holds its labels in its order, whatever the rows carry."""
+
+    def __init__(self, fixed: FixedLabels | None = None):
+        super().__init__()
+        self._fixed = fixed
+
+    def expand(self, label_counts):
+        return label_counts | "SortLabels" >> Gather(vocabulary_from, self._fixed)
 
 
 class AttachLabelIdFn(beam.DoFn):

@@ -28,6 +28,7 @@ from shardsmith.core.rows import ManifestRow, PlacedRow, RowBatch
 from shardsmith.core.settings import PlacementSettings
 from shardsmith.format.naming import SPLITS
 from transforms.gather import Gather
+from transforms.labels import CountLabels
 from transforms.row_coder import of_grouped_batches, of_keyed_batches
 
 # Bounds the rows one worker holds while ranking: a (split, label) with more rows is ranked in 2^k hash buckets.
@@ -179,37 +180,43 @@ class KeyByRankGroupFn(beam.DoFn):
     def __init__(self, seed: int):
         self._seed = seed
 
-    def process(self, batch: RowBatch, label_bits: dict[tuple[str, int], int]) -> Iterator:
+    def process(self, batch: RowBatch, label_bits: dict[tuple[str, str], int]) -> Iterator:
         groups: defaultdict[tuple[str, int, int], RowBatch] = defaultdict(RowBatch)
         for row in batch:
-            bits = label_bits[(row.split, row.label_id)]
+            bits = label_bits.get((row.split, row.label), 0)
             groups[group_key(row, self._seed, bits)].append(row)
         yield from groups.items()
 
 
-def label_bucket_bits(label_counts: Iterable[tuple[tuple[str, int], int]]) -> dict[tuple[str, int], int]:
+def label_bucket_bits(label_counts: Iterable[tuple[tuple[str, str], int]]) -> dict[tuple[str, str], int]:
+    """(split, label) -> rank-hash bits, from the rows of the split that carry the label: a bound on the rows
+    the label places (a row with several labels is placed by one of them). Placement does not depend on the
+    bits (`group_key`); they only bound the rows one worker ranks at a time."""
     return {key: bucket_bits(count) for key, count in label_counts}
 
 
 class PlaceRows(beam.PTransform):
     """Labelled, sized RowBatches -> ((split, shard), iterable of [PlacedRow, ...]) groups, and the
-    one-element plan.
+    one-element plan. `label_counts`: ((split, label), rows) of the rows before their labels were attached
+    (transforms/labels.py, CountLabels), which size the rank groups; counted from `batches` when not given.
+    Taking them from before, and not from the labelled rows, lets the label ids be attached and the rows keyed
+    in one stage on the local runner, where a side input computed from a stage's own rows would cut it in two
+    (each cut pickles every row twice).
 
     Only manifest rows go through the GroupByKeys here; image bytes do not exist yet."""
 
-    def __init__(self, placement: PlacementSettings):
+    def __init__(self, placement: PlacementSettings, label_counts: beam.PCollection | None = None):
         super().__init__()
         self._seed = placement.seed
         self._spec = ShardSpec.of(placement)
+        self._label_counts = label_counts
 
     def expand(self, batches):
         seed, spec = self._seed, self._spec
-        label_bits = (
-            batches
-            | "CountPerLabel" >> beam.FlatMap(_count_per_label)
-            | "SumPerLabel" >> beam.CombinePerKey(sum)
-            | "BucketBitsPerLabel" >> Gather(label_bucket_bits)
-        )
+        label_counts = self._label_counts
+        if label_counts is None:
+            label_counts = batches | "CountLabels" >> CountLabels()
+        label_bits = label_counts | "BucketBitsPerLabel" >> Gather(label_bucket_bits)
         keyed = of_keyed_batches(
             batches | "KeyByRankGroup" >> beam.ParDo(KeyByRankGroupFn(seed), beam.pvalue.AsSingleton(label_bits)))
         plan = (
@@ -222,14 +229,6 @@ class PlaceRows(beam.PTransform):
         dealt = of_keyed_batches(
             ranking_groups | "DealToShards" >> beam.ParDo(DealRowsFn(seed), beam.pvalue.AsSingleton(plan)))
         return of_grouped_batches(dealt | "GroupByShard" >> beam.GroupByKey()), plan
-
-
-def _count_per_label(batch: RowBatch) -> Iterator[tuple[tuple[str, int], int]]:
-    counts: dict[tuple[str, int], int] = {}
-    for row in batch:
-        key = (row.split, row.label_id)
-        counts[key] = counts.get(key, 0) + 1
-    yield from counts.items()
 
 
 def _sum_pairs(pairs: Iterable[tuple[int, int]]) -> tuple[int, int]:

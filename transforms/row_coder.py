@@ -1,4 +1,5 @@
-"""How RowBatches cross stage boundaries: one pickle per batch, and a size estimate that does not encode it.
+"""How RowBatches (and ImageDigests, lists of the same kind) cross stage boundaries: one pickle per list, and a
+size estimate that does not encode it.
 
 Beam measures every PCollection's mean element size by encoding a sample of its elements: on each worker the
 first 10 elements of every output, then about 10 in each doubling (apache_beam/runners/worker/opcounters.py).
@@ -19,20 +20,20 @@ import pickle
 import apache_beam as beam
 from apache_beam.typehints import Any, Iterable, Tuple
 
-from shardsmith.core.rows import RowBatch
+from shardsmith.core.rows import ImageDigests, RowBatch
 
 
 class RowBatchCoder(beam.coders.Coder):
-    """A RowBatch as one pickle. Its size estimate is the first row's pickled size times the row count: a
+    """A RowBatch as one pickle. Its size estimate is the first item's pickled size times the item count: a
     metric's input (Beam's MeanByteCount), never used to frame or split data."""
 
-    def encode(self, batch: RowBatch) -> bytes:
+    def encode(self, batch: list) -> bytes:
         return pickle.dumps(batch, protocol=pickle.HIGHEST_PROTOCOL)
 
-    def decode(self, encoded: bytes) -> RowBatch:
+    def decode(self, encoded: bytes) -> list:
         return pickle.loads(encoded)
 
-    def estimate_size(self, batch: RowBatch) -> int:
+    def estimate_size(self, batch: list) -> int:
         if not batch:
             return len(self.encode(batch))
         return len(pickle.dumps(batch[0], protocol=pickle.HIGHEST_PROTOCOL)) * len(batch)
@@ -50,7 +51,15 @@ class RowBatchCoder(beam.coders.Coder):
         return hash(type(self))
 
 
+class ImageDigestsCoder(RowBatchCoder):
+    """ImageDigests (a shard's, or a hash range's) as RowBatchCoder codes a RowBatch."""
+
+    def to_type_hint(self):
+        return ImageDigests
+
+
 beam.coders.registry.register_coder(RowBatch, RowBatchCoder)
+beam.coders.registry.register_coder(ImageDigests, ImageDigestsCoder)
 
 KEYED_BATCHES = Tuple[Any, RowBatch]
 GROUPED_BATCHES = Tuple[Any, Iterable[RowBatch]]
@@ -71,4 +80,11 @@ def of_keyed_batches(pcoll: beam.PCollection) -> beam.PCollection:
 def of_grouped_batches(pcoll: beam.PCollection) -> beam.PCollection:
     """Marks `pcoll` as holding (key, iterable of RowBatch), a GroupByKey's output. Returns it."""
     pcoll.element_type = GROUPED_BATCHES
+    return pcoll
+
+
+def of_digests(pcoll: beam.PCollection, keyed: bool = False, grouped: bool = False) -> beam.PCollection:
+    """Marks `pcoll` as holding ImageDigests: alone, as (key, ImageDigests), or as (key, iterable of them)."""
+    pcoll.element_type = (Tuple[Any, Iterable[ImageDigests]] if grouped else Tuple[Any, ImageDigests] if keyed
+                          else ImageDigests)
     return pcoll

@@ -33,6 +33,7 @@ from shardsmith.core.shard_file import ShardOutcome, WriterConfig, write_shard_f
 from transforms import ERRORS
 from transforms.metrics import count_written, rejected
 from transforms.place import ShardPlan
+from transforms.row_coder import of_digests
 
 DIGESTS = "digests"
 SIGNATURES = "signatures"  # --near_duplicates report: lists of HashedImage, one per shard
@@ -152,4 +153,6 @@ class WriteShards(beam.PTransform):
         else:
             write = beam.ParDo(WriteShardFn(self._config, self._processes, unless_small=True),
                                beam.pvalue.AsSingleton(self._plan))
-        return shard_groups | "WriteShard" >> write.with_outputs(ERRORS, DIGESTS, SIGNATURES, main="shards")
+        written = shard_groups | "WriteShard" >> write.with_outputs(ERRORS, DIGESTS, SIGNATURES, main="shards")
+        of_digests(written[DIGESTS])
+        return written
