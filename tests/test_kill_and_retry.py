@@ -119,7 +119,7 @@ def test_retried_shard_attempts_write_each_record_once(label_sorted_set, tmp_pat
     retried.mkdir()
     run_attempt(clean)
 
-    real_encode = shard_file.encode_image_example
+    real_encode = shard_file.image_example_chunks
     calls = {"n": 0}
 
     def failing_encode(*args, **kwargs):
@@ -128,7 +128,7 @@ def test_retried_shard_attempts_write_each_record_once(label_sorted_set, tmp_pat
             raise RuntimeError("worker lost")
         return real_encode(*args, **kwargs)
 
-    monkeypatch.setattr(shard_file, "encode_image_example", failing_encode)
+    monkeypatch.setattr(shard_file, "image_example_chunks", failing_encode)
     with pytest.raises(RuntimeError, match="worker lost"):
         run_attempt(retried)
     assert list(retried.iterdir()) == [], "a failed attempt leaves neither a final nor a temporary file"
