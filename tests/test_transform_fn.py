@@ -5,6 +5,7 @@ transform_fn_template.py makes from today's tensorflow-transform, and a build im
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -20,7 +21,7 @@ from shardsmith.format.transform_fn import (
     transform_files,
     write_transform_fn,
 )
-from shardsmith.format.transform_fn_template import TEMPLATE_FILES, make_template, tft_transform_fn_in_process
+from shardsmith.format.transform_fn_template import TEMPLATE_FILES, make_template
 
 REPO = Path(__file__).resolve().parents[1]
 # Not alphabetical (ids are the tuple's order), unicode, spaces, and more labels than a 1-byte varint holds.
@@ -37,11 +38,29 @@ def _mapped(folder: Path, queries: list[str]) -> tuple[list[int], list[bytes], d
     return ids.numpy().tolist(), output.vocabulary_by_name("labels"), output.transformed_feature_spec()
 
 
-def test_a_written_transform_fn_maps_labels_exactly_as_tensorflow_transforms_own(tmp_path):
-    ours, theirs = tmp_path / "ours", tmp_path / "theirs"
+# Both vocabularies from one process: TensorFlow's per-process naming only shows in saved_model.pb, which
+# these tests do not compare byte for byte (the template test compares two processes' outputs).
+TFT_BOTH = ("import json, os, sys\n"
+            "from shardsmith.format.transform_fn_template import tft_transform_fn\n"
+            "for folder, labels in json.loads(sys.argv[1]):\n"
+            "    tft_transform_fn(tuple(labels), folder)\n"
+            "os._exit(0)\n")
+
+
+@pytest.fixture(scope="module")
+def tft_made(tmp_path_factory) -> dict[tuple[str, ...], Path]:
+    """tensorflow-transform's own transform_fn for LABELS and for no label at all, made in one fresh process."""
+    root = tmp_path_factory.mktemp("tft")
+    made = {LABELS: root / "labels", (): root / "empty"}
+    subprocess.run([sys.executable, "-c", TFT_BOTH, json.dumps([(str(f), list(k)) for k, f in made.items()])],
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=REPO)
+    return made
+
+
+def test_a_written_transform_fn_maps_labels_exactly_as_tensorflow_transforms_own(tmp_path, tft_made):
+    ours, theirs = tmp_path / "ours", tft_made[LABELS]
     ours.mkdir()
     write_transform_fn(LABELS, str(ours))
-    tft_transform_fn_in_process(LABELS, str(theirs))
     for relative in ("transform_fn/assets/labels", "transformed_metadata/schema.pbtxt",
                      "transformed_metadata/asset_map"):
         assert (ours / relative).read_bytes() == (theirs / relative).read_bytes(), relative
@@ -51,11 +70,10 @@ def test_a_written_transform_fn_maps_labels_exactly_as_tensorflow_transforms_own
     assert ours_mapped[0] == [*range(len(LABELS)), -1, -1, -1]
 
 
-def test_an_empty_vocabulary_is_written_as_tensorflow_transform_writes_one(tmp_path):
-    ours, theirs = tmp_path / "ours", tmp_path / "theirs"
+def test_an_empty_vocabulary_is_written_as_tensorflow_transform_writes_one(tmp_path, tft_made):
+    ours, theirs = tmp_path / "ours", tft_made[()]
     ours.mkdir()
     write_transform_fn((), str(ours))
-    tft_transform_fn_in_process((), str(theirs))
     schema = "transformed_metadata/schema.pbtxt"
     assert (ours / schema).read_bytes() == (theirs / schema).read_bytes()
     assert len((ours / "transform_fn/assets/labels").read_text().splitlines()) == \
