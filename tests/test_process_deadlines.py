@@ -91,3 +91,31 @@ def test_a_writer_killed_twice_on_one_shard_fails_it_naming_the_shard(label_sort
     text = str(error)
     assert "died twice" in text and "train shard 1 of 1" in text and "SIGKILL" in text, text
     assert not any(p.name.endswith("-of-00001") for p in tmp_path.iterdir()), "no final shard after two deaths"
+
+
+def test_a_reply_the_launcher_cannot_read_fails_its_shard_at_once_and_the_writer_is_replaced(label_sorted_set,
+                                                                                            tmp_path, monkeypatch):
+    """The writers run other code than the launcher (here: a class only they can import), so the launcher cannot
+    unpickle their reply. Each shard fails at once, naming it, and the next shard gets a writer: none waits for
+    the shard deadline (60 s here) for a writer that never went back to the pool."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "_only_in_the_writer.py").write_text("class Outcome:\n    pass\n")
+    (site / "sitecustomize.py").write_text(
+        "import _only_in_the_writer\n"
+        "import shardsmith.core.shard_file as shard_file\n"
+        "shard_file.write_shard_file = lambda *job: _only_in_the_writer.Outcome()\n")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")])))
+    pool = ShardWriterPool(1, shard_deadline_s=60)
+    try:
+        config, rows = WriterConfig(str(tmp_path / "out"), "pets"), [_placed_rows(label_sorted_set, 5)]
+        for _ in range(2):
+            started = time.monotonic()
+            error = _within(40, pool.submit(config, "train", 0, rows).result)
+            assert isinstance(error, RuntimeError), error
+            text = str(error)
+            assert "train shard 1 of 1" in text and "_only_in_the_writer" in text and "run the same command" in text
+            assert time.monotonic() - started < 20
+    finally:
+        pool.close()
+    assert not _writer_pids(), "close() leaves no writer behind"

@@ -185,6 +185,14 @@ class ShardWriterPool:
             except ShardWriterStuck:
                 self._replace(worker)
                 raise
+            except Exception as error:  # noqa: BLE001 - whatever it is, the writer goes back to the pool first
+                # A reply this process cannot read (the writer ran other code: an upgrade between the launcher's
+                # start and the writer's) or a job it could not send. Left out of the pool, the writer would
+                # leave the next shard waiting for a free one until its deadline.
+                self._replace(worker)
+                raise ShardWriterDied(f"the exchange with the shard writer process for {shard} failed "
+                                      f"({type(error).__name__}: {str(error)[:300]}): nothing was published; run "
+                                      "the same command again") from None
             if killed_as_it_answered:
                 self._replace(worker)
             else:
