@@ -144,8 +144,8 @@ class BuildOptions:
             "Break a stale lock", "true: take over the output folder's lock when its holder sent no heartbeat "
             f"for {LOCK_STALE_AFTER_S // 60} minutes; default false")))
     keep_builds: int = option(DEFAULT_KEEP_BUILDS, Flag(
-        "published builds kept in --output_dir/builds, the new one included (default {default}); older ones are "
-        "removed when a build is published", group="output", metavar="K", recorded=None,
+        "published builds kept in the output folder's builds/, the new one included (default {default}); older "
+        "ones are removed when a build is published", group="output", metavar="K", recorded=None,
         parse=checked(lambda kept: kept >= 1, "--keep_builds must be at least 1 (the build being published)"),
         template=Template(
             "Builds kept", "published builds kept under output_dir/builds, the new one included (default "
