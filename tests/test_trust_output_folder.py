@@ -125,7 +125,7 @@ def test_a_stale_lock_of_another_host_is_broken_only_with_break_lock(label_sorte
     assert not (out / LOCK_FILE).exists(), "the build released the lock it took over"
 
 
-def test_two_builds_started_together_one_refused_one_complete_dataset(label_sorted_set, tmp_path):
+def test_two_builds_started_together_one_refused_one_complete_dataset(label_sorted_set, tmp_path, shardsmith):
     out = tmp_path / "out"
     small = _subset_manifest(label_sorted_set, tmp_path / "small.csv", {"cat"})
     first = _spawn(label_sorted_set.manifest, out)
@@ -137,19 +137,18 @@ def test_two_builds_started_together_one_refused_one_complete_dataset(label_sort
     # imported Beam): the second must meet the lock, not a finished dataset.
     os.kill(first.pid, signal.SIGSTOP)
     try:
-        second = _spawn(small, out)
-        second_err = second.communicate(timeout=300)[1]
+        second = shardsmith(*_build_args(small, out))  # in this process: it is refused before any work
     finally:
         os.kill(first.pid, signal.SIGCONT)
     first_err = first.communicate(timeout=300)[1]
-    assert second.returncode == 2, second_err[-2000:]
-    assert "is being built by build" in second_err
+    assert second.code == 2, second.err[-2000:]
+    assert "is being built by build" in second.err
     assert first.returncode == 0, first_err[-2000:]
     metadata = json.loads((out / "metadata.json").read_text())
     assert metadata["options"]["manifests"] == [str(label_sorted_set.manifest)]
     assert sorted(p.name for p in out.iterdir()) == [BUILDS_DIR, "metadata.json"]
-    verified = subprocess.run([sys.executable, "-m", "pipeline", "verify", str(out)], capture_output=True, text=True)
-    assert verified.returncode == 0, verified.stdout[-2000:]
+    verified = shardsmith("verify", out)
+    assert verified.code == 0, verified.out[-2000:]
 
 
 def test_a_reader_mid_epoch_keeps_reading_the_build_it_opened(label_sorted_set, tmp_path, shardsmith, metadata_of):
