@@ -8,6 +8,11 @@ processes (reading, checking, encoding and writing images). Not run by CI.
 Each build runs in a fresh process (`pipeline.cli.main`, in-process so that its own CPU is the launcher's; the
 writers are its children), alternating small and large manifests. Per extra row: (CPU at large - CPU at small) /
 (rows at large - rows at small), for the launcher and for the writers, medians over the repeats.
+
+`--repo PATH` (repeatable) measures other checkouts of shardsmith instead of this one, taking turns within each
+repeat, so that a before/after on a machine whose speed drifts compares runs made minutes apart:
+
+    python tests/benchmarks/launcher_cpu.py --small ... --large ... --repo ../before --repo . --repeats 4
 """
 
 from __future__ import annotations
@@ -37,11 +42,11 @@ def _rows(manifest: Path) -> int:
         return sum(1 for line in f if line.strip()) - 1  # the header
 
 
-def _cpu(manifest: Path, validate: str) -> tuple[float, float]:
+def _cpu(manifest: Path, validate: str, repo: Path) -> tuple[float, float]:
     with tempfile.TemporaryDirectory(prefix="shardsmith-launcher-cpu-") as out:
-        done = subprocess.run([sys.executable, "-c", PROBE, str(manifest), out, validate], cwd=REPO,
+        done = subprocess.run([sys.executable, "-c", PROBE, str(manifest), out, validate], cwd=repo,
                               capture_output=True, text=True, check=True,
-                              env={**os.environ, "PYTHONPATH": str(REPO)})
+                              env={**os.environ, "PYTHONPATH": str(repo)})
     launcher, writers = (float(x) for x in done.stdout.split()[-2:])
     return launcher, writers
 
@@ -52,19 +57,25 @@ def main() -> int:
     parser.add_argument("--large", type=Path, required=True, help="the same kind of manifest, with more rows")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--validate", choices=("header", "decode"), default="header")
+    parser.add_argument("--repo", type=Path, action="append", help="a checkout to measure (default: this one)")
     args = parser.parse_args()
+    repos = [repo.resolve() for repo in args.repo or [REPO]]
     extra = _rows(args.large) - _rows(args.small)
-    launcher_us, writers_us = [], []
+    launcher_us: dict[Path, list[float]] = {repo: [] for repo in repos}
+    writers_us: dict[Path, list[float]] = {repo: [] for repo in repos}
     for repeat in range(args.repeats):
         order = (args.small, args.large) if repeat % 2 == 0 else (args.large, args.small)
-        cpu = {manifest: _cpu(manifest, args.validate) for manifest in order}
-        (small_launcher, small_writers), (large_launcher, large_writers) = cpu[args.small], cpu[args.large]
-        launcher_us.append(1e6 * (large_launcher - small_launcher) / extra)
-        writers_us.append(1e6 * (large_writers - small_writers) / extra)
-        print(f"repeat {repeat + 1}: launcher {small_launcher:.1f} -> {large_launcher:.1f} s, writers "
-              f"{small_writers:.1f} -> {large_writers:.1f} s of CPU", flush=True)
-    print(f"CPU per extra row ({extra} rows, median of {args.repeats}): launcher "
-          f"{statistics.median(launcher_us):.0f} us, writer processes {statistics.median(writers_us):.0f} us")
+        for repo in repos if repeat % 2 == 0 else repos[::-1]:
+            cpu = {manifest: _cpu(manifest, args.validate, repo) for manifest in order}
+            (small_launcher, small_writers), (large_launcher, large_writers) = cpu[args.small], cpu[args.large]
+            launcher_us[repo].append(1e6 * (large_launcher - small_launcher) / extra)
+            writers_us[repo].append(1e6 * (large_writers - small_writers) / extra)
+            print(f"repeat {repeat + 1} {repo}: launcher {small_launcher:.1f} -> {large_launcher:.1f} s, writers "
+                  f"{small_writers:.1f} -> {large_writers:.1f} s of CPU", flush=True)
+    for repo in repos:
+        launcher, writers = statistics.median(launcher_us[repo]), statistics.median(writers_us[repo])
+        print(f"{repo}: CPU per extra row ({extra} rows, median of {args.repeats}): launcher {launcher:.0f} us, "
+              f"writer processes {writers:.0f} us, together {launcher + writers:.0f} us")
     return 0
 
 
