@@ -38,15 +38,17 @@ TFRECORDER_DATA = Path(__file__).parent / "data" / "tfrecorder"
 EMULATOR_SITE = Path(__file__).parent / "emulator_site"
 
 
-# The files whose tests take longest (40 s to 2 minutes of builds each on a 2-core machine), longest first.
+# The files whose tests take longest (12 to 80 s each on a 2-core machine, `--durations=0` of a whole run),
+# longest first.
 # `bash launch.sh test` runs files on two or more workers (--dist loadfile): each worker takes the next file as it
 # finishes one, so the suite ends soonest when the long files go first and the short ones fill in at the end.
-LONG_FILES = ("test_build_folder_cleanup.py", "test_readme.py", "test_gcs_end_to_end.py", "test_incremental.py",
-              "test_compaction.py", "test_chaos.py", "test_compaction_gcs.py", "test_incremental_gcs.py",
-              "test_entrypoint_compact_gcs.py", "test_entrypoint_compact.py",
-              "test_features.py", "test_quiet.py", "test_trust_output_folder.py", "test_near_duplicate_bounds.py",
-              "test_transform_fn.py", "test_build_end_to_end.py", "test_duplicates_and_paths.py",
-              "test_kill_and_retry.py", "test_segmentation.py", "test_metrics.py", "test_near_duplicates.py")
+LONG_FILES = ("test_readme.py", "test_quiet.py", "test_gcs_end_to_end.py", "test_transform_fn.py",
+              "test_features.py", "test_build_folder_cleanup.py", "test_incremental.py", "test_chaos.py",
+              "test_near_duplicate_bounds.py", "test_kill_and_retry.py", "test_compaction_gcs.py",
+              "test_build_end_to_end.py", "test_compaction.py", "test_trust_output_folder.py", "test_launch.py",
+              "test_interrupt.py", "test_portable_runner.py", "test_lock_takeover.py", "test_entrypoint_compact.py",
+              "test_reduced_decode.py", "test_cli_usage_hints.py", "test_incremental_gcs.py", "test_place.py",
+              "test_airflow_dags.py")
 
 
 def pytest_configure(config):
