@@ -7,7 +7,9 @@ in one process, as the test suite runs them, timed after the first (which pays f
 Prints each build's wall time, the medians of builds 2..N (wall, CPU of the process and of its writer processes,
 constructing the graph (build_graph), running it), and the size of the graph: applied transforms (composites and
 their parts; leaves) and the stages the FnApiRunner runs after fusion. `--repo` measures another checkout of
-shardsmith (a main worktree, for a before/after on the same machine); other flags go to `shardsmith build`.
+shardsmith (a main worktree, for a before/after on the same machine); `--with_tensorflow` imports TensorFlow first,
+as every test worker has (a build's garbage collections then have far more to look at); other flags go to
+`shardsmith build`. Each build is `shardsmith build` as the command runs it (`cli.main`).
 """
 
 from __future__ import annotations
@@ -93,8 +95,13 @@ def main() -> None:
     parser.add_argument("--manifest", type=Path, default=DEMO, help=f"default: {DEMO} (made by `sample`)")
     parser.add_argument("--repo", type=Path, default=REPO, help="the checkout to measure (default: this one)")
     parser.add_argument("--profile", type=Path, help="write a cProfile of builds 2..N here")
+    parser.add_argument("--with_tensorflow", action="store_true",
+                        help="import TensorFlow first, as a test worker (and a notebook that trains) has")
     args, extra = parser.parse_known_args()  # other flags go to the build (Beam's among them)
     sys.path.insert(0, str(args.repo.resolve()))
+    if args.with_tensorflow:
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        import tensorflow  # noqa: F401
     from pipeline import cli
 
     if not args.manifest.exists():
@@ -110,8 +117,8 @@ def main() -> None:
             if profiler and i:
                 profiler.enable()
             started, cpu_started = time.perf_counter(), _cpu_s()
-            cli.run(["build", "--manifest", str(args.manifest), "--output_dir", str(out), "--name", "demo",
-                     *BUILD_FLAGS, *extra])
+            cli.main(["build", "--manifest", str(args.manifest), "--output_dir", str(out), "--name", "demo",
+                      *BUILD_FLAGS, *extra])
             walls.append(time.perf_counter() - started)
             cpus.append(_cpu_s() - cpu_started)
             if profiler:
