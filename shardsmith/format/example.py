@@ -6,10 +6,10 @@ the TFDS files import them. `ImageRecord` holds one record's values; `encode_exa
 `parse_example` turns bytes back into values without TensorFlow.
 
 TensorFlow is not imported: importing anything under `tensorflow`, even its example_pb2, costs seconds and
-about 0.7 GB per process. The Example messages are declared here from the same field numbers as TensorFlow's
-example.proto and feature.proto (as TFDS does with its own copy), in a private descriptor pool so they never
-clash with TensorFlow's if both are loaded. Serialization uses deterministic=True, which sorts the feature
-map: the default map order changes from one process to the next.
+about 0.7 GB per process. The Example messages are declared here, for parsing, with the field numbers of
+TensorFlow's example.proto and feature.proto that example_wire.py holds (as TFDS keeps its own copy), in a private
+descriptor pool so they never clash with TensorFlow's if both are loaded. Records are written by example_wire.py:
+the bytes protobuf's deterministic serialization (feature map in key order) gives.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
+from shardsmith.format import example_wire as wire
 from shardsmith.format.example_wire import Feature, bytes_feature, example_chunks, float_feature, int64_feature
 
 IMAGE_MODES = ("bytes", "path")
@@ -83,7 +84,7 @@ def _list_message(file, name: str, field_type: int) -> None:
     from google.protobuf.descriptor_pb2 import FieldDescriptorProto as F
 
     message = file.message_type.add(name=name)
-    field = message.field.add(name="value", number=1, label=F.LABEL_REPEATED, type=field_type)
+    field = message.field.add(name="value", number=wire.LIST_VALUE, label=F.LABEL_REPEATED, type=field_type)
     if field_type != F.TYPE_BYTES:
         field.options.packed = True
 
@@ -103,21 +104,21 @@ def example_class():
     _list_message(file, "Int64List", F.TYPE_INT64)
     feature = file.message_type.add(name="Feature")
     feature.oneof_decl.add(name="kind")
-    for number, (name, type_name) in enumerate(
-        [("bytes_list", "BytesList"), ("float_list", "FloatList"), ("int64_list", "Int64List")], start=1
-    ):
+    for number, name, type_name in ((wire.BYTES_LIST, "bytes_list", "BytesList"),
+                                     (wire.FLOAT_LIST, "float_list", "FloatList"),
+                                     (wire.INT64_LIST, "int64_list", "Int64List")):
         feature.field.add(name=name, number=number, label=F.LABEL_OPTIONAL, type=F.TYPE_MESSAGE,
                           type_name=f".tensorflow.{type_name}", oneof_index=0)
     features = file.message_type.add(name="Features")
     entry = features.nested_type.add(name="FeatureEntry")
     entry.options.map_entry = True
-    entry.field.add(name="key", number=1, label=F.LABEL_OPTIONAL, type=F.TYPE_STRING)
-    entry.field.add(name="value", number=2, label=F.LABEL_OPTIONAL, type=F.TYPE_MESSAGE,
+    entry.field.add(name="key", number=wire.MAP_KEY, label=F.LABEL_OPTIONAL, type=F.TYPE_STRING)
+    entry.field.add(name="value", number=wire.MAP_VALUE, label=F.LABEL_OPTIONAL, type=F.TYPE_MESSAGE,
                     type_name=".tensorflow.Feature")
-    features.field.add(name="feature", number=1, label=F.LABEL_REPEATED, type=F.TYPE_MESSAGE,
+    features.field.add(name="feature", number=wire.FEATURES_MAP, label=F.LABEL_REPEATED, type=F.TYPE_MESSAGE,
                        type_name=".tensorflow.Features.FeatureEntry")
     example = file.message_type.add(name="Example")
-    example.field.add(name="features", number=1, label=F.LABEL_OPTIONAL, type=F.TYPE_MESSAGE,
+    example.field.add(name="features", number=wire.EXAMPLE_FEATURES, label=F.LABEL_OPTIONAL, type=F.TYPE_MESSAGE,
                       type_name=".tensorflow.Features")
     pool = descriptor_pool.DescriptorPool()
     pool.Add(file)

@@ -18,8 +18,24 @@ import sys
 from array import array
 from collections.abc import Iterable
 
-_BYTES_LIST, _FLOAT_LIST, _INT64_LIST = b"\x0a", b"\x12", b"\x1a"  # Feature's oneof fields, length-delimited
-_FIELD_1, _FIELD_2 = b"\x0a", b"\x12"  # field 1 and field 2, length-delimited
+# The field numbers of TensorFlow's example.proto and feature.proto, written here only: example.py declares the
+# messages it parses with them.
+EXAMPLE_FEATURES = 1  # Example.features
+FEATURES_MAP = 1  # Features.feature, the map's entries
+MAP_KEY, MAP_VALUE = 1, 2  # an entry's key and value
+BYTES_LIST, FLOAT_LIST, INT64_LIST = 1, 2, 3  # Feature's oneof
+LIST_VALUE = 1  # BytesList.value, FloatList.value, Int64List.value
+
+
+def _tag(number: int) -> bytes:
+    """The key of a length-delimited field (wire type 2), as every field written here is."""
+    return bytes(((number << 3) | 2,))
+
+
+_BYTES_LIST, _FLOAT_LIST, _INT64_LIST = _tag(BYTES_LIST), _tag(FLOAT_LIST), _tag(INT64_LIST)
+_EXAMPLE_FEATURES, _FEATURES_MAP, _MAP_KEY, _MAP_VALUE = (_tag(n) for n in (EXAMPLE_FEATURES, FEATURES_MAP, MAP_KEY,
+                                                                           MAP_VALUE))
+_LIST_VALUE = _tag(LIST_VALUE)
 _INT64_MIN, _INT64_END = -(1 << 63), 1 << 63
 _UINT64 = 1 << 64
 _ONE_BYTE = tuple(bytes((value,)) for value in range(0x80))
@@ -49,7 +65,7 @@ def bytes_feature(values: Iterable[bytes]) -> Feature:
     chunks = [b""]
     size = 0
     for value in values:
-        head = _FIELD_1 + varint(len(value))
+        head = _LIST_VALUE + varint(len(value))
         chunks += (head, value)
         size += len(head) + len(value)
     chunks[0] = _BYTES_LIST + varint(size)
@@ -80,7 +96,7 @@ def float_feature(values: Iterable[float]) -> Feature:
 
 
 def _packed_feature(kind: bytes, packed: bytes) -> Feature:
-    list_body = _FIELD_1 + varint(len(packed)) + packed if packed else b""
+    list_body = _LIST_VALUE + varint(len(packed)) + packed if packed else b""
     encoded = kind + varint(len(list_body)) + list_body
     return len(encoded), [encoded]
 
@@ -104,11 +120,11 @@ def example_chunks(features: dict[str, Feature]) -> list[bytes]:
         entry_key = _entry_keys.get(key) or _entry_key(key)
         value_head = varint(feature_size)
         entry_size = len(entry_key) + len(value_head) + feature_size
-        entry_head = _FIELD_1 + varint(entry_size) + entry_key + value_head
+        entry_head = _FEATURES_MAP + varint(entry_size) + entry_key + value_head
         chunks.append(entry_head)
         chunks += feature_chunks
         size += len(entry_head) + feature_size
-    chunks[0] = _FIELD_1 + varint(size)
+    chunks[0] = _EXAMPLE_FEATURES + varint(size)
     return _coalesced(chunks)
 
 
@@ -130,5 +146,5 @@ def _coalesced(chunks: list[bytes]) -> list[bytes]:
 
 def _entry_key(key: str) -> bytes:
     encoded = key.encode("utf-8")
-    _entry_keys[key] = entry_key = _FIELD_1 + varint(len(encoded)) + encoded + _FIELD_2
+    _entry_keys[key] = entry_key = _MAP_KEY + varint(len(encoded)) + encoded + _MAP_VALUE
     return entry_key
