@@ -10,6 +10,7 @@ import pytest
 
 from shardsmith.format.build_folder import new_build_id, start_build
 from shardsmith.format.build_record import BuildRecord
+from shardsmith.format.naming import BUILD_ID
 
 
 @pytest.fixture(scope="module")
@@ -32,6 +33,15 @@ def two_versions(tmp_path_factory, image_set_factory):
     unfinished = new_build_id()
     start_build(str(out), BuildRecord.for_build(unfinished, "pets"))  # a build that never finished
     return out, ids, unfinished
+
+
+def test_build_ids_sort_by_start_time_within_a_second_too():
+    """Builds take under a second: two published in one second (as the fixture's are) must list, and retire,
+    in the order they started. Ids keep the pattern every scan of a build folder expects."""
+    second = 1_795_686_000.0
+    ids = [new_build_id(second + fraction) for fraction in (0.0, 0.001, 0.25, 0.5, 0.999, 1.0)]
+    assert ids == sorted(ids) and len(set(ids)) == len(ids), ids
+    assert all(BUILD_ID.fullmatch(build_id) for build_id in ids)
 
 
 def test_versions_lists_each_kept_complete_build_newest_first(two_versions, shardsmith):

@@ -67,9 +67,12 @@ class NotOurFolder(Exception):
 
 
 def new_build_id(now: float | None = None) -> str:
-    """A fresh id that sorts by start time (UTC, to the second) and differs between builds started together."""
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(time.time() if now is None else now))
-    return f"{stamp}-{secrets.token_hex(4)}"
+    """A fresh id that sorts by start time and differs between builds started together: the UTC second, then
+    the millisecond as 3 hex digits (a build takes well under a second now: two in one second must still list
+    and retire in start order), then 5 random hex digits."""
+    second, millisecond = divmod(round((time.time() if now is None else now) * 1000), 1000)
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(second))
+    return f"{stamp}-{millisecond:03x}{secrets.token_hex(3)[:5]}"
 
 
 def build_dir(output_dir: str, build_id: str) -> str:
