@@ -52,17 +52,24 @@ def make_pipeline(options: PipelineOptions) -> beam.Pipeline:
     options view) answered once (pipeline/running/asked_once.py). Without the checks, a few PCollections whose
     type Beam inferred (an int from len, a random key) cross stages in Beam's default coder instead of a typed
     one: the same values, the same bytes written. A remote runner's graph is still checked (the tests submit one
-    to a Dataflow stand-in)."""
+    to a Dataflow stand-in).
+
+    Also without the local runner's side-input cache: the cache sizes each value it holds with objsize, which
+    walks the globals of every loaded module, 20 times a build; with TensorFlow loaded that cost about 0.1 s of a
+    0.9 s demo build (tests/benchmarks/build_overhead.py --with_tensorflow), and our side inputs (a vocabulary, a
+    plan, label counts) decode in microseconds when read again. Beam's embedded worker reads the size from a
+    module constant; 0 turns the cache off, as it is in a default SDK harness."""
     import apache_beam as beam
 
     if is_local(options):
         from apache_beam.options.pipeline_options import TypeOptions
-        from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+        from apache_beam.runners.portability.fn_api_runner import FnApiRunner, worker_handlers
 
         from pipeline.running.asked_once import ViewsOnce, remember_dofn_specs
 
         options = ViewsOnce.of(options)
         options.view_as(TypeOptions).pipeline_type_check = False
+        worker_handlers.STATE_CACHE_SIZE_MB = 0
         remember_dofn_specs()
         return beam.Pipeline(runner=FnApiRunner(), options=options)
     # A remote runner's INFO lines carry the job id ("Created job with id: [...]", which Airflow's Beam operator
