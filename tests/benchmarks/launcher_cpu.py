@@ -7,7 +7,8 @@ processes (reading, checking, encoding and writing images). Not run by CI.
 
 Each build runs in a fresh process (`pipeline.cli.main`, in-process so that its own CPU is the launcher's; the
 writers are its children), alternating small and large manifests. Per extra row: (CPU at large - CPU at small) /
-(rows at large - rows at small), for the launcher and for the writers, medians over the repeats.
+(rows at large - rows at small), for the launcher and for the writers, medians over the repeats. Each build's
+line also gives the launcher's full garbage collections: how many, and their CPU.
 
 `--repo PATH` (repeatable) measures other checkouts of shardsmith instead of this one, taking turns within each
 repeat, so that a before/after on a machine whose speed drifts compares runs made minutes apart:
@@ -23,16 +24,28 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 PROBE = """
-import resource, sys
+import gc, resource, sys, time
+full = [0, 0.0]  # the launcher's full (generation 2) collections: how many, CPU seconds
+
+def timed(phase, info, started=[0.0]):
+    if info["generation"] == 2:
+        if phase == "start":
+            started[0] = time.process_time()
+        else:
+            full[0] += 1
+            full[1] += time.process_time() - started[0]
+
+gc.callbacks.append(timed)
 from pipeline.cli import main
 code = main(["build", "--manifest", sys.argv[1], "--output_dir", sys.argv[2], "--name", "bench", "--overwrite",
              "--validate", sys.argv[3]])
 own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-print(own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime)
+print(own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime, full[0], full[1])
 sys.exit(code)
 """
 
@@ -42,13 +55,24 @@ def _rows(manifest: Path) -> int:
         return sum(1 for line in f if line.strip()) - 1  # the header
 
 
-def _cpu(manifest: Path, validate: str, repo: Path) -> tuple[float, float]:
+def _cpu(manifest: Path, validate: str, repo: Path) -> Cpu:
     with tempfile.TemporaryDirectory(prefix="shardsmith-launcher-cpu-") as out:
         done = subprocess.run([sys.executable, "-c", PROBE, str(manifest), out, validate], cwd=repo,
                               capture_output=True, text=True, check=True,
                               env={**os.environ, "PYTHONPATH": str(repo)})
-    launcher, writers = (float(x) for x in done.stdout.split()[-2:])
-    return launcher, writers
+    launcher, writers, collections, collecting = done.stdout.split()[-4:]
+    return Cpu(float(launcher), float(writers), int(collections), float(collecting))
+
+
+@dataclass(frozen=True)
+class Cpu:
+    """One build's CPU seconds: the launcher's, its children's (writers and the tf.transform process), and the
+    launcher's full garbage collections (how many, and their CPU seconds, part of the launcher's)."""
+
+    launcher: float
+    writers: float
+    full_collections: int
+    collecting: float
 
 
 def main() -> int:
@@ -67,11 +91,13 @@ def main() -> int:
         order = (args.small, args.large) if repeat % 2 == 0 else (args.large, args.small)
         for repo in repos if repeat % 2 == 0 else repos[::-1]:
             cpu = {manifest: _cpu(manifest, args.validate, repo) for manifest in order}
-            (small_launcher, small_writers), (large_launcher, large_writers) = cpu[args.small], cpu[args.large]
-            launcher_us[repo].append(1e6 * (large_launcher - small_launcher) / extra)
-            writers_us[repo].append(1e6 * (large_writers - small_writers) / extra)
-            print(f"repeat {repeat + 1} {repo}: launcher {small_launcher:.1f} -> {large_launcher:.1f} s, writers "
-                  f"{small_writers:.1f} -> {large_writers:.1f} s of CPU", flush=True)
+            small, large = cpu[args.small], cpu[args.large]
+            launcher_us[repo].append(1e6 * (large.launcher - small.launcher) / extra)
+            writers_us[repo].append(1e6 * (large.writers - small.writers) / extra)
+            print(f"repeat {repeat + 1} {repo}: launcher {small.launcher:.1f} -> {large.launcher:.1f} s, writers "
+                  f"{small.writers:.1f} -> {large.writers:.1f} s of CPU; the launcher's full collections "
+                  f"{small.full_collections} in {small.collecting:.2f} s -> {large.full_collections} in "
+                  f"{large.collecting:.2f} s", flush=True)
     for repo in repos:
         launcher, writers = statistics.median(launcher_us[repo]), statistics.median(writers_us[repo])
         print(f"{repo}: CPU per extra row ({extra} rows, median of {args.repeats}): launcher {launcher:.0f} us, "
