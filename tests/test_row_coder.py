@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 
-from shardsmith.core.rows import ImageDigest, ImageDigests, ManifestRow, RowBatch
+from shardsmith.core import rows
+from shardsmith.core.rows import Annotation, ImageDigest, ImageDigests, ManifestRow, PlacedRow, RowBatch
 from transforms import read_manifest
 from transforms.row_coder import ImageDigestsCoder, RowBatchCoder
 
@@ -15,14 +17,20 @@ def _row(line: int) -> ManifestRow:
 
 
 def _counting_pickles(monkeypatch) -> Counter:
+    """Counts, by line, each ManifestRow's pickles: its own, and its values' in a batch's pickle."""
     counts: Counter = Counter()
-    reduce = ManifestRow.__reduce__
+    reduce, values = ManifestRow.__reduce__, rows.ROW_VALUES[ManifestRow]
 
     def counted(row):
         counts[row.line] += 1
         return reduce(row)
 
+    def counted_values(row):
+        counts[row.line] += 1
+        return values(row)
+
     monkeypatch.setattr(ManifestRow, "__reduce__", counted)
+    monkeypatch.setitem(rows.ROW_VALUES, ManifestRow, counted_values)
     return counts
 
 
@@ -37,6 +45,28 @@ def test_a_batch_round_trips_in_one_pickle_and_its_size_is_estimated_from_one_ro
     assert 0.5 < estimate / len(coder.encode(batch)) < 3
     digests = ImageDigests([ImageDigest("ab" * 32, "train", "a.jpg", 0, 1)])
     assert type(ImageDigestsCoder().decode(ImageDigestsCoder().encode(digests))) is ImageDigests
+
+
+def test_a_batch_pickles_as_its_rows_values_and_comes_back_equal_whatever_it_holds(monkeypatch):
+    """Placed rows, rows with annotations, digests, an empty batch and a batch of mixed items all round-trip, as
+    the same types; a batch of one kind of row pickles as plain tuples, not one reduce call per row."""
+    annotated = ManifestRow("/m.csv", 0, 7, "a.jpg", "/a.jpg", "train", "cat,dog", 10, 2,
+                            Annotation(labels=("cat", "dog"), lines=(7,), label_ids=(0, 1), features=(("w", 1.5),)))
+    placed = RowBatch(PlacedRow(row, line % 3, 3, (line * 7919, 0, line))
+                      for line, row in enumerate([_row(1), annotated, _row(3)]))
+    digests = ImageDigests(ImageDigest(f"{line:064x}", "test", f"{line}.jpg", 1, line) for line in range(5))
+    coder = RowBatchCoder()
+    for batch in (placed, RowBatch([_row(1), annotated]), RowBatch(), RowBatch([_row(1), placed[0]]), digests):
+        decoded = coder.decode(coder.encode(batch))
+        assert type(decoded) is type(batch) and decoded == batch
+        assert [type(item) for item in decoded] == [type(item) for item in batch]
+
+    def reduced_alone(row):
+        raise AssertionError(f"line {row.line} was pickled on its own")
+
+    monkeypatch.setattr(ManifestRow, "__reduce__", reduced_alone)
+    monkeypatch.setattr(PlacedRow, "__reduce__", reduced_alone)
+    assert coder.decode(coder.encode(placed)) == placed
 
 
 def test_a_build_pickles_each_row_a_few_times_however_many_batches_it_has(shardsmith, label_sorted_set, tmp_path,
@@ -55,3 +85,14 @@ def test_a_build_pickles_each_row_a_few_times_however_many_batches_it_has(shards
     assert len(per_row) == len(label_sorted_set.rows)
     assert per_row[len(per_row) // 2] <= 4, Counter(per_row)
     assert sum(per_row) <= 6 * len(per_row), Counter(per_row)
+
+
+def test_replaced_is_dataclasses_replace_for_every_field():
+    row = ManifestRow("/m.csv", 2, 9, "a.jpg", "/a.jpg", "train", "cat", 10, 1, Annotation(labels=("cat",)))
+    new_values = {"source": "/n.csv", "source_index": 3, "line": 4, "uri": "b.jpg", "resolved_uri": "/b.jpg",
+                  "split": "test", "label": "dog", "size": 11, "label_id": 2, "annotation": None}
+    assert set(new_values) == set(ManifestRow.__match_args__), "a new field needs a value here"
+    for name, value in new_values.items():
+        assert row.replaced(**{name: value}) == dataclasses.replace(row, **{name: value})
+    assert row.replaced(**new_values) == ManifestRow(**new_values)
+    assert row.replaced() == row

@@ -137,7 +137,7 @@ class AttachLabelIdFn(beam.DoFn):
             if row.annotation is None or not row.annotation.labels:
                 label_id = ids.get(row.label)
                 if label_id is not None:
-                    labelled.append(dataclasses.replace(row, label_id=label_id))
+                    labelled.append(row.replaced(label_id=label_id))
                     continue
                 unknown = row.label
             else:
@@ -165,7 +165,7 @@ class AttachLabelIdFn(beam.DoFn):
             label_ids = tuple(sorted(label_ids))
             annotation = dataclasses.replace(annotation, labels=tuple(vocabulary.labels[i] for i in label_ids))
         stratum = placing_label_id(label_ids, vocabulary.image_counts)
-        return dataclasses.replace(row, label=vocabulary.labels[stratum], label_id=stratum,
+        return row.replaced(label=vocabulary.labels[stratum], label_id=stratum,
                                    annotation=dataclasses.replace(annotation, label_ids=label_ids))
 
     def _ids(self, vocabulary: Vocabulary) -> dict[str, int]:

@@ -7,7 +7,6 @@ objects run MAX_LOOKUPS_IN_FLIGHT at a time, so object-store latency does not se
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterator
 
 import apache_beam as beam
@@ -60,7 +59,7 @@ class LookupSizesFn(ThreadPoolDoFn):
                 row, "file is larger than --max_image_bytes",
                 f"{size} bytes > {self._max_image_bytes} bytes",
             )
-        return dataclasses.replace(row, size=size)
+        return row.replaced(size=size)
 
     @staticmethod
     def _error(row: ManifestRow, reason: str, detail: str = "") -> beam.pvalue.TaggedOutput:

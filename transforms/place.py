@@ -15,7 +15,6 @@ never image bytes. Rows travel in batches, so Beam's per-element cost is paid pe
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import math
 from collections import defaultdict
@@ -66,7 +65,7 @@ def assign_split(row: ManifestRow, ratios: tuple[float, float, float], seed: int
         if point < cumulative:
             chosen = split
             break
-    return dataclasses.replace(row, split=chosen)
+    return row.replaced(split=chosen)
 
 
 def rank_key(row: ManifestRow, seed: int) -> tuple[int, int, int]:
