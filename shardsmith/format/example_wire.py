@@ -52,6 +52,8 @@ def varint(value: int) -> bytes:
     """Protobuf's base-128 varint of a non-negative int below 2**64."""
     if value < 0x80:
         return _ONE_BYTE[value]
+    if value < 0x4000:
+        return bytes(((value & 0x7F) | 0x80, value >> 7))
     out = bytearray()
     while value >= 0x80:
         out.append((value & 0x7F) | 0x80)
@@ -61,7 +63,7 @@ def varint(value: int) -> bytes:
 
 
 def bytes_feature(values: Iterable[bytes]) -> Feature:
-    """A Feature holding a BytesList."""
+    """A Feature holding a BytesList. A value of SEPARATE_CHUNK_BYTES or more stays a chunk of its own."""
     chunks = [b""]
     size = 0
     for value in values:
@@ -69,13 +71,16 @@ def bytes_feature(values: Iterable[bytes]) -> Feature:
         chunks += (head, value)
         size += len(head) + len(value)
     chunks[0] = _BYTES_LIST + varint(size)
-    return size + len(chunks[0]), chunks
+    size += len(chunks[0])
+    if size < SEPARATE_CHUNK_BYTES:
+        return size, [b"".join(chunks)]
+    return size, chunks
 
 
 def int64_feature(values: Iterable[int]) -> Feature:
     """A Feature holding an Int64List (packed; a negative value takes 10 bytes, as two's complement). Raises
     ValueError for a value outside int64, as protobuf does."""
-    return _packed_feature(_INT64_LIST, b"".join(_int64_varint(value) for value in values))
+    return _packed_feature(_INT64_LIST, b"".join(map(_int64_varint, values)))
 
 
 def _int64_varint(value: int) -> bytes:
@@ -113,35 +118,26 @@ def example_chunks(features: dict[str, Feature]) -> list[bytes]:
     frames and writes the chunks of a record without joining its image into a new buffer."""
     if not features:
         return []  # no map entry: the `features` field is never set
-    chunks = [b""]
+    gathered: list = []  # lists of small pieces to join, and the large values between them
+    small: list[bytes] = [b""]  # the first piece, the Example's own head, is set once the size is known
     size = 0
     for key in sorted(features):
         feature_size, feature_chunks = features[key]
         entry_key = _entry_keys.get(key) or _entry_key(key)
         value_head = varint(feature_size)
         entry_size = len(entry_key) + len(value_head) + feature_size
-        entry_head = _FEATURES_MAP + varint(entry_size) + entry_key + value_head
-        chunks.append(entry_head)
-        chunks += feature_chunks
-        size += len(entry_head) + feature_size
-    chunks[0] = _EXAMPLE_FEATURES + varint(size)
-    return _coalesced(chunks)
-
-
-def _coalesced(chunks: list[bytes]) -> list[bytes]:
-    out: list[bytes] = []
-    small: list[bytes] = []
-    for chunk in chunks:
-        if len(chunk) < SEPARATE_CHUNK_BYTES:
-            small.append(chunk)
-            continue
-        if small:
-            out.append(b"".join(small))
-            small = []
-        out.append(chunk)
-    if small:
-        out.append(b"".join(small))
-    return out
+        entry_head = varint(entry_size)
+        small += (_FEATURES_MAP, entry_head, entry_key, value_head)
+        size += 1 + len(entry_head) + entry_size
+        for chunk in feature_chunks:
+            if len(chunk) < SEPARATE_CHUNK_BYTES:
+                small.append(chunk)
+            else:
+                gathered += (small, chunk)
+                small = []
+    gathered.append(small)
+    gathered[0][0] = _EXAMPLE_FEATURES + varint(size)
+    return [b"".join(chunk) if isinstance(chunk, list) else chunk for chunk in gathered if chunk]
 
 
 def _entry_key(key: str) -> bytes:
