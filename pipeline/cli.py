@@ -205,7 +205,13 @@ def _run_build(options, sources, beam_args: list[str], fixed_labels=None) -> Met
     from pipeline.checks.preflight import prepare_output_dir
     from pipeline.graph import build_graph
     from pipeline.running.interrupts import raise_if_interrupted
-    from pipeline.running.runner import is_local, leaves_job_running, make_pipeline, writer_processes
+    from pipeline.running.runner import (
+        is_local,
+        leaves_job_running,
+        make_pipeline,
+        runs_in_one_process,
+        writer_processes,
+    )
 
     beam_options = PipelineOptions(beam_args)
     local = is_local(beam_options)
@@ -225,7 +231,8 @@ def _run_build(options, sources, beam_args: list[str], fixed_labels=None) -> Met
         # is collected after the run as before; main() unfreezes everything when the command ends.
         gc.freeze()
         with _progress_shown(local), make_pipeline(beam_options) as pipeline:
-            build_graph(pipeline, options, sources, temp_dir, lock.build_id, processes, fixed_labels, carried)
+            build_graph(pipeline, options, sources, temp_dir, lock.build_id, processes, fixed_labels, carried,
+                        fan_out=not runs_in_one_process(beam_options))
         result = pipeline.result  # set by the with-block's run(); holds the run's metrics, not the graph
         del pipeline  # its graph becomes garbage now, for main()'s collection
     except BaseException:

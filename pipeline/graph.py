@@ -37,14 +37,15 @@ from transforms.write_shards import WriteShards
 
 def build_graph(pipeline: beam.Pipeline, options: BuildOptions, sources: list[Source], temp_dir: str,
                 build_id: str, writer_processes: int = 0, fixed_labels: FixedLabels | None = None,
-                carried: CarriedVersion | None = None):
+                carried: CarriedVersion | None = None, fan_out: bool = True):
     """Adds the whole build to `pipeline`; returns the PCollection holding the metadata dict.
     Every file goes into the build's own folder (`builds/<build_id>`, started by pipeline/checks/preflight.py); the
     report publishes it last. `writer_processes` > 0 hands shards to that many local writer processes
     (pipeline/running/runner.py says when). `temp_dir` is tf.transform's scratch folder (--feature only).
     `fixed_labels`: --label_file FILE's list, as the launcher read it. `carried`: with --incremental, the
     published version the build adds to (pipeline/checks/incremental.py): only rows it does not hold go on past
-    SplitCarriedRows, and its shards that hold removed rows are rewritten."""
+    SplitCarriedRows, and its shards that hold removed rows are rewritten. `fan_out`: whether the rows read
+    are spread over the runner's workers (ReadManifest); a run in one process has no other worker to spread to."""
     manifest, placement, records, checks = options.manifest, options.placement, options.records, options.checks
     files_dir = build_dir(options.output_dir, build_id)
     lock = LockGuard(options.output_dir, build_id)  # checked before each write into files_dir
@@ -53,7 +54,7 @@ def build_graph(pipeline: beam.Pipeline, options: BuildOptions, sources: list[So
     read_rows, manifest_errors = (
         pipeline
         | "ListSources" >> beam.Create(sources)
-        | "ReadManifest" >> ReadManifest(manifest, fan_out=not diffs)
+        | "ReadManifest" >> ReadManifest(manifest, fan_out=fan_out and not diffs)
     )
     images, stage_errors = read_rows, [manifest_errors]
     if manifest.task == "detection":

@@ -72,10 +72,10 @@ def test_a_batch_pickles_as_its_rows_values_and_comes_back_equal_whatever_it_hol
 def test_a_build_pickles_each_row_a_few_times_however_many_batches_it_has(shardsmith, label_sorted_set, tmp_path,
                                                                           monkeypatch):
     """285 rows in batches of 8 (36 batches, so Beam samples the size of most elements of every stage's output),
-    written in this process: a row is pickled where its batch crosses a stage boundary (the fan-out after
-    reading, the rank groups, the shards: 4 times), and a batch's first row where the batch's size is sampled.
+    written in this process: a row is pickled where its batch crosses a stage boundary (where the labels are
+    counted, the rank groups, the shards: 3 times), and a batch's first row where the batch's size is sampled.
     Before RowBatchCoder, and before the label ids were attached in the stage that keys the rank groups: 9 to 16
-    pickles a row, 13 in the median."""
+    pickles a row, 13 in the median; with the fan-out after reading, which a run in one process skips, 4."""
     monkeypatch.setattr(read_manifest, "ROWS_PER_BATCH", 8)
     counts = _counting_pickles(monkeypatch)
     result = shardsmith("build", "--manifest", label_sorted_set.manifest, "--output_dir", tmp_path / "out",
@@ -83,7 +83,7 @@ def test_a_build_pickles_each_row_a_few_times_however_many_batches_it_has(shards
     assert result.code == 0, result.err
     per_row = sorted(counts.values())
     assert len(per_row) == len(label_sorted_set.rows)
-    assert per_row[len(per_row) // 2] <= 4, Counter(per_row)
+    assert per_row[len(per_row) // 2] <= 3, Counter(per_row)
     assert sum(per_row) <= 6 * len(per_row), Counter(per_row)
 
 

@@ -73,8 +73,9 @@ class ReadManifest(beam.PTransform):
     The input PCollection holds Source descriptors (paths only, never rows). A Reshuffle after reading fans
     the batches out so that later stages are not bound to the one worker that read a large manifest; batches
     cross it packed (pack_batch), as a runner that groups in memory (Beam's local runner) holds all of them.
-    Without `fan_out` the batches stay on the worker that read them: for a next stage that fans out by itself
-    (--incremental's partitioned join), so the local runner never holds the whole manifest.
+    Without `fan_out` the batches stay on the worker that read them: for a run in one process (the local
+    runner's default mode, where the Reshuffle would only pickle every row once more), and for a next stage that
+    fans out by itself (--incremental's partitioned join), so the local runner never holds the whole manifest.
     """
 
     def __init__(self, fmt: ManifestFormat, fan_out: bool = True):

@@ -32,13 +32,17 @@ def leaves_job_running(options: PipelineOptions) -> bool:
                 or options.view_as(GoogleCloudOptions).template_location)
 
 
-def writer_processes(options: PipelineOptions, requested: int) -> int:
-    """Shard writer processes for this run. Only the local runner's in_memory mode (the default, measured fastest
-    here: see README, Performance) runs every step in one process and needs them; its other modes and remote
-    runners spread shards over their own workers."""
+def runs_in_one_process(options: PipelineOptions) -> bool:
+    """Whether every step runs in this process: the local runner's in_memory mode (the default, measured fastest
+    here: see README, Performance). Its other modes and remote runners spread elements over their own workers."""
     from apache_beam.options.pipeline_options import DirectOptions
 
-    if not is_local(options) or options.view_as(DirectOptions).direct_running_mode != "in_memory":
+    return is_local(options) and options.view_as(DirectOptions).direct_running_mode == "in_memory"
+
+
+def writer_processes(options: PipelineOptions, requested: int) -> int:
+    """Shard writer processes for this run: only a run in one process (`runs_in_one_process`) needs them."""
+    if not runs_in_one_process(options):
         return 0
     if requested >= 0:
         return requested
