@@ -15,6 +15,7 @@ never image bytes. Rows travel in batches, so Beam's per-element cost is paid pe
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 from collections import defaultdict
@@ -40,12 +41,17 @@ MAX_RECORDS_PER_SHARD = 10_000
 
 
 def keyed_hash(seed: int, purpose: bytes, *parts: str) -> int:
-    """A 64-bit keyed BLAKE2b hash of `parts`, keyed by the seed and separated by purpose."""
-    digest = hashlib.blake2b(digest_size=8, key=str(seed).encode(), person=purpose)
-    for part in parts:
-        digest.update(part.encode("utf-8", "surrogatepass"))
-        digest.update(b"\0")
+    """A 64-bit keyed BLAKE2b hash of `parts` (each followed by a NUL byte), keyed by the seed and separated by
+    purpose."""
+    digest = _keyed_blake2b(seed, purpose).copy()  # a copy of the keyed state: the key is not hashed again
+    if parts:
+        digest.update("\0".join(parts).encode("utf-8", "surrogatepass") + b"\0")
     return int.from_bytes(digest.digest(), "big")
+
+
+@functools.lru_cache(maxsize=16)
+def _keyed_blake2b(seed: int, purpose: bytes):
+    return hashlib.blake2b(digest_size=8, key=str(seed).encode(), person=purpose)
 
 
 def assign_splits(batch: RowBatch, placement: PlacementSettings) -> RowBatch:

@@ -78,7 +78,7 @@ class ShardOutcome:
     signatures: list[HashedImage] = field(default_factory=list)  # --near_duplicates report: signature and row
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # one per image: a frozen dataclass's constructor would cost several times as much
 class _Loaded:
     placed: PlacedRow
     data: bytes = b""  # what the record holds: the source bytes, or their re-encoding
