@@ -191,9 +191,11 @@ class ImageDigests(list):
 
 
 @pickled_as_field_values
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ImageDigest:
-    """The SHA-256 of one written (or, with --on_duplicate drop, about to be written) image, and whose it is."""
+    """The SHA-256 of one written (or, with --on_duplicate drop, about to be written) image, and whose it is. A
+    value, never assigned after it is made, as a ManifestRow is (one is made per image, and again each time a
+    batch of them is unpickled)."""
 
     sha256: str
     split: str
