@@ -204,6 +204,7 @@ def _run_build(options, sources, beam_args: list[str], fixed_labels=None) -> Met
     from pipeline.checks.incremental import carried_labels
     from pipeline.checks.preflight import prepare_output_dir
     from pipeline.graph import build_graph
+    from pipeline.running.garbage import run_collections
     from pipeline.running.interrupts import raise_if_interrupted
     from pipeline.running.runner import (
         is_local,
@@ -225,12 +226,7 @@ def _run_build(options, sources, beam_args: list[str], fixed_labels=None) -> Met
     waits = not leaves_job_running(beam_options)
     try:
         raise_if_interrupted()  # a Ctrl-C during the checks above, whatever became of its KeyboardInterrupt
-        # Beam's modules, imported by this command, stay out of the run's collections too (main() froze only
-        # what came before it): with them, the full collections of a 20,000-row build took 1.1-1.3 s of the
-        # launcher's CPU, without them 0.3-0.4 s (tests/benchmarks/launcher_cpu.py). The graph, made below,
-        # is collected after the run as before; main() unfreezes everything when the command ends.
-        gc.freeze()
-        with _progress_shown(local), make_pipeline(beam_options) as pipeline:
+        with _progress_shown(local), run_collections(), make_pipeline(beam_options) as pipeline:
             build_graph(pipeline, options, sources, temp_dir, lock.build_id, processes, fixed_labels, carried,
                         fan_out=not runs_in_one_process(beam_options))
         result = pipeline.result  # set by the with-block's run(); holds the run's metrics, not the graph
