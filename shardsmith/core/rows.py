@@ -69,8 +69,8 @@ class ManifestRow:
     where the row starts; together they name the row uniquely and break hash ties deterministically.
 
     A value: its fields are never assigned after it is made (a stage makes a new row with `replaced`). It is not
-    a frozen dataclass only because a frozen one's constructor costs 2.8 us instead of 0.4, and a row is
-    constructed about eight times on its way (each stage boundary unpickles it).
+    a frozen dataclass only because a frozen one's constructor costs several times as much
+    (tests/benchmarks/row_costs.py), and a row is constructed about eight times on its way.
     """
 
     source: str
