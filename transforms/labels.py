@@ -166,7 +166,7 @@ class AttachLabelIdFn(beam.DoFn):
             annotation = dataclasses.replace(annotation, labels=tuple(vocabulary.labels[i] for i in label_ids))
         stratum = placing_label_id(label_ids, vocabulary.image_counts)
         return row.replaced(label=vocabulary.labels[stratum], label_id=stratum,
-                                   annotation=dataclasses.replace(annotation, label_ids=label_ids))
+                            annotation=dataclasses.replace(annotation, label_ids=label_ids))
 
     def _ids(self, vocabulary: Vocabulary) -> dict[str, int]:
         # The side input is the same object for a whole bundle; build the dict once per vocabulary.

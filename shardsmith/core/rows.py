@@ -210,8 +210,8 @@ class ImageDigest:
 
 
 # Each row class a batch pickles as field values, and the getter of its fields. Unpickling a batch calls the
-# classes' constructors (`_unpickled_rows`); each row pickled on its own (`pickled_as_field_values`) costs about
-# three times as much, most of it in the reduce protocol's calls per object.
+# classes' constructors (`_unpickled_rows`). Each row pickled on its own (`pickled_as_field_values`) costs more,
+# most of it in the reduce protocol's calls per object (tests/benchmarks/row_costs.py).
 ROW_VALUES = {cls: operator.attrgetter(*cls.__match_args__) for cls in (ManifestRow, ImageDigest)}
 _MANIFEST_ROW_VALUES = operator.attrgetter(*ManifestRow.__match_args__)  # replaced()'s, apart from pickling's
 _MANIFEST_ROW_FIELD_INDEX = {name: index for index, name in enumerate(ManifestRow.__match_args__)}
