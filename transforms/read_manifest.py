@@ -22,6 +22,7 @@ from transforms.row_coder import RowBatchCoder, of_batches
 
 _CODER = RowBatchCoder()
 
+
 class ReadSourceFn(beam.DoFn):
     """Streams one Source into batches of ManifestRows (main output, up to ROWS_PER_BATCH rows each, in file
     order) and ErrorRows (tagged `errors`); counts rows_read and errors_manifest (transforms/metrics.py), and

@@ -29,6 +29,7 @@ from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
+from shardsmith.core.rows import RowBatch
 from shardsmith.core.shard_file import ShardOutcome, WriterConfig, write_shard_file
 from transforms import ERRORS
 from transforms.metrics import count_written, rejected
@@ -87,7 +88,7 @@ class WriteShardFn(beam.DoFn):
         if self._pool is None:
             yield from _outputs(write_shard_file(self._config, split, shard, dealt))
             return
-        self._pending.append(self._pool.submit(self._config, split, shard, [list(rows) for rows in dealt]))
+        self._pending.append(self._pool.submit(self._config, split, shard, [RowBatch(rows) for rows in dealt]))
         while self._pending and (
             self._pending[0].done() or len(self._pending) > self._processes * (1 + EXTRA_SHARDS_QUEUED_PER_PROCESS)
         ):
