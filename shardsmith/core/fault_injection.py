@@ -33,6 +33,11 @@ def _configured() -> tuple[str, int] | None:
     return point, int(count or 1)
 
 
+def armed() -> bool:
+    """Whether a fault is configured in this process: a loop that reaches a point per record asks once."""
+    return _configured() is not None
+
+
 def reached(point: str) -> None:
     """Counts one arrival at `point`; kills the process when the configured count is reached. Arriving at
     `writer_killed` also counts for `writer_killed_always`."""

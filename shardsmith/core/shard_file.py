@@ -161,6 +161,7 @@ def write_shard_file(config: WriterConfig, split: str, shard: int, dealt: Iterab
     listed: list[ListedRow] = []
     outcome = ShardOutcome(ShardResult(split, shard, num_shards, final_name, 0, 0))
     written = progress_signal.Tally(progress_signal.IMAGES_WRITTEN)
+    faults_armed = fault_injection.armed()
     try:
         with output.open_temporary() as out:
             for loaded in _loaded_in_order(ordered, config):
@@ -177,10 +178,7 @@ def write_shard_file(config: WriterConfig, split: str, shard: int, dealt: Iterab
                     outcome.signatures.append(HashedImage(loaded.signature, split, row.label, row.uri,
                                                           row.source_index, row.line))
                 head, tail = frame_chunks(record)
-                out.write(head)
-                for chunk in record:
-                    out.write(chunk)
-                out.write(tail)
+                out.write_all((head, *record, tail))
                 index.add(sum(map(len, record)))
                 if first_key is None:
                     first_key = loaded.sha256
@@ -190,8 +188,9 @@ def write_shard_file(config: WriterConfig, split: str, shard: int, dealt: Iterab
                     listed.append(ListedRow(row_identity(row), len(row.lines), row.label, row.size, row.uri,
                                             loaded.sha256))
                 written.add()
-                fault_injection.reached("mid_shard")
-                fault_injection.reached(fault_injection.WRITER_KILLED)
+                if faults_armed:
+                    fault_injection.reached("mid_shard")
+                    fault_injection.reached(fault_injection.WRITER_KILLED)
             written.flush()
         index_file = output.finish(config, index, listed if config.list_rows else None)
     except BaseException:
@@ -287,6 +286,14 @@ class HashedFile:
     def write(self, data: bytes) -> None:
         self._stream.write(data)
 
+    def write_all(self, pieces: Iterable[bytes]) -> None:
+        """Writes `pieces` one after the other (a framed record: its head, its chunks, its tail)."""
+        if self._stream is self._raw:
+            self._raw.write_all(pieces)
+        else:
+            for piece in pieces:
+                self._stream.write(piece)
+
     def close(self) -> None:
         try:
             if self._stream is not self._raw:
@@ -315,6 +322,12 @@ class _HashingWriter:
     def write(self, data) -> int:
         self.digest.update(data)
         return self._file.write(data)
+
+    def write_all(self, pieces: Iterable[bytes]) -> None:
+        update, write = self.digest.update, self._file.write
+        for piece in pieces:
+            update(piece)
+            write(piece)
 
     def close(self) -> None:
         if not self._closed:

@@ -18,7 +18,15 @@ import functools
 from dataclasses import dataclass
 
 from shardsmith.format import example_wire as wire
-from shardsmith.format.example_wire import Feature, bytes_feature, example_chunks, float_feature, int64_feature
+from shardsmith.format.example_wire import (
+    Feature,
+    bytes_feature,
+    example_chunks,
+    float_feature,
+    int64_feature,
+    repeated_int64_feature,
+    repeated_text_feature,
+)
 
 IMAGE_MODES = ("bytes", "path")
 TASKS = ("classification", "multi_label", "detection", "segmentation")
@@ -174,10 +182,10 @@ def encode_example_chunks(record: ImageRecord) -> list[bytes]:
         feature[NUM_BYTES] = int64_feature((record.num_bytes,))
     else:
         feature[IMAGE] = bytes_feature((record.encoded,))
-    feature[FORMAT] = bytes_feature((record.format.encode(),))
-    feature[HEIGHT] = int64_feature((record.height,))
-    feature[WIDTH] = int64_feature((record.width,))
-    feature[CHANNELS] = int64_feature((record.channels,))
+    feature[FORMAT] = repeated_text_feature((record.format,))
+    feature[HEIGHT] = repeated_int64_feature((record.height,))
+    feature[WIDTH] = repeated_int64_feature((record.width,))
+    feature[CHANNELS] = repeated_int64_feature((record.channels,))
     feature[FILENAME] = bytes_feature((record.filename.encode(),))
     feature[SHA256] = bytes_feature((record.sha256.encode(),))
     if record.boxes:
@@ -186,8 +194,8 @@ def encode_example_chunks(record: ImageRecord) -> list[bytes]:
         feature[BOX_LABEL] = int64_feature(record.box_label_ids)
         feature[BOX_LABEL_TEXT] = bytes_feature(text.encode() for text in record.box_label_texts)
     else:
-        feature[LABEL] = int64_feature(record.label_ids)
-        feature[LABEL_TEXT] = bytes_feature(text.encode() for text in record.label_texts)
+        feature[LABEL] = repeated_int64_feature(record.label_ids)
+        feature[LABEL_TEXT] = repeated_text_feature(record.label_texts)
     if record.mask_png is not None:
         feature[MASK] = bytes_feature((record.mask_png,))
         feature[MASK_FORMAT] = bytes_feature((b"png",))

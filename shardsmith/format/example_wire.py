@@ -14,9 +14,10 @@ repeated bytes, or packed float32s or varints. An empty list is still written (t
 
 from __future__ import annotations
 
+import functools
 import sys
 from array import array
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 # The field numbers of TensorFlow's example.proto and feature.proto, written here only: example.py declares the
 # messages it parses with them.
@@ -40,12 +41,16 @@ _INT64_MIN, _INT64_END = -(1 << 63), 1 << 63
 _UINT64 = 1 << 64
 _ONE_BYTE = tuple(bytes((value,)) for value in range(0x80))
 # A Feature's encoding: its length, and chunks whose concatenation is its bytes (an image is copied once, into
-# the Example).
-Feature = tuple[int, list[bytes]]
+# the Example). Never changed once made: the repeated features below are shared by every record that holds them.
+Feature = tuple[int, Sequence[bytes]]
 # A value this long (an image, a mask) stays a chunk of its own in `example_chunks`: copying it into one buffer
 # with the rest costs a fresh allocation, and its page faults, per record.
 SEPARATE_CHUNK_BYTES = 4096
-_entry_keys: dict[str, bytes] = {}  # key -> the start of its map entry: the key field and the value's tag
+# Distinct small values kept encoded per process: a record's format, sides, channels and labels repeat over the
+# records a writer makes, and each map entry's head depends only on its key and its value's length. Encoding
+# them again cost about half of a 57 KB photo's Example (tests/benchmarks/row_costs.py).
+MAX_REPEATED_FEATURES = 4096
+MAX_ENTRY_HEADS = 4096
 
 
 def varint(value: int) -> bytes:
@@ -123,12 +128,9 @@ def example_chunks(features: dict[str, Feature]) -> list[bytes]:
     size = 0
     for key in sorted(features):
         feature_size, feature_chunks = features[key]
-        entry_key = _entry_keys.get(key) or _entry_key(key)
-        value_head = varint(feature_size)
-        entry_size = len(entry_key) + len(value_head) + feature_size
-        entry_head = varint(entry_size)
-        small += (_FEATURES_MAP, entry_head, entry_key, value_head)
-        size += 1 + len(entry_head) + entry_size
+        entry_head = (_repeated_entry_head if feature_size < SEPARATE_CHUNK_BYTES else _entry_head)(key, feature_size)
+        small.append(entry_head)
+        size += len(entry_head) + feature_size
         for chunk in feature_chunks:
             if len(chunk) < SEPARATE_CHUNK_BYTES:
                 small.append(chunk)
@@ -140,7 +142,28 @@ def example_chunks(features: dict[str, Feature]) -> list[bytes]:
     return [b"".join(chunk) if isinstance(chunk, list) else chunk for chunk in gathered if chunk]
 
 
-def _entry_key(key: str) -> bytes:
+@functools.lru_cache(maxsize=MAX_REPEATED_FEATURES)
+def repeated_int64_feature(values: tuple[int, ...]) -> Feature:
+    """`int64_feature(values)` for values that recur from record to record, made once per process."""
+    size, chunks = int64_feature(values)
+    return size, tuple(chunks)
+
+
+@functools.lru_cache(maxsize=MAX_REPEATED_FEATURES)
+def repeated_text_feature(values: tuple[str, ...]) -> Feature:
+    """`bytes_feature` of texts (UTF-8) that recur from record to record, made once per process."""
+    size, chunks = bytes_feature(value.encode() for value in values)
+    return size, tuple(chunks)
+
+
+def _entry_head(key: str, feature_size: int) -> bytes:
+    """A map entry up to its value's bytes: the entry's tag and length, its key field and its value's tag and
+    length."""
     encoded = key.encode("utf-8")
-    _entry_keys[key] = entry_key = _MAP_KEY + varint(len(encoded)) + encoded + _MAP_VALUE
-    return entry_key
+    entry_key = _MAP_KEY + varint(len(encoded)) + encoded + _MAP_VALUE
+    value_head = varint(feature_size)
+    return _FEATURES_MAP + varint(len(entry_key) + len(value_head) + feature_size) + entry_key + value_head
+
+
+# Only small values' heads: an image's length is new with nearly every record.
+_repeated_entry_head = functools.lru_cache(maxsize=MAX_ENTRY_HEADS)(_entry_head)
