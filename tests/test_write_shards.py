@@ -249,6 +249,23 @@ def test_a_writer_process_killed_between_shards_is_replaced_and_the_next_shard_w
         (tmp_path / "ok-train.tfrecord-00000-of-00002").read_bytes()
 
 
+def test_no_more_default_writer_processes_start_than_the_build_has_shards(tmp_path):
+    """A writer writes whole shards: one more than the shards would only start and wait."""
+    data = _image_bytes("jpeg", 5)
+    rows = [_placed(tmp_path, f"{i}.jpg", data, "cat", i, 0, i) for i in range(3)]
+    plan = ShardPlan({"train": SplitPlan(2000, SMALL_BUILD_BYTES + 1, 1), "test": SplitPlan(500, 1, 1)}, {})
+    (tmp_path / "out").mkdir()
+    fn = WriteShardFn(WriterConfig(str(tmp_path / "out"), "x"), processes=3, unless_small=True)
+    fn.setup()
+    try:
+        outputs = [*fn.process((("train", 0), [rows]), plan), *fn.finish_bundle()]
+        assert fn._pool.processes == 2
+    finally:
+        fn.teardown()
+    results = [getattr(o, "value", o) for o in outputs]
+    assert [r.num_examples for r in results if isinstance(r, ShardResult)] == [3]
+
+
 @pytest.mark.parametrize("images, source_bytes, started", [
     (SMALL_BUILD_IMAGES, SMALL_BUILD_BYTES, False),  # written in the runner's own process
     (SMALL_BUILD_IMAGES + 1, 1000, True),

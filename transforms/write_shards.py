@@ -58,9 +58,10 @@ class WriteShardFn(beam.DoFn):
 
     With `processes` > 0, shards are written by that many writer processes and their results come out as they
     finish (the rest in finish_bundle); otherwise each shard is written in process(). With `unless_small`,
-    process() takes the build's ShardPlan as a side input and a small build (is_small) is written in process()
-    too. The writer pool is made in setup() (with `unless_small`, at the first shard of a build that is not
-    small), closed in teardown() and never pickled (__getstate__)."""
+    process() takes the build's ShardPlan as a side input, a small build (is_small) is written in process()
+    too, and no more processes start than the build has shards. The writer pool is made in setup() (with
+    `unless_small`, at the first shard of a build that is not small), closed in teardown() and never pickled
+    (__getstate__)."""
 
     def __init__(self, config: WriterConfig, processes: int = 0, unless_small: bool = False):
         self._config = config
@@ -72,19 +73,19 @@ class WriteShardFn(beam.DoFn):
     def setup(self):
         self._pool_decided = self._processes <= 0 or not self._unless_small
         if self._processes > 0 and not self._unless_small:
-            self._start_pool()
+            self._start_pool(self._processes)
 
-    def _start_pool(self) -> None:
+    def _start_pool(self, processes: int) -> None:
         from shardsmith.core.shard_worker import ShardWriterPool
 
-        self._pool = ShardWriterPool(self._processes)
+        self._pool = ShardWriterPool(processes)
 
     def process(self, keyed_rows, plan: ShardPlan | None = None):
         (split, shard), dealt = keyed_rows
         if not self._pool_decided:
             self._pool_decided = True
             if not is_small(plan):
-                self._start_pool()
+                self._start_pool(min(self._processes, num_shards(plan)))
         if self._pool is None:
             yield from _outputs(write_shard_file(self._config, split, shard, dealt))
             return
@@ -117,6 +118,11 @@ def is_small(plan: ShardPlan) -> bool:
     splits = plan.splits.values()
     return (sum(s.num_examples for s in splits) <= SMALL_BUILD_IMAGES
             and sum(s.num_bytes for s in splits) <= SMALL_BUILD_BYTES)
+
+
+def num_shards(plan: ShardPlan) -> int:
+    """How many shards the build `plan` places writes: more writer processes than this would wait idle."""
+    return sum(s.num_shards for s in plan.splits.values())
 
 
 def _in_global_window(value) -> WindowedValue:

@@ -133,6 +133,7 @@ class ShardWriterPool:
             self._stop_workers(grace_s=0)
             raise
         self._threads = ThreadPoolExecutor(processes)
+        self.processes = processes
         _POOLS.add(self)
 
     def _start_on_request(self) -> None:
