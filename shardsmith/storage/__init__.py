@@ -24,8 +24,7 @@ import secrets
 import shutil
 import stat
 from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import BinaryIO
+from typing import BinaryIO, NamedTuple
 
 from shardsmith.storage.local_files import kind_of, open_regular_file
 
@@ -138,8 +137,7 @@ def size(path: str) -> int:
     return FileSystems.get_filesystem(path).metadata(path).size_in_bytes
 
 
-@dataclass(frozen=True)
-class FileLookup:
+class FileLookup(NamedTuple):  # one per row: a frozen dataclass's constructor costs several times as much
     size: int | None  # None: there is no such file
     not_regular: str = ""  # what the path names when it is not a regular file ("a named pipe (FIFO)")
 

@@ -39,7 +39,7 @@ class RowMaker:
             return ErrorRow(source.path, line, utf8(uri), utf8(split), utf8(label), STAGE, reason, detail)
 
         text = split + uri + label
-        if "\ufffd" in text or utf8(text) != text:
+        if not text.isascii() and ("\ufffd" in text or utf8(text) != text):
             # U+FFFD: undecodable manifest bytes. Lone surrogates: undecodable file-name bytes (folder input)
             # or JSON escapes; they cannot be written as UTF-8 and would crash the writer and the report.
             return error(self._not_utf8_reason)
