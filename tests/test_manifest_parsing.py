@@ -7,6 +7,7 @@ Every data row must leave exactly once: as a ManifestRow, or as an ErrorRow of s
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 import os
@@ -23,6 +24,7 @@ from apache_beam.testing import test_pipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from shardsmith.core.manifest import ManifestFormat, Source, resolve_uri, source_kind
+from shardsmith.core.manifest.csv_file import csv_fields
 from shardsmith.core.manifest.text_lines import MAX_MANIFEST_LINE_BYTES, bounded_lines
 from shardsmith.core.rows import ROWS_PER_BATCH, ErrorRow, ManifestRow
 from transforms import ERRORS
@@ -204,6 +206,25 @@ def test_csv_bad_lines_are_one_error_each(tmp_path):
     assert "got 2, expected 3" in errors[0].detail and "got 4" in errors[1].detail
     assert (errors[3].uri, errors[3].split, errors[3].label) == ("d.jpg", "trian", "cat")
     assert "train" in errors[3].detail and "validation" in errors[3].detail
+
+
+def test_a_csv_line_splits_into_the_fields_the_csv_module_reads():
+    """Lines without a quote are split at their commas, others read by the csv module: the same fields, and the
+    same error for a malformed line, whichever way a line goes."""
+    rng = random.Random(3)
+    alphabet = ["a", "b", ",", " ", "\t", "é", "\0", "'", "\\", ";", '"']
+    lines = ["".join(rng.choice(alphabet) for _ in range(rng.randrange(1, 12))) for _ in range(3000)]
+    lines += ["train,img/a.jpg,cat", " a , b ,", ",,", "a,\"b,c\",d", 'a,"b""c"', 'a,"b', 'a,b"c', "a\0b,c"]
+    for line in lines:
+        try:
+            expected: object = next(csv.reader([line], strict=True))
+        except csv.Error as e:
+            expected = type(e)
+        try:
+            got: object = csv_fields(line)
+        except csv.Error as e:
+            got = type(e)
+        assert got == expected, line
 
 
 def test_csv_headerless_wrong_column_counts(tmp_path):

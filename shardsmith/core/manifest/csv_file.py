@@ -71,7 +71,7 @@ def _well_formed(path: str) -> Iterator[list[str]]:
         if text is None or not text.strip():
             continue
         try:
-            yield next(csv.reader([text], strict=True))
+            yield csv_fields(text)
         except csv.Error:
             continue
 
@@ -85,7 +85,7 @@ def header_problem(path: str, fmt: ManifestFormat) -> str | None:
     if first is None or first[1] is None:
         return None
     try:
-        fields = [f.strip() for f in next(csv.reader([first[1]], strict=True))]
+        fields = [f.strip() for f in csv_fields(first[1])]
     except csv.Error:
         return None
     names = [f.lower() for f in fields]
@@ -126,12 +126,21 @@ def _position(header: list[str], column: str) -> int | None:
     return header.index(column.lower()) if column.lower() in header else None
 
 
+def csv_fields(text: str) -> list[str]:
+    """The fields of one CSV line (no line end), as `csv.reader(strict=True)` reads them. A line without a quote
+    or a NUL is split at its commas: the same fields, for a tenth of the cost of a reader per line. Raises
+    csv.Error for a malformed line."""
+    if '"' not in text and "\0" not in text:
+        return text.split(",")
+    return next(csv.reader([text], strict=True))
+
+
 def _csv_line(maker: RowMaker, line: int, text: str, layout: _CsvLayout) -> ManifestRow | ErrorRow | None:
     """The row, error or (for a header) None of one non-blank CSV line; the first well-formed line fills
     `layout`."""
     fmt = maker.fmt
     try:
-        fields = next(csv.reader([text], strict=True))
+        fields = csv_fields(text)
     except csv.Error as e:
         return maker.line_error(line, "malformed CSV line", f"{e}; line: {text.strip()[:200]}")
     if layout.first is None:
