@@ -86,7 +86,7 @@ def build_graph(pipeline: beam.Pipeline, options: BuildOptions, sources: list[So
     writer = WriterConfig(output_dir=files_dir, name=options.name, records=records,
                           allowed_prefixes=manifest.allowed_prefixes, lock=lock, list_rows=carried is not None,
                           generation=carried.generation if carried is not None else 1)
-    default_writers = options.writer_processes < 0  # per core and one more, unless small (write_shards.py)
+    default_writers = options.writer_processes < 0  # one per core, unless the build is small (write_shards.py)
     written = shard_groups | "WriteShards" >> WriteShards(writer, writer_processes, plan if default_writers else None)
     if manifest.features:
         transform_written = labelled.rows | "AnalyzeRows" >> AnalyzeRows(vocabulary, files_dir, temp_dir, manifest,

@@ -132,8 +132,8 @@ class BuildOptions:
         parse=temp_folder, recorded=None, template=Template(
             "tf.transform scratch folder", "Cloud Storage folder for tensorflow-transform's scratch files "
             "(default: temp_location/shardsmith-tft)", GCS_FOLDER)))
-    writer_processes: int = option(-1, Flag(  # -1: one per core and one more (pipeline/running/runner.py)
-        "local runs: processes that write shards (default: one per core and one more, at most one per shard; none "
+    writer_processes: int = option(-1, Flag(  # -1: one per core (pipeline/running/runner.py)
+        "local runs: processes that write shards (default: one per core, at most one per shard; none "
         "for a build of at most 256 images and 16 MB; 0: write in the runner's own process). "
         "Ignored by remote runners, which spread shards over workers", metavar="N", recorded=None,
         template=None))  # local runs only: remote runners spread shards over their own workers

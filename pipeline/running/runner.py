@@ -40,22 +40,16 @@ def runs_in_one_process(options: PipelineOptions) -> bool:
     return is_local(options) and options.view_as(DirectOptions).direct_running_mode == "in_memory"
 
 
-# Default shard writer processes beyond one per core. A writer writes whole shards, so with one per core the
-# cores idle while the last round of shards finishes (9 shards on 2 writers: one writes 5, the other 4). One more
-# writer than cores keeps every core busy until the last few shards: on 20,000 photos in 9 shards on 2 cores,
-# the marginal rate went from 3,664-4,683 to 4,704-5,153 images/s (4 runs each, taking turns) and a third
-# writer per two cores was slower again (docs/performance.md).
-EXTRA_WRITER_PROCESSES = 1
-
-
 def writer_processes(options: PipelineOptions, requested: int) -> int:
     """Shard writer processes for this run: only a run in one process (`runs_in_one_process`) needs them. By
-    default one per core plus EXTRA_WRITER_PROCESSES (never more than the build has shards: write_shards.py)."""
+    default one per core (never more than the build has shards: write_shards.py). One more than cores kept both
+    cores busier while the last shards were written, but cost more CPU and memory than it saved
+    (docs/performance.md, "One writer more than cores")."""
     if not runs_in_one_process(options):
         return 0
     if requested >= 0:
         return requested
-    return len(os.sched_getaffinity(0)) + EXTRA_WRITER_PROCESSES
+    return len(os.sched_getaffinity(0))
 
 
 def make_pipeline(options: PipelineOptions) -> beam.Pipeline:
