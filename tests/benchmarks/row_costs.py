@@ -1,17 +1,19 @@
 """What one row costs in the launcher's per-row steps, each timed alone in this process: a batch of placed rows
-pickled and unpickled (as it crosses a stage boundary), a row made, a field changed, a keyed hash, and one
-record's Example encoded. Each figure is the median of `--repeats` timings. Not run by CI.
+pickled and unpickled (as it crosses a stage boundary), a row made, a field changed, a keyed hash, one
+record's Example encoded and a CSV line split. Each figure is the median of `--repeats` timings. Not run by CI.
 
     python tests/benchmarks/row_costs.py --repeats 5
 
 Beside each of the row's own figures, the same step done the way it was before 2026-11-26, for comparison: each
 row pickled on its own reduce call, a frozen dataclass of the same fields, `dataclasses.replace`, a BLAKE2b keyed
-anew for every hash.
+anew for every hash; and as it was at d91cb5c: the Example with nothing kept encoded, a csv.reader per line.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import csv
 import dataclasses
 import hashlib
 import os
@@ -25,7 +27,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from shardsmith.core.encode import image_example_chunks  # noqa: E402
 from shardsmith.core.load_images import ImageInfo  # noqa: E402
+from shardsmith.core.manifest.csv_file import csv_fields  # noqa: E402
 from shardsmith.core.rows import ManifestRow, PlacedRow, RowBatch, pickled_as_field_values  # noqa: E402
+from shardsmith.format import example, example_wire  # noqa: E402
 from transforms.place import keyed_hash  # noqa: E402
 
 BATCH_ROWS = 1024
@@ -61,6 +65,23 @@ def _keyed_anew(seed: int, purpose: bytes, *parts: str) -> int:
     return int.from_bytes(digest.digest(), "big")
 
 
+@contextlib.contextmanager
+def _nothing_kept_encoded():
+    """The Example encoder as it was before the writer kept its repeated fields encoded (after d91cb5c): the
+    same functions, without their caches."""
+    swapped = [(example, "repeated_int64_feature", example_wire.repeated_int64_feature.__wrapped__),
+               (example, "repeated_text_feature", example_wire.repeated_text_feature.__wrapped__),
+               (example_wire, "_repeated_entry_head", example_wire._entry_head)]
+    kept = [(module, name, getattr(module, name)) for module, name, _ in swapped]
+    for module, name, value in swapped:
+        setattr(module, name, value)
+    try:
+        yield
+    finally:
+        for module, name, value in kept:
+            setattr(module, name, value)
+
+
 def _us(fn, per: int, repeats: int, number: int) -> float:
     return statistics.median(timeit.repeat(fn, number=number, repeat=repeats)) / number / per * 1e6
 
@@ -77,6 +98,12 @@ def main() -> int:
     values = dataclasses.astuple(row)
     image = os.urandom(60_000)
     info = ImageInfo("jpeg", 480, 640, 3)
+    csv_line = f"train,{row.uri},{row.label}"
+
+    def _example_us_before() -> float:
+        with _nothing_kept_encoded():
+            return _us(lambda: image_example_chunks(row, image, info, "ab" * 32), 1, r, 5_000)
+
     r = args.repeats
     lines = [
         ("pickle a batch of placed rows, per row", _us(lambda: pickle.dumps(batch, protocol=5), BATCH_ROWS, r, 20),
@@ -89,7 +116,10 @@ def main() -> int:
         ("keyed hash of (split, uri)", _us(lambda: keyed_hash(42, b"order", "train", row.uri), 1, r, 20_000),
          _us(lambda: _keyed_anew(42, b"order", "train", row.uri), 1, r, 20_000)),
         ("encode a 60 KB image's Example (chunks)", _us(lambda: image_example_chunks(row, image, info, "ab" * 32),
-                                                         1, r, 5_000), None),
+                                                         1, r, 5_000),
+         _example_us_before()),
+        ("a CSV line's fields", _us(lambda: csv_fields(csv_line), 1, r, 20_000),
+         _us(lambda: next(csv.reader([csv_line], strict=True)), 1, r, 20_000)),
     ]
     print(f"{'step':<44} {'now us':>8} {'before us':>10}")
     for name, now, before in lines:

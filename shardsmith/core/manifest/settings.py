@@ -3,7 +3,6 @@ and features), and a row's image URI resolved with it."""
 
 from __future__ import annotations
 
-import functools
 import os
 import posixpath
 from dataclasses import dataclass, fields
@@ -62,17 +61,4 @@ def resolve_uri(uri: str, base_dir: str, fmt: ManifestFormat) -> str:
     if is_remote(uri) or uri.startswith("/"):
         return uri
     base = base_dir.rstrip("/")
-    if is_remote(base):
-        return f"{base}/{uri}"
-    if _is_normal(base) and not _UNNORMALIZED_SEGMENTS.intersection(uri.split("/")):
-        return f"{base}/{uri}"  # what normpath gives when no empty, "." or ".." segment is left to fold
-    return posixpath.normpath(posixpath.join(base, uri))
-
-
-_UNNORMALIZED_SEGMENTS = frozenset(("", ".", ".."))
-
-
-@functools.lru_cache(maxsize=64)
-def _is_normal(base: str) -> bool:
-    """Whether a manifest's folder is a normalized path of its own (one per manifest, asked per row)."""
-    return base not in ("", ".") and posixpath.normpath(base) == base
+    return f"{base}/{uri}" if is_remote(base) else posixpath.normpath(posixpath.join(base, uri))
