@@ -48,7 +48,7 @@ Feature = tuple[int, Sequence[bytes]]
 SEPARATE_CHUNK_BYTES = 4096
 # Distinct small values kept encoded per process: a record's format, sides, channels and labels repeat over the
 # records a writer makes, and each map entry's head depends only on its key and its value's length. Encoding
-# them again cost about half of a 57 KB photo's Example (tests/benchmarks/row_costs.py).
+# them again cost more than half of a 57 KB photo's Example (tests/benchmarks/row_costs.py).
 MAX_REPEATED_FEATURES = 4096
 MAX_ENTRY_HEADS = 4096
 
