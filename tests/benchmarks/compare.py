@@ -249,8 +249,9 @@ MAX_RSS_GROWTH = 0.10
 MAX_OUTPUT_OVER_INPUT = 1.01
 
 
-def targets(summary: dict[str, dict]) -> list[dict]:
-    """Issue 18's targets, judged on the default local mode (in_memory), the one the quick start runs."""
+def targets(summary: dict[str, dict], cores: int | None = None) -> list[dict]:
+    """Issue 18's targets, judged on the default local mode (in_memory), the one the quick start runs. With
+    `cores`, the marginal rate's line also says the most it could be on them (marginal_ceiling)."""
     results = []
 
     def add(target: str, mode: str | None, value, limit, passed, detail: str) -> None:
@@ -278,9 +279,10 @@ def targets(summary: dict[str, dict]) -> list[dict]:
     versus(f"CPU per extra image, --validate header <= {MAX_CPU_PER_IMAGE_VS_B0}x B0's", "header-mem",
            header.get("cpu_us_per_extra_image"), b0.get("cpu_us_per_extra_image"), MAX_CPU_PER_IMAGE_VS_B0,
            False, "us")
+    ceiling = marginal_ceiling(header.get("cpu_us_per_extra_image"), b0.get("cpu_us_per_extra_image"), cores)
     versus(f"marginal rate, --validate header >= {MIN_MARGINAL_VS_B0}x B0's", "header-mem",
            header.get("marginal_images_per_s"), b0.get("marginal_images_per_s"), MIN_MARGINAL_VS_B0, True,
-           "images/s")
+           "images/s", f" (at most {ceiling:.2f}x on {cores} cores at this CPU per image)" if ceiling else "")
     versus(f"--validate decode CPU per image <= {MAX_DECODE_CPU_VS_B1}x B1's", "decode-mem",
            summary.get("decode-mem", {}).get("cpu_us_per_extra_image"), b1.get("cpu_us_per_extra_image"),
            MAX_DECODE_CPU_VS_B1, False, "us")
@@ -301,6 +303,15 @@ def targets(summary: dict[str, dict]) -> list[dict]:
     add(f"output bytes / input bytes <= {MAX_OUTPUT_OVER_INPUT}", mode, value, MAX_OUTPUT_OVER_INPUT,
         None if value is None else value <= MAX_OUTPUT_OVER_INPUT, _fmt(value, ".4f"))
     return results
+
+
+def marginal_ceiling(ours_us: float | None, loop_us: float | None, cores: int | None) -> float | None:
+    """The most our marginal rate can be, as a multiple of the loop's, with CPU per extra image `ours_us` spread
+    over `cores` with none idle, against the one-process loop's `loop_us` (its wall is its CPU): cores * loop_us /
+    ours_us. On 2 cores, 2.0x the loop's rate needs a CPU per image at or below the loop's."""
+    if not (ours_us and loop_us and cores):
+        return None
+    return cores * loop_us / ours_us
 
 
 def print_report(summary: dict[str, dict], results: list[dict], images: int) -> None:
@@ -360,7 +371,7 @@ def main() -> None:
     if args.report:
         saved = json.loads(Path(args.report).read_text())
         summary, corpus = saved["summary"], argparse.Namespace(**saved["corpus"])
-        results = targets(summary)
+        results = targets(summary, saved.get("workers"))
         print_report(summary, results, corpus.full_images)
         text = markdown(summary, results, saved["machine"], corpus, argparse.Namespace(**saved["args"]))
         if args.markdown:
@@ -396,7 +407,7 @@ def main() -> None:
             print(f"  rep {repetition + 1}/{args.repeats}  {name:<11} {images:>6} images  wall {run.wall_s:6.1f} s  "
                   f"CPU {run.cpu_s:6.1f} s  tree RSS {run.peak_tree_rss_mb:5.0f} MB", flush=True)
     summary = summarize(runs, names, corpus)
-    results = targets(summary)
+    results = targets(summary, workers)
     print_report(summary, results, args.images)
     info["load_average_after"] = os.getloadavg()
     print(f"\nload average after: {' '.join(f'{x:.2f}' for x in info['load_average_after'])}; "
