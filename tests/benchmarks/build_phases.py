@@ -1,0 +1,118 @@
+"""Where a local build's wall time goes, phase by phase, at two sizes: what grows with the rows and whether a
+core sits idle while it does. Not run by CI.
+
+    python tests/benchmarks/build_phases.py \
+        --small /tmp/shardsmith-bench/corpus-photos-n20000/manifest-quarter.csv \
+        --large /tmp/shardsmith-bench/corpus-photos-n20000/manifest.csv --repeats 3
+
+Each build runs in a fresh process (`pipeline.cli.main`, `--validate header`), small and large manifests taking
+turns, with the moments below noted from inside the launcher:
+
+    start-up     the process's start to the first manifest row read (imports, checks, the graph)
+    rows         the first row read to the writer processes' start: every stage on rows, placement included,
+                 on the launcher's one core while the other cores wait (no shard can start before the last row
+                 is placed)
+    writing      the writers' start to the last shard written
+    last alone   the last shard's end minus the one before it: roughly how long one writer wrote while another
+                 had nothing left (shards are written whole, one per writer process)
+    after        the last shard to the command's return (summaries, the report, publishing)
+
+Then the medians per size and, per extra row, (large - small) / (rows at large - rows at small) for each phase.
+A build small enough to be written without writer processes (transforms/write_shards.py) has no `rows` or
+`writing` phase to report: give manifests of more than 256 images.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+PHASES = ("start-up", "rows", "writing", "last alone", "after", "total")
+PROBE = """
+import sys, time
+started = time.monotonic()
+marks = {"done": []}
+
+import shardsmith.core.shard_worker as shard_worker
+import transforms.read_manifest as read_manifest
+import transforms.write_shards as write_shards
+
+pool_init = shard_worker.ShardWriterPool.__init__
+def noted_pool_init(self, *args, **kwargs):
+    marks.setdefault("writers", time.monotonic())
+    pool_init(self, *args, **kwargs)
+shard_worker.ShardWriterPool.__init__ = noted_pool_init
+
+outputs = write_shards._outputs
+def noted_outputs(outcome):
+    marks["done"].append(time.monotonic())
+    return outputs(outcome)
+write_shards._outputs = noted_outputs
+
+batches = read_manifest.ReadSourceFn._batches
+def noted_batches(self, source):
+    marks.setdefault("read", time.monotonic())
+    yield from batches(self, source)
+read_manifest.ReadSourceFn._batches = noted_batches
+
+from pipeline.cli import main
+code = main(["build", "--manifest", sys.argv[1], "--output_dir", sys.argv[2], "--name", "bench", "--overwrite",
+             "--validate", "header"])
+ended = time.monotonic()
+if code or "writers" not in marks or len(marks["done"]) < 2:
+    sys.exit(code or 3)
+done = sorted(marks["done"])
+print(marks["read"] - started, marks["writers"] - marks["read"], done[-1] - marks["writers"], done[-1] - done[-2],
+      ended - done[-1], ended - started)
+"""
+
+
+def _rows(manifest: Path) -> int:
+    with manifest.open() as f:
+        return sum(1 for line in f if line.strip()) - 1  # the header
+
+
+def _phases(manifest: Path) -> dict[str, float]:
+    with tempfile.TemporaryDirectory(prefix="phases-") as out:
+        done = subprocess.run([sys.executable, "-c", PROBE, str(manifest), out], cwd=REPO, capture_output=True,
+                              text=True)
+    if done.returncode:
+        tail = done.stderr.strip().splitlines()[-3:]
+        sys.exit(f"the build of {manifest} failed (exit {done.returncode}; 3: it used no writer processes): "
+                 + " / ".join(tail))
+    return dict(zip(PHASES, map(float, done.stdout.split()[-len(PHASES):]), strict=True))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--small", type=Path, required=True, help="the smaller CSV manifest (more than 256 rows)")
+    parser.add_argument("--large", type=Path, required=True, help="the larger CSV manifest")
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    sizes = {"small": args.small, "large": args.large}
+    rows = {name: _rows(path) for name, path in sizes.items()}
+    runs: dict[str, list[dict[str, float]]] = {"small": [], "large": []}
+    for repeat in range(args.repeats):
+        for name in ("small", "large") if repeat % 2 == 0 else ("large", "small"):
+            phases = _phases(sizes[name])
+            runs[name].append(phases)
+            print(f"repeat {repeat + 1} {name:5} ({rows[name]} rows): "
+                  + ", ".join(f"{phase} {seconds:.2f} s" for phase, seconds in phases.items()), flush=True)
+    medians = {name: {p: statistics.median(r[p] for r in runs[name]) for p in PHASES} for name in runs}
+    extra = rows["large"] - rows["small"]
+    print(f"\nmedians of {args.repeats}; per extra row: ({rows['large']} - {rows['small']} rows)")
+    print("| phase | small (s) | large (s) | per extra row (us) |")
+    print("|---|---:|---:|---:|")
+    for phase in PHASES:
+        small, large = medians["small"][phase], medians["large"][phase]
+        print(f"| {phase} | {small:.2f} | {large:.2f} | {(large - small) / extra * 1e6:.0f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
