@@ -32,11 +32,14 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+# One build of a few tens of thousands of images takes seconds; a build that takes this long is stuck.
+BUILD_DEADLINE_S = 1800
+NO_WRITER_PROCESSES = 3  # the probe's exit status for a build that started no writer processes
 PHASES = ("start-up", "rows", "writing", "last alone", "after", "total")
-PROBE = """
+PROBE = f"""
 import sys, time
 started = time.monotonic()
-marks = {"done": []}
+marks = {{"done": []}}
 
 import shardsmith.core.shard_worker as shard_worker
 import transforms.read_manifest as read_manifest
@@ -65,7 +68,7 @@ code = main(["build", "--manifest", sys.argv[1], "--output_dir", sys.argv[2], "-
              "--validate", "header"])
 ended = time.monotonic()
 if code or "writers" not in marks or len(marks["done"]) < 2:
-    sys.exit(code or 3)
+    sys.exit(code or {NO_WRITER_PROCESSES})
 done = sorted(marks["done"])
 print(marks["read"] - started, marks["writers"] - marks["read"], done[-1] - marks["writers"], done[-1] - done[-2],
       ended - done[-1], ended - started)
@@ -79,12 +82,17 @@ def _rows(manifest: Path) -> int:
 
 def _phases(manifest: Path) -> dict[str, float]:
     with tempfile.TemporaryDirectory(prefix="phases-") as out:
-        done = subprocess.run([sys.executable, "-c", PROBE, str(manifest), out], cwd=REPO, capture_output=True,
-                              text=True)
+        try:
+            done = subprocess.run([sys.executable, "-c", PROBE, str(manifest), out], cwd=REPO, capture_output=True,
+                                  text=True, timeout=BUILD_DEADLINE_S)
+        except subprocess.TimeoutExpired:
+            sys.exit(f"the build of {manifest} did not finish within {BUILD_DEADLINE_S} s; stopped it")
+    if done.returncode == NO_WRITER_PROCESSES:
+        sys.exit(f"the build of {manifest} was written without writer processes (a small build): give a manifest "
+                 "of more than 256 images")
     if done.returncode:
-        tail = done.stderr.strip().splitlines()[-3:]
-        sys.exit(f"the build of {manifest} failed (exit {done.returncode}; 3: it used no writer processes): "
-                 + " / ".join(tail))
+        sys.exit(f"the build of {manifest} failed (exit {done.returncode}): "
+                 + " / ".join(done.stderr.strip().splitlines()[-3:]))
     return dict(zip(PHASES, map(float, done.stdout.split()[-len(PHASES):]), strict=True))
 
 
@@ -96,6 +104,8 @@ def main() -> int:
     args = parser.parse_args()
     sizes = {"small": args.small, "large": args.large}
     rows = {name: _rows(path) for name, path in sizes.items()}
+    if rows["large"] <= rows["small"]:
+        parser.error(f"--large has {rows['large']} rows, --small {rows['small']}: give --large more")
     runs: dict[str, list[dict[str, float]]] = {"small": [], "large": []}
     for repeat in range(args.repeats):
         for name in ("small", "large") if repeat % 2 == 0 else ("large", "small"):
