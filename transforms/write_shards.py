@@ -91,7 +91,7 @@ class WriteShardFn(beam.DoFn):
             return
         self._pending.append(self._pool.submit(self._config, split, shard, [RowBatch(rows) for rows in dealt]))
         while self._pending and (
-            self._pending[0].done() or len(self._pending) > self._processes * (1 + EXTRA_SHARDS_QUEUED_PER_PROCESS)
+            self._pending[0].done() or len(self._pending) > self._pool.processes * (1 + EXTRA_SHARDS_QUEUED_PER_PROCESS)
         ):
             yield from _outputs(self._pending.popleft().result())
 

@@ -31,6 +31,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # corpora.py lies beside this file, however it is run
+from corpora import manifest_rows  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[2]
 # One build of a few tens of thousands of images takes seconds; a build that takes this long is stuck.
 BUILD_DEADLINE_S = 1800
@@ -75,11 +78,6 @@ print(marks["read"] - started, marks["writers"] - marks["read"], done[-1] - mark
 """
 
 
-def _rows(manifest: Path) -> int:
-    with manifest.open() as f:
-        return sum(1 for line in f if line.strip()) - 1  # the header
-
-
 def _phases(manifest: Path) -> dict[str, float]:
     with tempfile.TemporaryDirectory(prefix="phases-") as out:
         try:
@@ -103,7 +101,7 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     sizes = {"small": args.small, "large": args.large}
-    rows = {name: _rows(path) for name, path in sizes.items()}
+    rows = {name: manifest_rows(path) for name, path in sizes.items()}
     if rows["large"] <= rows["small"]:
         parser.error(f"--large has {rows['large']} rows, --small {rows['small']}: give --large more")
     runs: dict[str, list[dict[str, float]]] = {"small": [], "large": []}

@@ -27,6 +27,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # corpora.py lies beside this file, however it is run
+from corpora import manifest_rows  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[2]
 PROBE = """
 import gc, resource, sys, time
@@ -48,11 +51,6 @@ own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(res
 print(own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime, full[0], full[1])
 sys.exit(code)
 """
-
-
-def _rows(manifest: Path) -> int:
-    with manifest.open() as f:
-        return sum(1 for line in f if line.strip()) - 1  # the header
 
 
 def _cpu(manifest: Path, validate: str, repo: Path) -> Cpu:
@@ -84,7 +82,7 @@ def main() -> int:
     parser.add_argument("--repo", type=Path, action="append", help="a checkout to measure (default: this one)")
     args = parser.parse_args()
     repos = [repo.resolve() for repo in args.repo or [REPO]]
-    extra = _rows(args.large) - _rows(args.small)
+    extra = manifest_rows(args.large) - manifest_rows(args.small)
     launcher_us: dict[Path, list[float]] = {repo: [] for repo in repos}
     writers_us: dict[Path, list[float]] = {repo: [] for repo in repos}
     for repeat in range(args.repeats):

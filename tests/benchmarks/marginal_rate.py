@@ -25,6 +25,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # corpora.py lies beside this file, however it is run
+from corpora import manifest_rows  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -40,11 +43,6 @@ def _variant(text: str) -> Variant:
     name, _, flags = text.partition("|")
     name, _, repo = name.partition("@")
     return Variant(name, Path(repo).resolve() if repo else REPO, shlex.split(flags))
-
-
-def _rows(manifest: Path) -> int:
-    with manifest.open() as f:
-        return sum(1 for line in f if line.strip()) - 1  # the header
 
 
 def _wall(variant: Variant, manifest: Path) -> float:
@@ -65,7 +63,7 @@ def main() -> int:
     args = parser.parse_args()
     variants = [_variant(text) for text in args.variant]
     manifests = (args.small.resolve(), args.large.resolve())
-    extra = _rows(manifests[1]) - _rows(manifests[0])
+    extra = manifest_rows(manifests[1]) - manifest_rows(manifests[0])
     for variant in variants:
         variant.walls = {manifest: [] for manifest in manifests}
     for repeat in range(args.repeats):
