@@ -32,11 +32,9 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # corpora.py lies beside this file, however it is run
-from corpora import manifest_rows  # noqa: E402
+from corpora import BUILD_DEADLINE_S, manifest_rows  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
-# One build of a few tens of thousands of images takes seconds; a build that takes this long is stuck.
-BUILD_DEADLINE_S = 1800
 NO_WRITER_PROCESSES = 3  # the probe's exit status for a build that started no writer processes
 PHASES = ("start-up", "rows", "writing", "last alone", "after", "total")
 PROBE = f"""

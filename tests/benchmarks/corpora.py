@@ -37,6 +37,8 @@ PHOTOS_PER_FOLDER = 1000
 PHOTO_PIXELS = (300_000, 500_000)
 PHOTO_QUALITY = (80, 92)
 IMAGES_PER_JOB = 100
+# A build or a writer measured by a benchmark here takes seconds to a minute; one that takes this long is stuck.
+BUILD_DEADLINE_S = 1800
 
 
 @dataclass

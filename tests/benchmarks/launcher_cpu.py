@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # corpora.py lies beside this file, however it is run
-from corpora import manifest_rows  # noqa: E402
+from corpora import BUILD_DEADLINE_S, manifest_rows  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 PROBE = """
@@ -57,7 +57,7 @@ def _cpu(manifest: Path, validate: str, repo: Path) -> Cpu:
     with tempfile.TemporaryDirectory(prefix="shardsmith-launcher-cpu-") as out:
         done = subprocess.run([sys.executable, "-c", PROBE, str(manifest), out, validate], cwd=repo,
                               capture_output=True, text=True, check=True,
-                              env={**os.environ, "PYTHONPATH": str(repo)})
+                              env={**os.environ, "PYTHONPATH": str(repo)}, timeout=BUILD_DEADLINE_S)
     launcher, writers, collections, collecting = done.stdout.split()[-4:]
     return Cpu(float(launcher), float(writers), int(collections), float(collecting))
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # corpora.py lies beside this file, however it is run
-from corpora import manifest_rows  # noqa: E402
+from corpora import BUILD_DEADLINE_S, manifest_rows  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -50,7 +50,7 @@ def _wall(variant: Variant, manifest: Path) -> float:
         started = time.perf_counter()
         subprocess.run([sys.executable, "-m", "pipeline", "build", "--manifest", str(manifest), "--output_dir", out,
                         "--name", "bench", "--overwrite", "--validate", "header", *variant.flags],
-                       cwd=variant.repo, check=True, capture_output=True)
+                       cwd=variant.repo, check=True, capture_output=True, timeout=BUILD_DEADLINE_S)
         return time.perf_counter() - started
 
 

@@ -18,6 +18,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # corpora.py lies beside this file, however it is run
+from corpora import BUILD_DEADLINE_S  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[2]
 PROBE = """
 import csv, os, sys, tempfile, time
@@ -49,7 +52,8 @@ with tempfile.TemporaryDirectory() as out:
 
 def _us_per_image(repo: Path, manifest: Path, images: int, validate: str) -> float:
     done = subprocess.run([sys.executable, "-c", PROBE, str(manifest), str(images), validate], cwd=repo,
-                          capture_output=True, text=True, check=True, env={**os.environ, "PYTHONPATH": str(repo)})
+                          capture_output=True, text=True, check=True, env={**os.environ, "PYTHONPATH": str(repo)},
+                          timeout=BUILD_DEADLINE_S)
     return float(done.stdout.split()[-1])
 
 
