@@ -233,6 +233,37 @@ def tfrecorder_data() -> Path:
     return TFRECORDER_DATA
 
 
+def _encoded(image: Image.Image, kind: str) -> bytes:
+    out = io.BytesIO()
+    image.save(out, kind, **({"quality": 90} if kind == "JPEG" else {}))
+    return out.getvalue()
+
+
+@pytest.fixture(scope="session")
+def every_kind_of_image() -> dict[str, tuple[bytes, int, int]]:
+    """name -> (file bytes, height, width as the header says and a build stores them): TFRecorder's real photos
+    as they are, and re-encoded as a user's files would be: a 12-megapixel frame, a panorama, grayscale, tiny,
+    just above 224, PNG, RGBA and grayscale PNG. The readers' decode tests run over all of them."""
+    photos = sorted((TFRECORDER_DATA / "images").rglob("*.jpg"))
+    cat, goat = Image.open(photos[0]).convert("RGB"), Image.open(photos[-1]).convert("RGB")
+    made = {
+        **{f"photo_as_stored_{path.stem}": path.read_bytes() for path in photos},
+        "jpeg_12mp": _encoded(cat.resize((4000, 3000), Image.Resampling.BICUBIC), "JPEG"),
+        "jpeg_panorama": _encoded(goat.resize((3000, 300), Image.Resampling.BICUBIC), "JPEG"),
+        "jpeg_grayscale": _encoded(cat.convert("L"), "JPEG"),
+        "jpeg_tiny": _encoded(goat.resize((12, 9), Image.Resampling.BICUBIC), "JPEG"),
+        "jpeg_just_above_target": _encoded(cat.resize((250, 230), Image.Resampling.BICUBIC), "JPEG"),
+        "png_photo": _encoded(cat, "PNG"),
+        "png_rgba": _encoded(goat.convert("RGBA"), "PNG"),
+        "png_grayscale": _encoded(goat.convert("L"), "PNG"),
+    }
+    sized = {}
+    for name, data in made.items():
+        with Image.open(io.BytesIO(data)) as image:
+            sized[name] = (data, image.height, image.width)
+    return sized
+
+
 def copy_with_gzip_shards(built: Path, target: Path) -> Path:
     """The built dataset with every shard gzip-compressed and metadata.json saying so, as --compression gzip
     writes it (same names with .gz, num_bytes and sha256 of the compressed file, no index files, no TFDS files:
