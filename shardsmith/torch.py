@@ -16,19 +16,43 @@ to `image_size` when given; the target the label id (classification) or a multi-
 passes them) and its result is the image; `target_transform=` takes the target. `features=True` yields a dict:
 every record key (as `shardsmith.records` gives them) plus `image`. Every record's checksums are checked as it
 is read (shardsmith/read/sequence.py). torch is imported by this module only: `import shardsmith` never does.
+
+Resuming mid-epoch (a preempted job): both have `state_dict()` / `load_state_dict(state)`, the protocol torchdata's
+`StatefulDataLoader` uses; it takes each DataLoader worker's state inside that worker after each batch, and gives
+it back to the same worker of a new loader. A job stopped after any batch and resumed with the same dataset
+arguments, `num_workers` and world size reads the rest of the epoch, in the order it would have read it: each
+record of the epoch once, over every worker and rank.
+- `StreamingShardDataset`'s state is one worker's of one rank: the build (`build_id`, `split`, `num_records`), the
+  order's settings (`seed`, `shuffle`, `shuffle_buffer`), the `epoch`, its place (`rank`, `world_size`, `worker`,
+  `num_workers`) and the samples it has `yielded` this epoch. The next iteration after `load_state_dict` continues
+  that epoch (whatever `set_epoch` said); the ones after it read `set_epoch`'s from its start. Skipping costs no
+  reads and no decoding: the shuffle buffer shuffles positions, so the order is replayed on integers (one random
+  draw a position fed to the buffer), the positions still in the buffer at the stop (at most `shuffle_buffer`)
+  are read at random through the index, and reading streams on from the first position never fed.
+- `ShardDataset`'s state is the build alone: the position is the sampler's, and `StatefulDataLoader` saves its own
+  `RandomSampler`'s (`shuffle=True`) and a `torchdata.stateful_dataloader.sampler.StatefulDistributedSampler`'s
+  (call its `set_epoch` again on resuming).
+- A state of another build (a new one published since) is refused with a one-line ValueError that names the
+  `version=` reading the saved build while it is kept; so is one of another split, seed or shuffle, and (at the
+  next iteration) one of another rank or worker layout.
 """
 
 from __future__ import annotations
 
+import bisect
+import collections
+import itertools
 import random
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass, fields
 
 import torch
 from torch.utils.data import Dataset, IterableDataset, get_worker_info
 
 from shardsmith.format.example import LABEL
-from shardsmith.read.images import decode_image, decode_pil, image_bytes
-from shardsmith.read.sequence import Records
+from shardsmith.read.images import decode_pil, decode_reduced, image_bytes
+from shardsmith.read.images import image_size as image_size_of
+from shardsmith.read.sequence import Records, record_values
 
 __all__ = ["ShardDataset", "StreamingShardDataset"]
 
@@ -45,6 +69,7 @@ class _Samples:
             raise ValueError(f"a {self.task} dataset has no single target: pass features=True for every key")
         self.num_labels = len(records.labels)
         self.image_size, self.channels, self.dtype = image_size, channels, dtype
+        self.size = image_size_of(image_size)
         self.transform, self.target_transform, self.features = transform, target_transform, features
 
     def __call__(self, record: dict):
@@ -52,14 +77,26 @@ class _Samples:
         if self.transform is not None:
             image = self.transform(decode_pil(data, self.image_size, self.channels))
         else:
-            image = torch.from_numpy(decode_image(data, self.image_size, self.channels)).permute(2, 0, 1)
-            image = image.contiguous() if self.dtype == "uint8" else image.float().div_(255.0)
+            image = decoded_tensor(data, self.size, self.channels)
+            image = image if self.dtype == "uint8" else image.float().div_(255.0)
         if self.features:
             return {**record, "image": image}
         label = record[LABEL]
         if self.task == "multi_label":
             label = torch.zeros(self.num_labels, dtype=torch.float32).index_fill_(0, torch.as_tensor(label), 1.0)
         return image, (self.target_transform(label) if self.target_transform else label)
+
+
+def decoded_tensor(data: bytes, size: tuple[int, int] | None, channels: int) -> torch.Tensor:
+    """The image in `data` as a CHW uint8 tensor, resized to `size` when given: decoded as small as `size` allows
+    (`decode_reduced`: a JPEG at libjpeg-turbo's reduced scale), then resized by torch's bilinear filter with
+    antialiasing (its uint8 kernels, on channels-last pixels, the layout the decoder gives). Within a few levels
+    of a full decode and an antialiased resize (tests/test_torch_decode.py)."""
+    pixels = torch.from_numpy(decode_reduced(data, size, channels)).permute(2, 0, 1)  # CHW view of HWC
+    if size is not None and tuple(pixels.shape[1:]) != size:
+        pixels = torch.nn.functional.interpolate(pixels[None], size=size, mode="bilinear", antialias=True,
+                                                 align_corners=False)[0]
+    return pixels.contiguous()
 
 
 class ShardDataset(Dataset):
@@ -71,12 +108,26 @@ class ShardDataset(Dataset):
                  features: bool = False):
         self.records = Records(output_dir, split, version)
         self._samples = _Samples(self.records, image_size, channels, dtype, transform, target_transform, features)
+        # The build read: `version`, or the one published when the dataset was made (None: before build folders).
+        self.build_id: str | None = version or self.records.metadata.build_id
 
     def __len__(self) -> int:
         return len(self.records)
 
     def __getitem__(self, i: int):
         return self._samples(self.records[i])
+
+    def state_dict(self) -> dict:
+        """The build identity (`build_id`, `split`, `num_records`). The position in the epoch is the sampler's:
+        torchdata's `StatefulDataLoader` saves its own `RandomSampler`'s (`shuffle=True`) and a
+        `StatefulDistributedSampler`'s beside this."""
+        return _build_identity(self.records, self.build_id)
+
+    def load_state_dict(self, state: dict) -> None:
+        """Checks that `state` was saved reading this build and split: ValueError (one line, naming the
+        `version=` that reads the saved build) when not, since the sampler's indices would then pick other
+        records."""
+        _check_build(self.records, self.build_id, state)
 
 
 def _distributed(rank: int | None, world_size: int | None) -> tuple[int, int]:
@@ -95,6 +146,19 @@ def _part(start: int, stop: int, part: int, parts: int) -> tuple[int, int]:
     return start + part * size // parts, start + (part + 1) * size // parts
 
 
+@dataclass
+class _Progress:
+    """Where one iterating copy of a StreamingShardDataset is: its epoch, its place in the rank and worker layout,
+    and how many samples it has yielded in that epoch."""
+
+    epoch: int
+    rank: int
+    world_size: int
+    worker: int
+    num_workers: int
+    yielded: int = 0
+
+
 class StreamingShardDataset(IterableDataset):
     """Iterable: shards read in order, split across ranks and workers without overlap; see the module."""
 
@@ -108,9 +172,14 @@ class StreamingShardDataset(IterableDataset):
         self.shuffle, self.shuffle_buffer, self.seed = shuffle, shuffle_buffer, seed
         self.rank, self.world_size = _distributed(rank, world_size)
         self.epoch = 0
+        # The build read: `version`, or the one published when the dataset was made (None: before build folders).
+        self.build_id: str | None = version or self.records.metadata.build_id
+        self._progress: _Progress | None = None  # the latest iteration's
+        self._resume: _Progress | None = None  # loaded by load_state_dict, taken by the next iteration
 
     def set_epoch(self, epoch: int) -> None:
-        """Sets the epoch the next iteration reads: its shard order and shuffle (call before each epoch)."""
+        """Sets the epoch the next iteration reads: its shard order and shuffle (call before each epoch). An
+        iteration resuming a loaded state reads the state's epoch instead; the ones after it read this."""
         self.epoch = epoch
 
     def _rank_range(self) -> tuple[int, int]:
@@ -123,25 +192,162 @@ class StreamingShardDataset(IterableDataset):
 
     def shard_order(self) -> list[int]:
         """This epoch's shard order, the same in every rank and worker."""
+        return self._shard_order(self.epoch)
+
+    def _shard_order(self, epoch: int) -> list[int]:
         order = list(range(len(self.records.shards)))
         if self.shuffle:
-            random.Random(f"{self.seed}/{self.epoch}").shuffle(order)
+            random.Random(f"{self.seed}/{epoch}").shuffle(order)
         return order
 
+    def state_dict(self) -> dict:
+        """Where this copy of the dataset is in its epoch, as plain values: the build (`build_id`, `split`,
+        `num_records`), the order's settings (`seed`, `shuffle`, `shuffle_buffer`), the `epoch`, this copy's
+        place (`rank`, `world_size`, `worker`, `num_workers`) and the samples it has `yielded` this epoch.
+        Inside a DataLoader worker it is that worker's (torchdata's `StatefulDataLoader` asks each worker for its
+        own, after each batch); it follows the latest iteration of this object, or the state loaded and not yet
+        iterated, or (neither) the start of `set_epoch`'s epoch."""
+        progress = self._resume or self._progress
+        if progress is None:
+            worker_id, num_workers = _worker()
+            progress = _Progress(self.epoch, self.rank, self.world_size, worker_id, num_workers)
+        return {**_build_identity(self.records, self.build_id), "seed": self.seed, "shuffle": self.shuffle,
+                "shuffle_buffer": self.shuffle_buffer, **asdict(progress)}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Makes the next iteration go on from `state` (from `state_dict`, of this rank and worker): the rest of
+        the saved epoch, each of its records once, none of those yielded before the state was taken decoded
+        again. ValueError (one line) when the state is of another build (it names the `version=` to pass),
+        split, seed or shuffle; the next iteration raises one when it runs in another rank or worker layout."""
+        _check_build(self.records, self.build_id, state)
+        keys = ("seed", "shuffle", "shuffle_buffer", *(f.name for f in fields(_Progress)))
+        missing = [key for key in keys if key not in state]
+        if missing:
+            raise ValueError(f"not a StreamingShardDataset state: it has no {missing[0]!r}")
+        changed = [f"{key}={state[key]!r} (this dataset: {getattr(self, key)!r})"
+                   for key in ("seed", "shuffle", "shuffle_buffer") if state[key] != getattr(self, key)]
+        if changed:
+            raise ValueError(f"the state was saved with {', '.join(changed)}: resume with the same settings, "
+                             "or the rest of the epoch would not be the rest of its order")
+        self._resume = _Progress(**{f.name: state[f.name] for f in fields(_Progress)})
+
     def __iter__(self) -> Iterator:
-        worker = get_worker_info()
-        worker_id, num_workers = (worker.id, worker.num_workers) if worker is not None else (0, 1)
-        start, stop = _part(*self._rank_range(), worker_id, num_workers)
-        records = self.records.iter_range(start, stop, self.shard_order())
+        worker_id, num_workers = _worker()
+        resume, self._resume = self._resume, None
+        progress = _Progress(self.epoch, self.rank, self.world_size, worker_id, num_workers)
+        if resume is not None:
+            here, saved = asdict(progress), asdict(resume)
+            layout = ("rank", "world_size", "worker", "num_workers")
+            if any(here[key] != saved[key] for key in layout):
+                raise ValueError("the state was saved by " + _layout(saved) + ", this is " + _layout(here)
+                                 + ": resume with the same world size and DataLoader num_workers, each rank and "
+                                 "worker with its own state (StatefulDataLoader keeps each worker's)")
+            progress = resume
+        self._progress = progress
+        return self._read(progress)
+
+    def _read(self, progress: _Progress) -> Iterator:
+        """This copy's samples of `progress.epoch`, from sample `progress.yielded` on (counting them there).
+
+        The order is a function of positions alone: the worker's run of the epoch's layout is positions
+        0..length-1, and the shuffle buffer shuffles positions, so the order of a resumed epoch is replayed on
+        integers, without reading a record. Positions fed to the buffer before the stop and not yet yielded
+        (at most `shuffle_buffer`) are read at random through the index; reading streams on from the first
+        position never fed. Records are parsed and decoded only as they are yielded."""
+        start, stop = _part(*self._rank_range(), progress.worker, progress.num_workers)
+        if not 0 <= progress.yielded <= stop - start:
+            raise ValueError(f"the state says {progress.yielded} samples were yielded of this worker's "
+                             f"{stop - start}: it is not of this dataset's layout")
+        shards = self._shard_order(progress.epoch)
+        positions = _Positions(stop - start)
+        order: Iterator[int] = positions
         if self.shuffle and self.shuffle_buffer > 1:
-            rng = random.Random(f"{self.seed}/{self.epoch}/{self.rank}/{worker_id}")
-            records = _shuffled(records, self.shuffle_buffer, rng)
-        for record in records:
-            yield self._samples(record)
+            rng = random.Random(f"{self.seed}/{progress.epoch}/{self.rank}/{progress.worker}")
+            order = _shuffled(positions, self.shuffle_buffer, rng)
+        collections.deque(itertools.islice(order, progress.yielded), maxlen=0)  # replays the stop's order
+        fed = positions.taken  # positions below this were read before the stop; those not yielded are buffered
+        at = _Layout(self.records, shards)
+        stream = self._stream(start + fed, stop, shards)
+        pending: dict[int, bytes] = {}  # streamed, not yet yielded: at most `shuffle_buffer` of them
+        streamed = fed
+        for position in order:
+            if position < fed:
+                data = self.records.read(at.record(start + position))
+            else:
+                while streamed <= position:
+                    pending[streamed] = next(stream)
+                    streamed += 1
+                data = pending.pop(position)
+            sample = self._samples(record_values(data, self.records.features))
+            progress.yielded += 1
+            yield sample
+
+    def _stream(self, start: int, stop: int, shards: list[int]) -> Iterator[bytes]:
+        """The serialized records at positions start..stop of the layout of `shards`, in order (CRCs checked)."""
+        for shard, first, last in self.records.pieces(start, stop, shards):
+            yield from self.records.shard_records(shard, first, last)
+
+
+def _worker() -> tuple[int, int]:
+    """(this DataLoader worker's id, the number of workers): (0, 1) outside one."""
+    worker = get_worker_info()
+    return (worker.id, worker.num_workers) if worker is not None else (0, 1)
+
+
+def _layout(state: dict) -> str:
+    return (f"rank {state['rank']} of {state['world_size']}, worker {state['worker']} of "
+            f"{state['num_workers']}")
+
+
+class _Positions(Iterator[int]):
+    """0..length-1, counting how many have been taken."""
+
+    def __init__(self, length: int):
+        self.length, self.taken = length, 0
+
+    def __next__(self) -> int:
+        if self.taken >= self.length:
+            raise StopIteration
+        self.taken += 1
+        return self.taken - 1
+
+
+class _Layout:
+    """Maps a position of the split laid out in a shard order to the record's split-wide index."""
+
+    def __init__(self, records: Records, shards: list[int]):
+        self._records, self._shards = records, shards
+        self._ends = list(itertools.accumulate(records.shards[shard].num_records for shard in shards))
+
+    def record(self, position: int) -> int:
+        k = bisect.bisect_right(self._ends, position)
+        shard = self._records.shards[self._shards[k]]
+        return shard.start + position - (self._ends[k] - shard.num_records)
+
+
+def _build_identity(records: Records, build_id: str | None) -> dict:
+    return {"build_id": build_id, "split": records.split, "num_records": len(records)}
+
+
+def _check_build(records: Records, build_id: str | None, state: dict) -> None:
+    """ValueError, one line, unless `state` was saved reading this build's split."""
+    missing = [key for key in ("build_id", "split", "num_records") if key not in state]
+    if missing:
+        raise ValueError(f"not a shardsmith.torch dataset state: it has no {missing[0]!r}")
+    saved, here = state["build_id"], build_id
+    if saved != here:
+        how = (f"pass version={saved!r} to resume it (while that build is kept)" if saved
+               else "it cannot be reopened by version")
+        raise ValueError(f"the state was saved reading build {saved} of {records.output_dir}, this dataset reads "
+                         f"build {here}: {how}, or start the epoch over without the state")
+    if (state["split"], state["num_records"]) != (records.split, len(records)):
+        raise ValueError(f"the state is of split {state['split']!r} ({state['num_records']} records), this "
+                         f"dataset reads {records.split!r} ({len(records)} records) of build {here}")
 
 
 def _shuffled(items: Iterator, buffer_size: int, rng: random.Random) -> Iterator:
-    """`items` through a shuffle buffer of `buffer_size`: each item out is a random one of those held."""
+    """`items` through a shuffle buffer of `buffer_size`: each item out is a random one of those held. The
+    random draws depend only on the number of items, so the same rng gives the same order of positions."""
     buffer = []
     for item in items:
         if len(buffer) < buffer_size:

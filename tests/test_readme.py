@@ -466,6 +466,26 @@ def torch_snippet(group: Group, request) -> None:
     assert sum(step[2] for step in steps) == 2 * demo.metadata["splits"]["train"]["num_examples"] == 2 * 94
 
 
+@handles("torch-resume", "python")
+def torch_resume_snippet(group: Group, request) -> None:
+    """The resume snippet on the demo build, after the PyTorch snippet's dataset: stopped after two batches, a new
+    StatefulDataLoader given the saved state reads the rest of the epoch, the training split's labels once in all."""
+    demo = _demo_for_snippet(request, "torchdata")
+    import torch
+
+    from shardsmith.torch import StreamingShardDataset
+
+    labels_seen = []
+    scope = {"torch": torch, "dataset": StreamingShardDataset("demo/tfrecords", "train", image_size=32),
+             "train_step": lambda images, labels: labels_seen.append(labels.tolist())}
+    exec(compile(group.blocks[0].text, str(group.doc), "exec"), scope)
+    sizes = [len(labels) for labels in labels_seen]
+    assert sizes[:2] == [32, 32] and sum(sizes) == 94, sizes  # two batches, then the other 30 of 94
+    counts = demo.metadata["splits"]["train"]["label_counts"]
+    assert sorted(label for labels in labels_seen for label in labels) == sorted(
+        demo.metadata["labels"].index(name) for name, n in counts.items() for _ in range(n))
+
+
 @handles("grain", "python")
 def grain_snippet(group: Group, request) -> None:
     _demo_for_snippet(request, "grain")

@@ -1,5 +1,10 @@
 """Images of records read without TensorFlow: the bytes a record holds (or, with --image_mode path, points at)
-and their pixels decoded with Pillow, optionally resized. Used by `shardsmith.torch` and `shardsmith.grain`.
+and their pixels, optionally resized. Used by `shardsmith.torch` and `shardsmith.grain`.
+
+`decode_pil` and `decode_image` decode with Pillow (a JPEG to be shrunk at reduced scale, Pillow's `draft`) and
+resize with it. `decode_reduced` only decodes, as small as the target allows: a JPEG through libjpeg-turbo's
+scaled decode (simplejpeg, `pip install shardsmith[torch]`: about 1.2x Pillow's draft decode, and none of
+Pillow's copies between image and array), anything else with Pillow; `shardsmith.torch` resizes its result.
 """
 
 from __future__ import annotations
@@ -10,6 +15,8 @@ from collections.abc import Sequence
 from shardsmith.format.example import IMAGE, URI
 
 _MODES = {1: "L", 3: "RGB", 4: "RGBA"}
+_SIMPLEJPEG_SPACES = {1: "GRAY", 3: "RGB", 4: "RGBA"}  # a JPEG's alpha, as Pillow gives it: opaque
+_JPEG_START = b"\xff\xd8\xff"
 
 
 def image_bytes(record: dict) -> bytes:
@@ -52,6 +59,31 @@ def decode_pil(data: bytes, size: int | Sequence[int] | None = None, channels: i
     if target is not None and (image.height, image.width) != target:
         image = image.resize((target[1], target[0]), Image.Resampling.BILINEAR)
     return image
+
+
+def decode_reduced(data: bytes, size: tuple[int, int] | None = None, channels: int = 3):
+    """The image in `data` as a numpy array, height x width x `channels` (1, 3, 4), uint8: a JPEG decoded at
+    the smallest of libjpeg-turbo's scales (n/8) that still covers `size` ((height, width); None: full size),
+    anything else (or a JPEG simplejpeg cannot read: CMYK, arithmetic-coded) in full by `decode_image`. Not
+    resized: the caller resizes to `size`. Rejects what Pillow rejects, and damaged JPEGs Pillow would pass
+    (simplejpeg's strict mode)."""
+    if channels not in _MODES:
+        raise ValueError(f"channels must be 1, 3 or 4, not {channels!r}")
+    if data[:3] == _JPEG_START:
+        try:
+            import simplejpeg
+        except ImportError:
+            simplejpeg = None
+        if simplejpeg is not None:
+            height, width = size or (0, 0)
+            try:
+                image = simplejpeg.decode_jpeg(data, colorspace=_SIMPLEJPEG_SPACES[channels], min_height=height,
+                                               min_width=width)
+            except ValueError:
+                image = None  # Pillow reads it, or says why not
+            if image is not None:
+                return image if image.ndim == 3 else image[:, :, None]
+    return decode_image(data, None, channels)
 
 
 def decode_image(data: bytes, size: int | Sequence[int] | None = None, channels: int = 3):
