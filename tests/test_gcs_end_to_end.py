@@ -418,3 +418,26 @@ def test_errors_jsonl_parts_are_merged_in_order_on_gs(gcs, monkeypatch):
     monkeypatch.setattr(error_parts, "PARTS_MERGED_AT_ONCE", 4)
     with FileSystems.open(error_parts.merge_error_parts(None, parts, f"gs://{BUCKET}/errs")) as merged:
         assert merged.read() == b"".join(lines)
+
+
+def test_records_read_at_random_from_gs_are_the_local_copys(built_on_gcs, gcs, tmp_path):
+    """shardsmith.records over gs:// (what ShardDataset reads through): record i at random is one ranged request
+    for its bytes (storage.read_range), both CRCs checked, and equal to the same record of a local copy."""
+    import shardsmith
+    from shardsmith import storage
+
+    out, _ = built_on_gcs
+    local = tmp_path / "copy"
+    for blob in gcs.list_blobs(BUCKET, prefix="out/"):
+        if TEMP_PREFIX not in blob.name:
+            target = local / blob.name.removeprefix("out/")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(blob.download_as_bytes())
+    remote, copied = shardsmith.records(out, "train"), shardsmith.records(str(local), "train")
+    assert len(remote) == len(copied) > 3
+    for i in random.Random(5).sample(range(len(remote)), 4) + [0, len(remote) - 1]:
+        assert remote[i] == copied[i]
+    shard = remote.shards[0].path
+    data = gcs.bucket(BUCKET).blob(shard.removeprefix(f"gs://{BUCKET}/")).download_as_bytes()
+    for offset, length in ((0, 12), (7, 100), (len(data) - 5, 5), (len(data) - 5, 50)):
+        assert storage.read_range(shard, offset, length) == data[offset:offset + length]

@@ -138,6 +138,119 @@ def test_paths_and_uris_are_told_apart():
     assert storage.parent("gs://b/out/m.json") == "gs://b/out" and storage.parent("/d/m.json") == "/d"
 
 
+# Read-ahead -----------------------------------------------------------------------------------------------------
+
+class _CountingStream:
+    """An in-memory stream that records each read's size and whether it ran on a read-ahead thread."""
+
+    def __init__(self, data: bytes):
+        import io
+
+        self._stream = io.BytesIO(data)
+        self.reads: list[tuple[int, bool]] = []
+        self.closed_by_caller = False
+
+    def read(self, size: int = -1) -> bytes:
+        self.reads.append((size, threading.current_thread() is not threading.main_thread()))
+        return self._stream.read(size)
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        return self._stream.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self._stream.tell()
+
+    def close(self) -> None:
+        self.closed_by_caller = True
+
+
+def test_read_ahead_gives_the_same_bytes_for_any_reads_and_seeks():
+    data = random.Random(3).randbytes(10_000)
+    rng = random.Random(4)
+    for _ in range(300):
+        stream = storage.ReadAhead(_CountingStream(data), chunk=rng.choice((1, 7, 64, 1000, 20_000)))
+        position = 0
+        for _ in range(rng.randrange(1, 12)):
+            move = rng.random()
+            if move < 0.25:
+                position = rng.randrange(len(data) + 10)
+                assert stream.seek(position) == position
+            elif move < 0.35:
+                step = rng.randrange(-50, 50)
+                position = max(0, position + step)
+                assert stream.seek(position - stream.tell(), os.SEEK_CUR) == position
+            elif move < 0.4:
+                back = rng.randrange(0, 100)
+                position = max(0, len(data) - back)
+                assert stream.seek(-back, os.SEEK_END) == position
+            size = rng.choice((-1, 0, 1, 5, 100, 3000, 50_000)) if rng.random() < 0.95 else None
+            got = stream.read(size)
+            want = data[position:] if size is None or size < 0 else data[position:position + size]
+            assert got == want
+            position += len(want)
+            assert stream.tell() == position
+        stream.close()
+        assert stream.closed and stream._raw.closed_by_caller
+
+
+def test_read_ahead_fetches_ahead_only_once_a_chunk_was_read_through():
+    data = bytes(range(256)) * 100  # 25,600 bytes: 25 chunks of 1,000 (and a part)
+    scattered = storage.ReadAhead(_CountingStream(data), chunk=1000)
+    for offset in (5000, 100, 17_000, 9000):  # a record at a time, at scattered offsets: nothing more is fetched
+        scattered.seek(offset)
+        assert scattered.read(30) == data[offset:offset + 30]
+    assert scattered._raw.reads == [(1000, False)] * 4
+
+    streamed = storage.ReadAhead(_CountingStream(data), chunk=1000)
+    assert b"".join(iter(lambda: streamed.read(333), b"")) == data
+    reads = streamed._raw.reads
+    assert reads[:2] == [(1000, False), (1000, False)], "the first two chunks are read when asked for"
+    assert all(ahead for _, ahead in reads[2:]), "from the third on, each is fetched ahead"
+    assert len(reads) == 26, "26 chunks (the last a part, the end: nothing is fetched after it), each byte once"
+    assert streamed.read(5) == b"" and len(streamed._raw.reads) == 26
+
+
+def test_a_read_ahead_error_reaches_the_reader_at_those_bytes_and_not_after_a_seek():
+    class Failing(_CountingStream):
+        def read(self, size: int = -1) -> bytes:
+            if self._stream.tell() >= 3000:
+                raise OSError("the store failed")
+            return super().read(size)
+
+    data = bytes(10_000)
+    stream = storage.ReadAhead(Failing(data), chunk=1000)
+    assert stream.read(2500) == data[:2500]  # the fetch of 3000..3999 runs ahead and fails
+    stream.seek(0)  # those bytes are not the caller's: no error
+    assert stream.read(3000) == data[:3000]  # and again
+    with pytest.raises(OSError, match="the store failed"):
+        stream.read(1)
+
+
+def test_closing_a_read_ahead_stream_does_not_wait_for_the_fetch_under_way():
+    import time
+
+    fetching, release = threading.Event(), threading.Event()
+
+    class Slow(_CountingStream):
+        def read(self, size: int = -1) -> bytes:
+            if threading.current_thread() is not threading.main_thread():
+                fetching.set()
+                release.wait(10)
+            return super().read(size)
+
+    stream = storage.ReadAhead(Slow(bytes(10_000)), chunk=1000)
+    assert stream.read(1500) == bytes(1500)
+    assert fetching.wait(10), "the third chunk is being fetched ahead (and waits)"
+    started = time.monotonic()
+    stream.close()
+    assert time.monotonic() - started < 1 and stream.closed and not stream._raw.closed_by_caller
+    release.set()
+    deadline = time.monotonic() + 10
+    while not stream._raw.closed_by_caller and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert stream._raw.closed_by_caller, "closed once the fetch ended"
+
+
 # gs:// on the emulator ------------------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
@@ -190,6 +303,21 @@ def test_gs_reads_are_the_stored_bytes_never_decompressed(bucket):
     bucket.blob("raw/shard.tfrecord-00000-of-00001.gz").upload_from_string(stored)
     with storage.open_read(f"gs://{BUCKET}/raw/shard.tfrecord-00000-of-00001.gz", buffered=True) as f:
         assert f.read() == stored
+    with storage.open_read(f"gs://{BUCKET}/raw/shard.tfrecord-00000-of-00001.gz", read_ahead=True) as f:
+        assert f.read() == stored
+
+
+def test_gs_read_ahead_streams_an_object_of_many_chunks_as_stored(bucket, monkeypatch):
+    data = random.Random(5).randbytes(300_000)
+    bucket.blob("ahead/shard").upload_from_string(data)
+    monkeypatch.setattr(storage, "READ_AHEAD_BYTES", 64 * 1024)
+    with storage.open_read(f"gs://{BUCKET}/ahead/shard", read_ahead=True) as f:
+        assert isinstance(f, storage.ReadAhead)
+        assert f.read(10) == data[:10]
+        assert b"".join(iter(lambda: f.read(4096), b"")) == data[10:]
+        f.seek(123_456)
+        assert f.read(1000) == data[123_456:124_456]
+        assert f.seek(-5, os.SEEK_END) == len(data) - 5 and f.read() == data[-5:]
 
 
 def test_hashed_shard_writer_on_gs_keeps_beams_gzip_bytes(bucket):

@@ -55,17 +55,172 @@ def parent(path: str) -> str:
 
 # Reading ------------------------------------------------------------------------------------------------------
 
-def open_read(path: str, allowed_prefixes: tuple[str, ...] = (), *, buffered: bool = False) -> BinaryIO:
+def open_read(path: str, allowed_prefixes: tuple[str, ...] = (), *, buffered: bool = False,
+              read_ahead: bool = False) -> BinaryIO:
     """`path` opened for binary reading, its bytes as stored. A local file must be a regular file when opened
     and, with `allowed_prefixes`, lie under one of them by its real path (NotARegularFile,
-    OutsideAllowedPrefixes); it is unbuffered unless `buffered` (for many small reads)."""
+    OutsideAllowedPrefixes); it is unbuffered unless `buffered` (for many small reads). A remote file with
+    `read_ahead` fetches its next READ_AHEAD_BYTES in the background while its reader works through the current
+    ones, once it is read front to back (`ReadAhead`; for whole-shard streams)."""
     if not is_remote(path):
         opened = open_regular_file(path, allowed_prefixes)
         return io.BufferedReader(opened) if buffered else opened  # type: ignore[arg-type]
     from apache_beam.io.filesystem import CompressionTypes
     from apache_beam.io.filesystems import FileSystems
 
-    return FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+    opened = FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+    return ReadAhead(opened) if read_ahead else opened  # type: ignore[return-value]
+
+
+def read_range(path: str, offset: int, length: int) -> bytes:
+    """Bytes `offset` to `offset + length` of a file (fewer at its end): locally one `pread`; on gs:// one ranged
+    request for exactly those bytes, where a stream opened to seek and read would fetch READ_AHEAD_BYTES (a
+    record read at random through an index would cost 16 MB a record)."""
+    if not is_remote(path):
+        descriptor = os.open(path, os.O_RDONLY)
+        try:
+            return os.pread(descriptor, length, offset)
+        finally:
+            os.close(descriptor)
+    if not is_cloud_storage(path) or length <= 0:
+        with open_read(path) as stream:
+            stream.seek(offset)
+            return stream.read(length)
+    from apache_beam.io.gcp.gcsio import parse_gcs_path
+
+    bucket, name = parse_gcs_path(path)
+    return _gcs_client().bucket(bucket).blob(name).download_as_bytes(start=offset, end=offset + length - 1,
+                                                                     checksum=None)
+
+
+_gcs_clients: tuple[int, object] | None = None  # (pid, google.cloud.storage.Client): a forked child makes its own
+
+
+def _gcs_client():
+    global _gcs_clients
+    if _gcs_clients is None or _gcs_clients[0] != os.getpid():
+        from apache_beam.io.gcp.gcsio import GcsIO
+
+        _gcs_clients = (os.getpid(), GcsIO().client)  # Beam's credentials and settings (the emulator's in tests)
+    return _gcs_clients[1]
+
+
+# A remote read fetches this much a request: Beam's GCS reader's own buffer (apache_beam.io.gcp.gcsio
+# DEFAULT_READ_BUFFER_SIZE), so that a chunk is one request.
+READ_AHEAD_BYTES = 16 << 20
+READ_AHEAD_THREADS = 4  # chunk fetches in flight at once in a process, over all its read-ahead streams
+_fetchers: tuple[int, object] | None = None  # (pid, ThreadPoolExecutor): a forked child makes its own
+
+
+def _fetcher():
+    global _fetchers
+    if _fetchers is None or _fetchers[0] != os.getpid():
+        from concurrent.futures import ThreadPoolExecutor
+
+        _fetchers = (os.getpid(), ThreadPoolExecutor(READ_AHEAD_THREADS, thread_name_prefix="shardsmith-read-ahead"))
+    return _fetchers[1]
+
+
+class ReadAhead(io.RawIOBase):
+    """A remote file's stream that, read front to back, has its next chunk (READ_AHEAD_BYTES, one request) fetched
+    by a background thread while the caller works through the current one, so that a reader decoding records
+    does not wait for each request's latency. The bytes, `seek`, `tell` and end of file are the wrapped stream's.
+
+    It reads ahead only once a chunk has been read through to its end without a seek: a first chunk, and reads
+    at scattered offsets (a record at a time through an index), fetch what the wrapped stream fetches and nothing
+    more. At most one fetch is in flight per stream (the wrapped stream is never used by two threads at once), so
+    it holds at most two chunks; a fetch's error is raised to the caller when it reaches those bytes. Not for use
+    by several threads at once (like the wrapped stream)."""
+
+    def __init__(self, raw, chunk: int | None = None):
+        super().__init__()
+        self._raw, self._chunk = raw, chunk or READ_AHEAD_BYTES
+        self._buffer = b""
+        self._at = 0  # next byte of _buffer to hand out
+        self._start = raw.tell()  # file offset of _buffer[0]
+        self._pending = None  # Future of the chunk that follows _buffer, or None
+        self._through = False  # the last chunk was read to its end without a seek: the next ones are wanted too
+        self._at_end = False  # _buffer holds the file's last bytes: a chunk came back short
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._start + self._at
+
+    def _settle(self):
+        """The pending fetch's bytes (None without one), its error raised; the wrapped stream is free after it."""
+        pending, self._pending = self._pending, None
+        return pending.result() if pending is not None else None
+
+    def _next_chunk(self) -> None:
+        """Moves on to the chunk after _buffer: the one fetched ahead, or one fetched now; starts the next fetch
+        when reading has gone through whole chunks."""
+        end = self._start + len(self._buffer)
+        if self._at_end:
+            self._buffer, self._start, self._at = b"", end, 0
+            return
+        ahead = self._settle()
+        self._through = self._through or (bool(self._buffer) and self._at == len(self._buffer))
+        self._buffer = ahead if ahead is not None else self._raw.read(self._chunk)
+        self._start, self._at = end, 0
+        self._at_end = len(self._buffer) < self._chunk
+        if self._through and not self._at_end:
+            self._pending = _fetcher().submit(self._raw.read, self._chunk)
+
+    def read(self, size: int = -1) -> bytes:
+        if size is None or size < 0:  # the rest of the file
+            position, parts = self.tell(), [self._buffer[self._at:]]
+            ahead = self._settle()
+            parts += [ahead, self._raw.read()] if ahead is not None else [self._raw.read()]
+            data = b"".join(parts)
+            self._start, self._buffer, self._at, self._at_end = position + len(data), b"", 0, True
+            return data
+        parts = []
+        while size > 0:
+            if self._at == len(self._buffer):
+                self._next_chunk()
+                if not self._buffer:
+                    break
+            piece = self._buffer[self._at:self._at + size]
+            self._at += len(piece)
+            size -= len(piece)
+            parts.append(piece)
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    def readinto(self, buffer) -> int:
+        data = self.read(len(buffer))
+        buffer[:len(data)] = data
+        return len(data)
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        if whence == io.SEEK_CUR:
+            offset, whence = self.tell() + offset, io.SEEK_SET
+        if whence == io.SEEK_SET and self._start <= offset <= self._start + len(self._buffer) and self._buffer:
+            self._at = offset - self._start  # inside the chunk held: no request
+            return offset
+        with contextlib.suppress(Exception):  # bytes fetched ahead and not wanted: their error is not the caller's
+            self._settle()
+        position = self._raw.seek(offset, whence)
+        self._start = self._raw.tell() if position is None else position
+        self._buffer, self._at, self._through, self._at_end = b"", 0, False, False
+        return self._start
+
+    def close(self) -> None:
+        """Closes the stream without waiting for a fetch under way (a reader that stops before the end, as a
+        DataLoader worker at the end of its part of a shard does, would wait out its latency): the wrapped stream
+        is closed when that fetch ends, and its bytes are dropped."""
+        if not self.closed:
+            pending, self._pending, raw = self._pending, None, self._raw
+            if pending is not None and not pending.cancel():
+                pending.add_done_callback(lambda _: raw.close())
+            else:
+                raw.close()
+            self._buffer = b""
+        super().close()
 
 
 def read_bytes(path: str) -> bytes | None:
