@@ -18,6 +18,7 @@ from shardsmith.read.tf_images import (
     RESIZES,
     decode_plan,
     decode_resized,
+    plan_for,
     to_dtype,
 )
 
@@ -56,8 +57,8 @@ def test_a_photo_to_be_shrunk_is_decoded_at_reduced_scale(tf, every_kind_of_imag
     def way(name: str, size: tuple[int, int] = (224, 224), known: bool = True) -> tuple[int | str, str]:
         data, height, width = every_kind_of_image[name]
         height, width = (height, width) if known else (-1, -1)
-        plan = _run(tf, lambda e, h, w: tf.stack(decode_plan(tf.io.is_jpeg(e), h, w, size)), data,
-                    np.int64(height), np.int64(width))
+        plan = _run(tf, lambda e, h, w: tf.stack(plan_for(e, decode_plan(h, w, size))), data, np.int64(height),
+                    np.int64(width))
         decode, resize = (int(x) for x in plan)
         return ("full" if decode == FULL_DECODE else JPEG_RATIOS[decode]), RESIZES[resize]
 

@@ -26,6 +26,10 @@ from shardsmith.format.metadata_schema import Metadata, ShardEntry
 from shardsmith.tensorflow_import import import_tensorflow
 
 DEFAULT_CYCLE_LENGTH = 16  # shard files read at once; more hides object-store latency, each costs a buffer
+# Records parsed at once: tf.io.parse_example over a batch, with the batch's decodes planned in the same step,
+# costs less a record than one record at a time (docs/performance.md, "Reading").
+PARSE_BATCH = 32
+_PLAN = "shardsmith/decode_plan"  # a parsed example's planned (decode, resize), taken out before it is yielded
 _DTYPES = {"bytes": "string", "int64": "int64", "float": "float32"}
 
 
@@ -187,24 +191,16 @@ def counted_records(path, expected, compression: str):
 
 def feature_spec(metadata: Metadata) -> dict:
     """The tf.io parse spec for every key the records carry, from metadata.json's "features": one value
-    (FixedLenFeature) or, for list kinds, any number (VarLenFeature; `parse_record` makes them dense)."""
+    (FixedLenFeature) or, for list kinds, any number (RaggedFeature: a batch parsed at once is a RaggedTensor,
+    and each record taken out of it a dense 1-D tensor of its own length)."""
     import tensorflow as tf
 
     spec = {}
     for key, kind in metadata.features.items():
         scalar = kind.removesuffix("_list")
         dtype = getattr(tf, _DTYPES[scalar])
-        spec[key] = tf.io.VarLenFeature(dtype) if scalar != kind else tf.io.FixedLenFeature([], dtype)
+        spec[key] = tf.io.RaggedFeature(dtype) if scalar != kind else tf.io.FixedLenFeature([], dtype)
     return spec
-
-
-def parse_record(record, spec: dict) -> dict:
-    """One serialized record -> {key: tensor}; list features as dense 1-D tensors."""
-    import tensorflow as tf
-
-    example = tf.io.parse_single_example(record, spec)
-    return {key: tf.sparse.to_dense(value) if isinstance(value, tf.SparseTensor) else value
-            for key, value in example.items()}
 
 
 def needed_spec(spec: dict, task: str) -> dict:
@@ -308,7 +304,7 @@ def load(
     tf = import_tensorflow()
 
     from shardsmith.format.example import BOX_KEYS, MASK
-    from shardsmith.read.tf_images import decode_full, decode_resized, to_dtype
+    from shardsmith.read.tf_images import decode_full, decode_plan, decode_planned, to_dtype
 
     if dtype not in ("uint8", "float32"):
         raise ValueError(f"dtype must be 'uint8' or 'float32', not {dtype!r}")
@@ -340,19 +336,23 @@ def load(
         files, open_shard, len(shards), shuffle_buffer=shuffle_buffer,
         cycle_length=cycle_length, shuffle_files=shuffle_files, seed=seed,
     )
-    # The interleave hides how many records there are; metadata.json knows (and counted_records fails a shard
-    # that disagrees). Known, it survives map and batch, so Keras sees an epoch's batches and never runs out.
-    records = records.apply(tf.data.experimental.assert_cardinality(sum(s.entry.num_examples for s in shards)))
-
     decode_spec = spec if features else needed_spec(spec, task)
+    planned = size is not None and HEIGHT in decode_spec and WIDTH in decode_spec
 
-    def parse(record):
-        example = parse_record(record, decode_spec)
+    def parse_batch(serialized):
+        example = tf.io.parse_example(serialized, decode_spec)
+        if planned:
+            example[_PLAN] = tf.stack(decode_plan(example[HEIGHT], example[WIDTH], size), axis=-1)
+        return example
+
+    def decode(example):
+        plan = example.pop(_PLAN, None)
         encoded = example[IMAGE] if IMAGE in example else tf.io.read_file(example[URI])
         mask = tf.io.decode_png(example[MASK], channels=1) if MASK in example else None
         if size is not None:
-            height, width = (example.get(key, tf.constant(-1, tf.int64)) for key in (HEIGHT, WIDTH))
-            image = to_dtype(decode_resized(encoded, height, width, size, channels), dtype)
+            if plan is None:
+                plan = decode_plan(tf.constant(-1, tf.int64), tf.constant(-1, tf.int64), size)
+            image = to_dtype(decode_planned(encoded, (plan[0], plan[1]), size, channels), dtype)
             if mask is not None:
                 mask = tf.image.resize(mask, size, method="nearest")
         else:
@@ -374,13 +374,17 @@ def load(
             return mask
         return example[LABEL]
 
-    dataset = records.map(parse, num_parallel_calls=parallel, deterministic=deterministic)
+    # Parsed PARSE_BATCH at a time (and their decodes planned), then decoded one by one. The interleave and the
+    # batches hide how many records there are; metadata.json knows (and counted_records fails a shard that
+    # disagrees). Known, it survives map and batch, so Keras sees an epoch's batches and never runs out.
+    examples = (records.batch(PARSE_BATCH).map(parse_batch, num_parallel_calls=parallel, deterministic=deterministic)
+                .unbatch().apply(tf.data.experimental.assert_cardinality(sum(s.entry.num_examples for s in shards))))
+    dataset = examples.map(decode, num_parallel_calls=parallel, deterministic=deterministic)
     fixed_shapes = size is not None and not (task == "detection" or (features and any(
         kind.endswith("_list") for kind in metadata.features.values())))
     if batch_size:
         if not fixed_shapes and batch_size > 1:
             dataset = dataset.ragged_batch(batch_size, drop_remainder=drop_remainder)
         else:
-            dataset = dataset.batch(batch_size, drop_remainder=drop_remainder,
-                                    num_parallel_calls=parallel, deterministic=deterministic)
+            dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
     return dataset.prefetch(tf.data.AUTOTUNE)

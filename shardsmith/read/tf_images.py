@@ -44,10 +44,11 @@ MAX_MEAN_LEVELS_FROM_REFERENCE = 3.0
 MAX_LEVELS_ONE_IMAGE = 5.0
 
 
-def decode_plan(is_jpeg, height, width, size: tuple[int, int]):
-    """(decode, resize) for an image of `height` x `width` (int64; -1 when unknown; any shape, elementwise): a
-    JPEG of known size is decoded at 1/JPEG_RATIOS[decode] and resized by RESIZES[resize] (see the module);
-    anything else takes decode FULL_DECODE and the antialiased resize."""
+def decode_plan(height, width, size: tuple[int, int]):
+    """(decode, resize) for a JPEG of `height` x `width` (int64, -1 when unknown; any shape, elementwise, so a
+    batch of records is planned at once): decoded at 1/JPEG_RATIOS[decode] and resized by RESIZES[resize] (see
+    the module); FULL_DECODE and the antialiased resize when the size is unknown. `decode_planned` sends what is
+    not a JPEG to FULL_DECODE whatever the plan."""
     import tensorflow as tf
 
     factors_h, factors_w = tf.cast(height, tf.float32) / size[0], tf.cast(width, tf.float32) / size[1]
@@ -58,8 +59,17 @@ def decode_plan(is_jpeg, height, width, size: tuple[int, int]):
     grows = smaller / ratio < 1 - UPSCALE_SLACK
     far = larger / ratio >= MAX_PLAIN_BILINEAR_FACTOR
     resize = tf.where(grows, tf.where(far, 2, 0), tf.where(far, 1, 0))
-    reduced = tf.logical_and(is_jpeg, smaller > 0)
-    return tf.where(reduced, index, FULL_DECODE), tf.where(reduced, resize, RESIZES.index("antialiased"))
+    known = smaller > 0
+    return tf.where(known, index, FULL_DECODE), tf.where(known, resize, RESIZES.index("antialiased"))
+
+
+def plan_for(encoded, plan):
+    """`plan` (from decode_plan) for the image in `encoded`: as it is for a JPEG, a full decode and antialiased
+    resize for anything else."""
+    import tensorflow as tf
+
+    jpeg = tf.io.is_jpeg(encoded)
+    return tf.where(jpeg, plan[0], FULL_DECODE), tf.where(jpeg, plan[1], RESIZES.index("antialiased"))
 
 
 def decode_full(encoded, channels: int):
@@ -91,9 +101,14 @@ def decode_resized(encoded, height, width, size: tuple[int, int], channels: int)
     """The image in `encoded` at `size` (height, width), float32 in 0..255, `channels` 1, 3 or 4 (0: as
     stored); `height`, `width`: the stored size (-1 when the record has none). See the module for how.
     Rejects what `decode_image` rejects."""
+    return decode_planned(encoded, decode_plan(height, width, size), size, channels)
+
+
+def decode_planned(encoded, plan, size: tuple[int, int], channels: int):
+    """`decode_resized` with the stored size's plan made beforehand (`decode_plan`, for a batch at once)."""
     import tensorflow as tf
 
-    decode, resize = decode_plan(tf.io.is_jpeg(encoded), height, width, size)
+    decode, resize = plan_for(encoded, plan)
     decodes = [lambda ratio=ratio: _jpeg_reduced(encoded, ratio, channels) for ratio in JPEG_RATIOS]
     image = tf.switch_case(decode, [*decodes, lambda: decode_full(encoded, channels)])
     image.set_shape([None, None, channels or None])
