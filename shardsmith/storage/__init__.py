@@ -93,15 +93,18 @@ def read_range(path: str, offset: int, length: int) -> bytes:
                                                                      checksum=None)
 
 
-_gcs_clients: tuple[int, object] | None = None  # (pid, google.cloud.storage.Client): a forked child makes its own
+# ((pid, STORAGE_EMULATOR_HOST), google.cloud.storage.Client): a forked child makes its own, and so does a change
+# of endpoint (each test module's emulator has its own port).
+_gcs_clients: tuple[tuple[int, str | None], object] | None = None
 
 
 def _gcs_client():
     global _gcs_clients
-    if _gcs_clients is None or _gcs_clients[0] != os.getpid():
+    key = (os.getpid(), os.environ.get("STORAGE_EMULATOR_HOST"))
+    if _gcs_clients is None or _gcs_clients[0] != key:
         from apache_beam.io.gcp.gcsio import GcsIO
 
-        _gcs_clients = (os.getpid(), GcsIO().client)  # Beam's credentials and settings (the emulator's in tests)
+        _gcs_clients = (key, GcsIO().client)  # Beam's credentials and settings
     return _gcs_clients[1]
 
 
