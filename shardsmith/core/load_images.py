@@ -137,6 +137,7 @@ def open_image(data: bytes, max_pixels: int = DEFAULT_MAX_PIXELS):
 
 # Start-of-frame markers of 8-bit Huffman JPEGs: baseline, extended sequential, progressive.
 _PLAIN_SOF_MARKERS = (0xC0, 0xC1, 0xC2)
+JPEG_START = b"\xff\xd8\xff"  # the first bytes of every JPEG file: start-of-image and a marker's first byte
 _JPEG_MARKERS_WITHOUT_LENGTH = frozenset([0x01, *range(0xD0, 0xD8)])
 
 
@@ -144,7 +145,7 @@ def _plain_jpeg_shape(data: bytes) -> tuple[int, int, int] | None:
     """(height, width, channels) of an 8-bit, 1- or 3-component Huffman JPEG, read from its start-of-frame
     segment (a few microseconds, where Pillow's open() takes about 45). None for anything else (other
     formats, CMYK, 12-bit, arithmetic coding, a damaged marker chain), which then goes through Pillow."""
-    if data[:3] != b"\xff\xd8\xff":
+    if not data.startswith(JPEG_START):
         return None
     pos, end = 2, len(data) - 4
     while pos < end:

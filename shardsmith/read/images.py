@@ -16,7 +16,6 @@ from shardsmith.format.example import IMAGE, URI
 
 _MODES = {1: "L", 3: "RGB", 4: "RGBA"}
 _SIMPLEJPEG_SPACES = {1: "GRAY", 3: "RGB", 4: "RGBA"}  # a JPEG's alpha, as Pillow gives it: opaque
-_JPEG_START = b"\xff\xd8\xff"
 
 
 def image_bytes(record: dict) -> bytes:
@@ -69,7 +68,9 @@ def decode_reduced(data: bytes, size: tuple[int, int] | None = None, channels: i
     (simplejpeg's strict mode)."""
     if channels not in _MODES:
         raise ValueError(f"channels must be 1, 3 or 4, not {channels!r}")
-    if data[:3] == _JPEG_START:
+    from shardsmith.core.load_images import JPEG_START
+
+    if data.startswith(JPEG_START):
         try:
             import simplejpeg
         except ImportError:

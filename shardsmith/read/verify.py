@@ -32,6 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from shardsmith import storage
+from shardsmith.core.load_images import JPEG_START
 from shardsmith.core.rows import placing_label_id
 from shardsmith.errors import UsageError
 from shardsmith.format.build_folder import dataset_dir, own_copy, shard_file_path
@@ -71,7 +72,7 @@ from shardsmith.read.records import HashingReader, decompressed, open_raw
 from shardsmith.read.versions import add_version_argument, version_folder
 
 MAX_PROBLEMS_PER_SHARD = 50  # listed; the rest are counted
-_SIGNATURES = {"jpeg": (b"\xff\xd8\xff",), "png": (b"\x89PNG\r\n\x1a\n",), "gif": (b"GIF87a", b"GIF89a"),
+_SIGNATURES = {"jpeg": (JPEG_START,), "png": (b"\x89PNG\r\n\x1a\n",), "gif": (b"GIF87a", b"GIF89a"),
                "bmp": (b"BM",), "webp": (b"RIFF",)}
 
 
