@@ -89,7 +89,7 @@ def read_range(path: str, offset: int, length: int) -> bytes:
     from apache_beam.io.gcp.gcsio import parse_gcs_path
 
     bucket, name = parse_gcs_path(path)
-    return _gcs_client().bucket(bucket).blob(name).download_as_bytes(start=offset, end=offset + length - 1,
+    return gcs_client().bucket(bucket).blob(name).download_as_bytes(start=offset, end=offset + length - 1,
                                                                      checksum=None)
 
 
@@ -98,13 +98,14 @@ def read_range(path: str, offset: int, length: int) -> bytes:
 _gcs_clients: tuple[tuple[int, str | None], object] | None = None
 
 
-def _gcs_client():
+def gcs_client():
+    """A google.cloud.storage client with Beam's credentials and settings, made once per process and endpoint."""
     global _gcs_clients
     key = (os.getpid(), os.environ.get("STORAGE_EMULATOR_HOST"))
     if _gcs_clients is None or _gcs_clients[0] != key:
         from apache_beam.io.gcp.gcsio import GcsIO
 
-        _gcs_clients = (key, GcsIO().client)  # Beam's credentials and settings
+        _gcs_clients = (key, GcsIO().client)
     return _gcs_clients[1]
 
 

@@ -24,11 +24,13 @@ class VersionedObject:
     """One gs:// object, read with its generation and written or deleted on condition of one."""
 
     def __init__(self, path: str):
-        from apache_beam.io.gcp.gcsio import GcsIO, parse_gcs_path
+        from apache_beam.io.gcp.gcsio import parse_gcs_path
+
+        from shardsmith.storage import gcs_client
 
         bucket, name = parse_gcs_path(path)
         self._name = name
-        self._bucket = GcsIO().client.bucket(bucket)
+        self._bucket = gcs_client().bucket(bucket)
 
     def read(self) -> ObjectVersion | None:
         """The object's current version, or None when there is no object."""
