@@ -82,6 +82,20 @@ def test_a_damaged_record_raises_naming_the_shard_and_record(built, tmp_path):
         list(records)
 
 
+def test_an_index_file_that_does_not_end_where_the_shard_does_is_refused_before_a_read(built, tmp_path):
+    """Index files are input: a last record claiming a gigabyte would have the reader ask for it (and allocate it)."""
+    out = tmp_path / "out"
+    shutil.copytree(built, out)
+    index = Path(published_dir(out)) / "pets-train.tfrecord-00001-of-00004.idx"
+    lines = index.read_text().splitlines()
+    offset, _ = lines[-1].split()
+    index.write_text("\n".join([*lines[:-1], f"{offset} {1 << 30}"]) + "\n")
+    records = shardsmith.records(out, "train")
+    with pytest.raises(CorruptRecord, match="pets-train.tfrecord-00001-of-00004.idx covers .* metadata.json says"):
+        records[records.shards[1].start]
+    assert records[records.shards[0].start]["image/encoded"], "the other shards' index files still serve"
+
+
 def test_decode_image_gives_height_width_channels_uint8(built):
     record = shardsmith.records(built, "test")[0]
     image = shardsmith.decode_image(record["image/encoded"])

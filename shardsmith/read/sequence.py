@@ -78,6 +78,7 @@ class Shard:
     num_records: int
     start: int  # split-wide index of its first record
     index_path: str | None  # its index file: listed in metadata.json, or beside it by name; None: none can be
+    num_bytes: int | None = None  # the file's size as metadata.json records it (None in metadata without it)
 
 
 def open_stored(path: str):
@@ -139,15 +140,15 @@ class _RangeReader:
     def __setstate__(self, state: dict) -> None:
         self.__init__(state["_compression"])
 
-    def __del__(self, getpid=os.getpid, close_fd=os.close) -> None:  # bound now: gone at interpreter exit
+    def __del__(self, getpid=os.getpid) -> None:  # bound now: at interpreter exit the module's globals are gone
         if getattr(self, "_pid", None) == getpid():
             for handle in self._files.values():
-                close_fd(handle) if isinstance(handle, int) else handle.close()
+                _close(handle)
 
 
-def _close(handle) -> None:
+def _close(handle, close_fd=os.close) -> None:  # bound now, as __del__'s getpid
     if isinstance(handle, int):
-        os.close(handle)
+        close_fd(handle)
     else:
         handle.close()
 
@@ -191,7 +192,7 @@ class Records(Sequence):
             index_path = None
             if self.compression != "gzip":
                 index_path = index_file_name(shard.path)
-            self.shards.append(Shard(shard.path, entry.num_examples, start, index_path))
+            self.shards.append(Shard(shard.path, entry.num_examples, start, index_path, entry.num_bytes))
             start += entry.num_examples
         self._starts = [s.start for s in self.shards]
         self._length = start
@@ -243,6 +244,11 @@ class Records(Sequence):
             if len(index) != info.num_records:
                 raise CorruptRecord(f"{info.index_path if data is not None else info.path} holds {len(index)} "
                                     f"records, metadata.json says {info.num_records}: not this build's file")
+            # An index file is input: its records must end where the shard does, or a record's offset and length
+            # would ask for bytes (and a buffer of that size) the shard does not have.
+            if data is not None and info.num_bytes is not None and index.end != info.num_bytes:
+                raise CorruptRecord(f"{info.index_path} covers {index.end} bytes, metadata.json says the shard holds "
+                                    f"{info.num_bytes}: not this build's index")
             self._indexes[shard] = index
         return self._indexes[shard]
 
