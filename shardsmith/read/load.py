@@ -283,11 +283,12 @@ def load(
       to batch when the files differ). Decoding is `tf.io.decode_image(..., expand_animations=False)`'s: the
       first frame, every format it reads.
     - `image_size`: `(height, width)` or an int for a square: every image is resized to it (bilinear, aspect
-      ratio not kept). A JPEG to be shrunk is decoded at libjpeg's reduced scale (1/2, 1/4 or 1/8, the smallest
-      that still covers the size, chosen per image from its header) and then resized bilinearly; an image still
-      more than twice the size after decoding is resized with antialiasing. The pixels stay within 3 levels
-      (0-255, mean absolute) of a full decode and antialiased resize (shardsmith/read/tf_images.py). Without
-      `image_size` images keep their own sizes, and batches of them are `tf.RaggedTensor`s.
+      ratio not kept). A JPEG to be shrunk is decoded at libjpeg's reduced scale (1/2; 1/4 or 1/8 when that
+      leaves twice the size, chosen per record from its stored height and width) and then resized bilinearly, or
+      with an area filter when still twice the size; other formats are decoded in full and resized with
+      antialiasing. The pixels stay within 3 levels (0-255, mean absolute, over a set of images) of a full decode
+      and antialiased resize (shardsmith/read/tf_images.py). Without `image_size` images keep their own sizes,
+      and batches of them are `tf.RaggedTensor`s.
     - `dtype`: `"uint8"` (0..255) or `"float32"` (scaled to 0..1).
     - `batch_size`: None yields single examples. `shuffle_buffer`: 0 or None reads in shard order (with
       `shuffle_files=False`, fully deterministic).
