@@ -261,3 +261,39 @@ def test_the_dags_compaction_rule_is_shardsmiths(tmp_path):
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads(done.stdout.strip().splitlines()[-1]) == [due for _, _, due in cases]
+
+
+def test_the_incremental_dags_nights_survive_broken_rows_a_quiet_night_and_a_retried_task(loaded, label_sorted_set,
+                                                                                          shardsmith, tmp_path):
+    """The incremental DAG's build, with the parameters Airflow renders (max_error_fraction 0.05 among them), given
+    to shardsmith's Flex Template entry point on a local folder: an export with two broken rows passes its first
+    night, the next night that adds rows, that night's retried task and a quiet night (nothing new: exit 0)."""
+    import csv
+    import shutil
+
+    from pipeline.entrypoint import to_build_args
+
+    launch = loaded["dags"]["shardsmith_incremental"]["tasks"]["build_tfrecords"]["body"]["launchParameter"]
+    parameters = {k: v for k, v in launch["parameters"].items() if k != "sdk_container_image"}
+    assert parameters["max_error_fraction"] == "0.05" and parameters["incremental"] == "true"
+    rows = label_sorted_set.rows[::4][:65]
+    for _, uri, _ in rows:
+        (tmp_path / uri).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(label_sorted_set.path_of(uri), tmp_path / uri)
+    (tmp_path / "broken.jpg").write_bytes(b"\xff\xd8\xff\xe0 cut short")
+    broken = [("train", "missing.jpg", rows[0][2]), ("train", "broken.jpg", rows[1][2])]
+    manifest, out = tmp_path / "export.csv", tmp_path / "pets"
+
+    def night(lines: list) -> str:
+        with manifest.open("w", newline="") as f:
+            csv.writer(f).writerows([("split", "image_uri", "label"), *lines])
+        argv = [f"--{k}={v}" for k, v in (parameters | {"manifest": manifest, "output_dir": out}).items()]
+        done = shardsmith("build", *to_build_args(argv))
+        assert done.code == 0, done.err
+        return done.out
+
+    night(rows[:60] + broken)  # 2 of 62 rows failed: within 5%
+    assert "added 7 (5 new records, 2 errors, 2 of them failed in" in night(rows + broken)
+    for _ in ("the task retried", "a quiet night"):
+        assert "nothing changed since version" in night(rows + broken)
+    assert json.loads((out / "metadata.json").read_text())["num_errors"] == 2

@@ -123,7 +123,8 @@ def test_compaction_writes_the_full_builds_shards_and_keeps_earlier_versions(row
     assert meta["build_id"] != previous
     num_old_shards = sum(len(s["shards"]) for s in before["splits"].values())
     assert meta["incremental"] == {"previous": previous, "num_carried_rows": 85, "num_added_rows": 0,
-                                   "num_removed_rows": 0, "num_rewritten_shards": num_old_shards,
+                                   "num_added_records": 0, "num_failed_again": 0, "num_removed_rows": 0,
+                                   "num_removed_records": 0, "num_rewritten_shards": num_old_shards,
                                    "num_images_read": 0, "generation": 4, "generations": 1}
     assert meta["num_examples"] == meta["num_input_rows"] == 85 and meta["num_errors"] == 0
     assert [s["num_shards"] for s in meta["splits"].values()] == [3, 1, 1]

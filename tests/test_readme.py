@@ -535,7 +535,7 @@ def incremental_commands(group: Group, request) -> None:
     change = json.loads((out / "metadata.json").read_text())["incremental"]
     assert (change["num_carried_rows"], change["num_added_rows"], change["num_removed_rows"]) == (19, 4, 1)
     listed = run(*versions)
-    assert listed.code == 0 and len(listed.out.splitlines()) == 2 and "+4 -1 rows" in listed.out
+    assert listed.code == 0 and len(listed.out.splitlines()) == 2 and "+4 -1 records" in listed.out
 
 
 @handles("compact-commands", "bash")

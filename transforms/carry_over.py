@@ -28,7 +28,7 @@ from shardsmith.core.shard_rewrite import rewrite_shard
 from shardsmith.format.build_folder import build_dir, carry_over_scratch
 from shardsmith.format.naming import row_list_name
 from shardsmith.format.row_list import RowListError, parse_row_list
-from transforms.metrics import ROWS_CARRIED, ROWS_NEW, ROWS_REMOVED, count
+from transforms.metrics import ROWS_CARRIED, ROWS_REMOVED, count
 from transforms.report import DatasetCheckFailed
 from transforms.row_coder import of_batches
 
@@ -107,8 +107,6 @@ class PairPartitionFn(beam.DoFn):
             yield beam.pvalue.TaggedOutput(CARRIED, carried_lines)
         if digests:
             yield beam.pvalue.TaggedOutput(CARRIED_DIGESTS, digests)
-        if new_rows:
-            count(ROWS_NEW, sum(len(row.lines) for row in new_rows))
         new_rows.sort(key=lambda row: (row.source_index, row.line))
         for start in range(0, len(new_rows), ROWS_PER_BATCH):
             yield RowBatch(new_rows[start:start + ROWS_PER_BATCH])

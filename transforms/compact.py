@@ -12,18 +12,20 @@ build.
 
 Guarantees: the compacted shards (and their index files) are the bytes a full build of the version's rows
 writes with the same seed, shard count and label ids; the new version is published, as a build's, only after
-every shard, labels.txt, errors.jsonl (empty: the version holds only records) and transform_fn/ exist, and
-only while the compaction holds the folder's lock; earlier versions' files are never touched, and retention
-keeps --keep_builds versions.
+every shard, labels.txt, errors.jsonl (the compacted version's: its failed rows are the next night's retries)
+and transform_fn/ exist, and only while the compaction holds the folder's lock; earlier versions' files are
+never touched, and retention keeps --keep_builds versions.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
 import apache_beam as beam
 
+from shardsmith import storage
 from shardsmith.core import fault_injection
 from shardsmith.core.build_lock import LockGuard, release_lock
 from shardsmith.core.compaction import CompactionSource, readable_path, record_rows
@@ -32,11 +34,13 @@ from shardsmith.core.rows import ShardResult
 from shardsmith.core.settings import CheckSettings, RecordSettings
 from shardsmith.core.shard_file import WriterConfig
 from shardsmith.format.build_folder import (
+    COPY_CHUNK_BYTES,
     build_dir,
     publish,
     remove_temporary_files,
     retire_builds,
     write_atomically,
+    write_atomically_from,
 )
 from shardsmith.format.metadata import labels_bytes
 from shardsmith.format.metadata_schema import IncrementalEntry, Metadata
@@ -102,19 +106,42 @@ def compacted_metadata(compaction: Compaction, shards: list[ShardResult], plan: 
         written, labels_taken_from=published.labels_taken_from, features=published.features,
         duplicates=published.duplicates,
         incremental=IncrementalEntry(
-            previous=source.version, num_carried_rows=source.num_rows, num_rewritten_shards=len(source.shards),
+            previous=source.version, num_carried_rows=source.num_rows, num_added_records=0, num_removed_records=0,
+            num_rewritten_shards=len(source.shards),
             generation=published.incremental.generation + 1, generations=1))
 
 
+def _errors_chunks(path: str) -> Iterator[bytes]:
+    with storage.open_read(path) as reader:
+        yield from iter(lambda: reader.read(COPY_CHUNK_BYTES), b"")
+
+
+def carry_errors(compaction: Compaction, metadata: Metadata) -> Metadata:
+    """Copies the compacted version's errors.jsonl into the compaction's folder and returns `metadata` with its
+    error counts: the compacted version stands for the same manifest rows, failed ones included, so the next
+    --incremental night knows which rows failed before (shardsmith/core/failed_again.py). A version whose
+    errors.jsonl is missing gets an empty one and no errors: the next night then counts those rows' failures as
+    new, the safe side."""
+    source, published = compaction.source, compaction.source.metadata
+    target = join(compaction.files_dir, ERRORS_FILE)
+    path = join(build_dir(source.output_dir, source.version), ERRORS_FILE)
+    if not published.error_count or not storage.exists(path):
+        write_atomically(target, b"")
+        return metadata
+    write_atomically_from(target, _errors_chunks(path))
+    return replace(metadata, num_input_rows=source.num_rows + published.error_count,
+                   num_errors=published.error_count, errors_by_reason=published.errors_by_reason)
+
+
 def publish_compaction(_, compaction: Compaction, shards: list[ShardResult], plan: ShardPlan) -> Metadata:
-    """Writes labels.txt, an empty errors.jsonl, transform_fn/ and the TFDS files into the compaction's build
-    folder, removes leftover temporary files and publishes it (metadata.json last, under the lock), then retires
-    builds beyond --keep_builds that no kept version lists, and releases the lock."""
+    """Writes labels.txt, errors.jsonl (the compacted version's), transform_fn/ and the TFDS files into the
+    compaction's build folder, removes leftover temporary files and publishes it (metadata.json last, under the
+    lock), then retires builds beyond --keep_builds that no kept version lists, and releases the lock."""
     metadata = compacted_metadata(compaction, list(shards), plan)
     files_dir, lock = compaction.files_dir, compaction.lock
     lock.check()
     write_atomically(join(files_dir, LABELS_FILE), labels_bytes(metadata.labels))
-    write_atomically(join(files_dir, ERRORS_FILE), b"")
+    metadata = carry_errors(compaction, metadata)
     write_transform_fn(metadata.labels, files_dir)
     for file_name, content in tfds_metadata_files(metadata).items():
         write_atomically(join(files_dir, file_name), content)

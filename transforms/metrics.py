@@ -13,9 +13,12 @@ values match metadata.json once a build is published (docs/metrics.md); a local 
                             load), one per line as errors.jsonl lists them
   image_bytes               distribution: the source bytes of each written image (count: num_examples)
   images_read               images read by the shard writers: records written plus images rejected as read
-  rows_carried, rows_new,   --incremental (SplitCarriedRows): manifest lines the published version holds (their
-  rows_removed              images are not read), lines it does not hold, and lines of its records the manifest
-                            no longer lists; metadata.json's incremental entry
+  rows_carried, rows_new,   --incremental: manifest lines whose records the published version holds (their
+  rows_removed              images are not read; SplitCarriedRows), lines it holds no record for (records or
+                            errors, manifest lines that did not parse included; counted by the report, as
+                            rows_read less rows_carried), and lines of its records the manifest no longer lists
+                            (SplitCarriedRows); metadata.json's incremental entry: num_carried_rows,
+                            num_added_rows, num_removed_rows
 """
 
 from __future__ import annotations

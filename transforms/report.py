@@ -24,6 +24,7 @@ import apache_beam as beam
 from shardsmith.core import fault_injection
 from shardsmith.core.build_lock import LockGuard, release_lock
 from shardsmith.core.carry_over import CarriedVersion, merged_version
+from shardsmith.core.failed_again import count_failed_again
 from shardsmith.core.rows import ShardResult
 from shardsmith.core.settings import CheckSettings, RecordSettings
 from shardsmith.format.build_folder import (
@@ -43,6 +44,7 @@ from transforms.duplicates import DuplicateSummary
 from transforms.error_parts import ErrorSummary, WriteErrors
 from transforms.gather import Gather
 from transforms.labels import Vocabulary
+from transforms.metrics import ROWS_NEW, count
 from transforms.place import ShardPlan
 
 CHECK_FAILED_MARKER = "shardsmith check failed: "
@@ -134,9 +136,14 @@ def check_and_write_metadata(
     index, ShardResult) of those rewritten without removed rows), and the error budget counts the new rows."""
     shards = list(shards)
     metadata = build_metadata(config, shards, plan, vocabulary, errors, num_input_rows, duplicates, near_duplicates)
+    failed_again = 0
     if config.carried is not None:
+        if not config.carried.is_first:
+            failed_again = count_failed_again(join(build_dir(config.output_dir, config.carried.previous), ERRORS_FILE),
+                                              join(config.files_dir, ERRORS_FILE))
         metadata = merged_version(metadata, config.carried, dict(rewritten), carried_lines, removed_lines,
-                                  removed_bytes)
+                                  removed_bytes, failed_again)
+        count(ROWS_NEW, num_input_rows - carried_lines)
     accounted = metadata.num_example_rows + errors.num_errors
     if accounted != num_input_rows:
         raise DatasetCheckFailed(
@@ -146,13 +153,17 @@ def check_and_write_metadata(
     if num_input_rows == 0:
         raise DatasetCheckFailed("the inputs hold no data rows")
     num_failed = errors.num_errors - errors.num_dropped_duplicates
-    num_new_rows = num_input_rows - carried_lines  # every row but the carried ones was read this time
-    fraction = num_failed / num_new_rows if num_new_rows else 0.0
+    # The budget judges the rows new since the published version: neither carried nor failed there before.
+    num_new_failed = num_failed - failed_again
+    num_new_rows = num_input_rows - carried_lines - failed_again
+    fraction = num_new_failed / num_new_rows if num_new_rows else 0.0
     if fraction > config.checks.max_error_fraction:
-        what = "new rows" if carried_lines else "rows"
+        what = "new rows" if config.carried is not None and not config.carried.is_first else "rows"
+        again = (f" ({failed_again} more that failed in version {config.carried.previous} too were retried and are "
+                 "not counted)" if failed_again else "")
         raise DatasetCheckFailed(
-            f"{num_failed} of {num_new_rows} {what} ({fraction:.1%}) failed, more than "
-            f"--max_error_fraction={config.checks.max_error_fraction}: {errors.explanation}; "
+            f"{num_new_failed} of {num_new_rows} {what} ({fraction:.1%}) failed, more than "
+            f"--max_error_fraction={config.checks.max_error_fraction}{again}: {errors.explanation}; "
             f"see {join(config.files_dir, ERRORS_FILE)}"
         )
     if config.checks.on_duplicate == "error" and duplicates.num_groups:

@@ -42,6 +42,7 @@ class CarriedVersion:
     labels: tuple[str, ...] = ()  # the version's labels in id order; new labels get the next ids
     shards: tuple[CarriedShard, ...] = ()
     num_rows: int = 0  # manifest lines the version's records stand for
+    num_records: int = 0  # the version's records
     max_removed_fraction: float = 1.0
     source_bytes: dict[str, int | None] = field(default_factory=dict)  # per split, as the version lists it
 
@@ -83,11 +84,16 @@ def pair_rows(rows: list[ManifestRow], records: list[RecordPlace]) -> Pairing:
 
 
 def merged_version(new: Metadata, version: CarriedVersion, rewritten: dict[int, ShardResult], carried_lines: int,
-                   removed_lines: int, removed_bytes: dict[str, int] | None = None) -> Metadata:
+                   removed_lines: int, removed_bytes: dict[str, int] | None = None, failed_again: int = 0) -> Metadata:
     """The metadata.json of the version an --incremental build makes: `new` (what the build's own rows made:
     its splits hold the new generation's shards) with the carried shards in front of each split's, in the
     published version's order (rewritten ones in place of theirs), and the counts of the whole version
-    (`removed_bytes`: the source bytes of the removed records, per split)."""
+    (`removed_bytes`: the source bytes of the removed records, per split; `failed_again`: error lines that failed
+    in the published version too, shardsmith/core/failed_again.py).
+
+    The counts, each with one meaning (docs/versions.md, "Counts"): rows are manifest lines; every row is carried
+    (its record is kept) or added (read: a record or an error); added records are the new generation's records;
+    removed rows and records are the published version's that the manifest no longer lists."""
     splits = {}
     for split in SPLITS:
         carried = [_carried_entry(index, shard, rewritten) for index, shard in enumerate(version.shards)
@@ -104,14 +110,18 @@ def merged_version(new: Metadata, version: CarriedVersion, rewritten: dict[int, 
     images_read = sum(entry.num_examples or 0 for entry in new.splits.values()) + sum(
         n for reason, n in (new.errors_by_reason or {}).items() if reason.startswith(f"{LOAD_STAGE}:"))
     generations = {shard_generation(shard.file) for entry in splits.values() for shard in entry.shards}
+    num_examples = sum(entry.num_examples for entry in splits.values())
+    added_records = new.num_examples or 0
     return replace(
         new,
-        num_examples=sum(entry.num_examples for entry in splits.values()),
+        num_examples=num_examples,
         num_example_rows=(new.num_example_rows or 0) + carried_lines,
         splits=splits,
         incremental=IncrementalEntry(
             previous=version.previous, num_carried_rows=carried_lines, num_added_rows=num_input_rows - carried_lines,
-            num_removed_rows=removed_lines, num_rewritten_shards=len(rewritten), num_images_read=images_read,
+            num_added_records=added_records, num_failed_again=failed_again, num_removed_rows=removed_lines,
+            num_removed_records=version.num_records - (num_examples - added_records),
+            num_rewritten_shards=len(rewritten), num_images_read=images_read,
             generation=version.generation,
             generations=len(generations) or 1,
         ),

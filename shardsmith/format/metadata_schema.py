@@ -262,9 +262,12 @@ class IncrementalEntry(_Entry):
     build can tell new rows from carried ones): the version it was built on and how the rows changed."""
 
     previous: str | None = None  # the version this one was built on; None: the first, a full build
-    num_carried_rows: int = 0  # rows of the previous version kept, neither read nor stat'ed
-    num_added_rows: int = 0  # manifest rows new to this version (records or error rows)
-    num_removed_rows: int = 0  # rows of the previous version no longer in the manifest
+    num_carried_rows: int = 0  # manifest rows whose records the previous version holds: kept, not read
+    num_added_rows: int = 0  # manifest rows the previous version holds no record for: read (records or errors)
+    num_added_records: int | None = None  # records made of them (None: written before the field)
+    num_failed_again: int = 0  # of the added rows' errors, rows that failed in the previous version too
+    num_removed_rows: int = 0  # rows of the previous version's records that the manifest no longer lists
+    num_removed_records: int | None = None  # records those rows made (None: written before the field)
     num_rewritten_shards: int = 0  # shards of earlier generations rewritten, from their records, without them
     num_images_read: int = 0  # images this build read: its new records and the images rejected as read
     generation: int = 1  # this build's generation: its new shards' names carry the number (from 2 on)

@@ -157,9 +157,15 @@ def version_line(metadata: Metadata, build_id: str | None) -> str | None:
     if change is None or change.previous is None:
         return None
     which = build_id or metadata.build_id or "this version"
-    return (f"{which}, added to {change.previous}: images read {change.num_images_read:,}, rows carried over "
-            f"{change.num_carried_rows:,}, added {change.num_added_rows:,}, removed {change.num_removed_rows:,} "
-            f"({change.num_rewritten_shards} shard(s) rewritten without them; {change.generations} generation(s))")
+    added = ""
+    if change.num_added_records is not None:
+        again = f", {change.num_failed_again:,} of them failed in {change.previous} too" if change.num_failed_again \
+            else ""
+        added = f" ({change.num_added_records:,} new records, {metadata.error_count:,} errors{again})"
+    return (f"{which}, added to {change.previous}: rows carried over {change.num_carried_rows:,} (not read), added "
+            f"{change.num_added_rows:,}{added}, removed {change.num_removed_rows:,} "
+            f"({change.num_rewritten_shards} shard(s) rewritten without them); images read "
+            f"{change.num_images_read:,}; {change.generations} generation(s)")
 
 
 def label_counts_text(label_counts: dict[str, int]) -> str:

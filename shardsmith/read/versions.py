@@ -34,20 +34,30 @@ class Version:
     current: bool
     records: dict[str, int]  # split -> records, in metadata.json's order
     num_errors: int
-    rows_added: int | None = None  # --incremental: manifest rows new to this version (None: a full build)
-    rows_removed: int | None = None
+    rows_added: int | None = None  # --incremental: manifest rows read by its build (None: a full build)
+    rows_removed: int | None = None  # --incremental: rows of the previous version's records no longer listed
     previous: str | None = None  # --incremental: the version it was built on
+    records_added: int | None = None  # --incremental: records its build made (None: a full build, or older)
+    records_removed: int | None = None
 
     def as_json(self) -> dict:
         return {"id": self.id, "started": self.started, "current": self.current, "records": self.records,
                 "num_records": sum(self.records.values()), "num_errors": self.num_errors,
-                "rows_added": self.rows_added, "rows_removed": self.rows_removed, "previous": self.previous,
+                "rows_added": self.rows_added, "rows_removed": self.rows_removed, "records_added": self.records_added,
+                "records_removed": self.records_removed, "previous": self.previous,
                 "build_dir": f"{BUILDS_DIR}/{self.id}"}
 
     def line(self) -> str:
         splits = ", ".join(f"{split} {count:,}" for split, count in self.records.items())
-        change = "full build" if self.rows_added is None else f"+{self.rows_added:,} -{self.rows_removed:,} rows"
-        return f"{self.id}  {self.started:<20}  {change:<18}  {splits}" + ("  (current)" if self.current else "")
+        if self.rows_added is None:
+            change = "full build"
+        elif self.records_added is not None:
+            change = f"+{self.records_added:,} -{self.records_removed:,} records"
+        else:
+            change = f"+{self.rows_added:,} -{self.rows_removed:,} rows"
+        errors = f", {self.num_errors:,} errors" if self.num_errors else ""
+        return (f"{self.id}  {self.started:<20}  {change:<21}  {splits}{errors}"
+                + ("  (current)" if self.current else ""))
 
 
 def _started(output_dir: str, build_id: str) -> str:
@@ -86,7 +96,8 @@ def list_versions(output_dir: str) -> list[Version]:
         change = metadata.incremental
         versions.append(Version(build_id, _started(output_dir, build_id), build_id == current, records,
                                 metadata.error_count, change and change.num_added_rows,
-                                change and change.num_removed_rows, change and change.previous))
+                                change and change.num_removed_rows, change and change.previous,
+                                change and change.num_added_records, change and change.num_removed_records))
     return versions
 
 

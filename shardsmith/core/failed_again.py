@@ -1,0 +1,76 @@
+"""Rows that failed in the published version and fail again: what an `--incremental` night does not count
+against `--max_error_fraction`.
+
+A manifest row that failed never became a record, so every night reads it again (its image may have been fixed:
+then it becomes a record like any new row). One that still fails is listed in the night's errors.jsonl as before,
+but it is not a new failure: the version it was built on failed it already, and an export with a few broken rows
+would otherwise fail every later night. The budget judges the rows that are new since the published version.
+
+A failed line's *failure key* is what the row said: its URI as written, its split and its label (never its place
+in the manifest, so reordered or appended manifests change nothing; a manifest line that could not be parsed has
+no URI and is keyed by its split and label as read, usually empty). Keys pair as multisets: three lines of one key
+that failed before and five that fail now are three failed again and two new failures. Rows dropped on purpose
+(`--on_duplicate drop`'s stage) are not failures and are left out on both sides.
+
+Memory: one 16-byte key (and its count) per line of the published version's errors.jsonl; the night's errors.jsonl
+is streamed line by line. A published errors.jsonl that is missing or has a line that is not an error row counts
+those lines as unknown: their rows' failures count as new (the safe side: the night fails loudly, never quietly).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from collections.abc import Iterator
+
+from shardsmith import storage
+from shardsmith.core.rows import ErrorRow
+
+KEY_BYTES = 16
+DROPPED_ON_PURPOSE = "duplicate"  # transforms/duplicates.py's STAGE: --on_duplicate drop's rows are not failures
+
+
+def failure_key(uri: str, split: str, label: str) -> bytes:
+    """A failed line's key (see the module): the same row gives the same key in any process."""
+    text = json.dumps([uri, split, label], ensure_ascii=False, separators=(",", ":"))
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=KEY_BYTES,
+                           person=b"shardsmith-fail").digest()
+
+
+def error_key(error: ErrorRow) -> bytes:
+    return failure_key(error.uri, error.split, error.label)
+
+
+def _failed_lines(path: str) -> Iterator[bytes]:
+    """The failure keys of an errors.jsonl's failed lines, streamed; lines that are not error rows are skipped."""
+    if storage.is_remote(path) and not storage.exists(path):
+        return
+    try:
+        reader = storage.open_read(path, buffered=True)
+    except FileNotFoundError:
+        return
+    with reader:
+        for line in iter(reader.readline, b""):
+            try:
+                fields = json.loads(line)
+                uri, split, label, stage = fields["uri"], fields["split"], fields["label"], fields["stage"]
+            except (ValueError, TypeError, KeyError):
+                continue
+            if isinstance(uri, str) and isinstance(split, str) and isinstance(label, str) \
+                    and stage != DROPPED_ON_PURPOSE:
+                yield failure_key(uri, split, label)
+
+
+def count_failed_again(published_errors: str, night_errors: str) -> int:
+    """How many failed lines of the errors.jsonl at `night_errors` failed in the one at `published_errors` too,
+    pairing keys as multisets (see the module)."""
+    before = Counter(_failed_lines(published_errors))
+    if not before:
+        return 0
+    again = 0
+    for key in _failed_lines(night_errors):
+        if before[key] > 0:
+            before[key] -= 1
+            again += 1
+    return again
