@@ -219,8 +219,8 @@ def _run_build(options, sources, beam_args: list[str], fixed_labels=None) -> Met
     processes = writer_processes(beam_options, options.writer_processes)
     _configure_logging(local)
     started = time.monotonic() if _command_started is None else _command_started
-    lock, carried = prepare_output_dir(options, sources)
-    fixed_labels = carried_labels(carried) or fixed_labels
+    lock, carried, published_labels = prepare_output_dir(options, sources, fixed_labels)
+    fixed_labels = carried_labels(carried, fixed_labels)
     lock.start_heartbeat()
     temp_dir, made_temp = _temp_dir_for(options.temp_dir, beam_options)
     waits = not leaves_job_running(beam_options)
@@ -259,6 +259,11 @@ def _run_build(options, sources, beam_args: list[str], fixed_labels=None) -> Met
     from shardsmith.read.summary import build_summary
 
     print(build_summary(metadata, options.output_dir, lock.build_id, elapsed))
+    from shardsmith.core.label_list import moved_ids_line
+
+    moved = moved_ids_line(published_labels, tuple(metadata.labels))
+    if moved:
+        print(f"shardsmith: {moved}", flush=True)
     return metadata
 
 

@@ -98,11 +98,13 @@ def test_only_new_rows_are_read_and_removed_rows_vanish_for_every_reader(pool, s
     meta = metadata(out)
     change = meta["incremental"]
     rewritten = change.pop("num_rewritten_shards")
-    assert change == {"previous": v1, "num_carried_rows": 56, "num_added_rows": 30, "num_removed_rows": 4,
+    assert change == {"previous": v1, "num_carried_rows": 56, "num_added_rows": 30, "num_added_records": 30,
+                      "num_failed_again": 0, "num_removed_rows": 4, "num_removed_records": 4,
                       "num_images_read": 30, "generation": 2, "generations": 2}
     assert 1 <= rewritten <= 4
     assert meta["num_input_rows"] == 86 and meta["num_examples"] == 86 and meta["num_errors"] == 0
-    assert "images read 30, rows carried over 56, added 30, removed 4" in done.out
+    assert ("rows carried over 56 (not read), added 30 (30 new records, 0 errors), removed 4 (" in done.out
+            and "images read 30; 2 generation(s)" in done.out)
     for split in ("train", "validation", "test"):
         want = sorted(uri for s, uri, _ in kept + later if s == split)
         assert uris(out, split) == want, split
@@ -276,7 +278,7 @@ def test_the_partitioned_join_gives_the_same_version_however_rows_are_partitione
         assert build(shardsmith, day1, out).code == 0
         done = build(shardsmith, day2, out)
         assert done.code == 0, done.err
-        assert "rows carried over 57, added 31, removed 3" in done.out
+        assert "rows carried over 57 (not read), added 31 (31 new records, 0 errors), removed 3" in done.out
         build_folder = out / BUILDS_DIR / metadata(out)["build_id"]
         assert not [p for p in build_folder.iterdir() if "carry-over" in p.name]  # the spill files are gone
     assert shards(outs["one-partition"]) == shards(outs["many-partitions"])
@@ -324,3 +326,125 @@ def test_a_rerun_with_nothing_new_publishes_nothing_and_keeps_every_version(pool
     assert metadata(out) == published
     assert sorted(p.name for p in (out / BUILDS_DIR).iterdir()) == versions_before
     assert not (out / LOCK_FILE).exists()
+
+
+def errors_of(out: Path) -> list[dict]:
+    meta = metadata(out)
+    return [json.loads(line) for line in (out / meta["build_dir"] / "errors.jsonl").read_text().splitlines()]
+
+
+def test_rows_that_failed_before_do_not_fail_later_nights_and_a_fixed_one_becomes_a_record(pool, shardsmith,
+                                                                                           tmp_path):
+    """Every real export has a few broken rows: the error budget judges the rows new since the published version.
+    A row that failed there and fails again is retried, reported (errors.jsonl, metadata, summary) and not
+    counted; one whose image was fixed becomes a record; a night with nothing new exits 0, compaction between
+    nights included."""
+    out = tmp_path / "out"
+    (pool.root / "img").mkdir(exist_ok=True)
+    (pool.root / "img" / "broken.jpg").write_bytes(b"\xff\xd8\xff\xe0 not really a JPEG")
+    broken = [("train", "img/missing.jpg", "cat"), ("train", "img/broken.jpg", "dog")]
+    good = pool.rows[:60]
+    budget = ("--max_error_fraction", "0.05")
+    done = build(shardsmith, pool.manifest("n1", good + broken), out, *budget)  # 2 of 62 rows: 3.2%
+    assert done.code == 0, done.err
+    v1 = metadata(out)["build_id"]
+    night2 = pool.manifest("n2", good + broken + pool.rows[60:65])
+    done = build(shardsmith, night2, out, *budget)
+    assert done.code == 0, done.err
+    meta = metadata(out)
+    change = meta["incremental"]
+    assert (change["num_carried_rows"], change["num_added_rows"], change["num_added_records"],
+            change["num_failed_again"]) == (60, 7, 5, 2)
+    assert (meta["num_input_rows"], meta["num_examples"], meta["num_errors"]) == (67, 65, 2)
+    assert sorted(e["uri"] for e in errors_of(out)) == ["img/broken.jpg", "img/missing.jpg"]
+    assert f"added 7 (5 new records, 2 errors, 2 of them failed in {v1} too)" in done.out
+    v2 = meta["build_id"]
+
+    # A quiet night (the same manifest; a retried task is the same), after a compaction too: exit 0, nothing new.
+    for _ in range(2):
+        done = build(shardsmith, night2, out, *budget)
+        assert done.code == 0, done.err
+        assert f"nothing changed since version {v2}" in done.out
+    compacted = shardsmith("compact", out)
+    assert compacted.code == 0, compacted.err
+    v3 = metadata(out)["build_id"]
+    assert v3 != v2 and metadata(out)["num_errors"] == 2 and len(errors_of(out)) == 2
+    done = build(shardsmith, night2, out, *budget)
+    assert done.code == 0, done.err
+    assert f"nothing changed since version {v3}" in done.out
+
+    # The broken image is fixed: its row becomes a record; the missing one is retried again.
+    shutil.copyfile(pool.root / good[0][1], pool.root / "img" / "broken.jpg")
+    done = build(shardsmith, night2, out, *budget)
+    assert done.code == 0, done.err
+    meta = metadata(out)
+    assert (meta["incremental"]["num_added_records"], meta["incremental"]["num_failed_again"]) == (1, 1)
+    assert "img/broken.jpg" in uris(out, "train") and [e["uri"] for e in errors_of(out)] == ["img/missing.jpg"]
+    v4 = meta["build_id"]
+
+    # New rows are still judged: one new broken row of six is over 5%, and nothing is published.
+    night5 = pool.manifest("n5", good + broken + pool.rows[60:70] + [("test", "img/gone.jpg", "emu")])
+    done = build(shardsmith, night5, out, *budget)
+    assert done.code == 1
+    assert "1 of 6 new rows (16.7%) failed" in done.err
+    assert f"1 more that failed in version {v4} too were retried and are not counted" in done.err
+    assert metadata(out)["build_id"] == v4
+
+
+def test_label_ids_never_move_silently_on_a_rebuild_or_with_a_label_file(pool, shardsmith, tmp_path):
+    out = tmp_path / "out"
+    no_cats = [r for r in pool.rows if r[2] != "cat"]
+    assert build(shardsmith, pool.manifest("a", no_cats), out).code == 0
+    assert build(shardsmith, pool.manifest("b", pool.rows), out).code == 0
+    assert metadata(out)["labels"] == ["dog", "emu", "cat"]
+    # The rebuild the usage errors recommend keeps the published ids (alphabetical would renumber all three).
+    done = build(shardsmith, pool.manifest("b", pool.rows), out, "--overwrite")
+    assert done.code == 0, done.err
+    assert metadata(out)["labels"] == ["dog", "emu", "cat"] and "label ids changed" not in done.out
+    ids = {r["image/class/text"].decode(): int(r["image/class/label"]) for r in records(out, "train")}
+    assert ids == {"dog": 0, "emu": 1, "cat": 2}
+    # A fixed class list a model needs: it may extend the published ids, never contradict them.
+    extends = tmp_path / "extends.txt"
+    extends.write_text("dog\nemu\ncat\nfox\n")
+    done = build(shardsmith, pool.manifest("b", pool.rows), out, "--label_file", extends)
+    assert done.code == 0, done.err
+    assert metadata(out)["labels"] == ["dog", "emu", "cat", "fox"]
+    before = metadata(out)
+    contradicts = tmp_path / "alphabetical.txt"
+    contradicts.write_text("cat\ndog\nemu\nfox\n")
+    done = build(shardsmith, pool.manifest("b", pool.rows), out, "--label_file", contradicts)
+    assert done.code == 2
+    assert f"gives 'dog' id 1, version {before['build_id']} id 0" in done.err and "Traceback" not in done.err
+    assert metadata(out) == before
+    # A full rebuild that numbers alphabetically says which ids moved.
+    done = shardsmith("build", "--manifest", pool.manifest("b", pool.rows), "--output_dir", out, "--name", "pets",
+                      "--overwrite")
+    assert done.code == 0, done.err
+    assert metadata(out)["labels"] == ["cat", "dog", "emu"]
+    assert "label ids changed from the version this build replaced: 'dog' 0 -> 1, 'emu' 1 -> 2, 'cat' 2 -> 0" \
+        in done.out
+
+
+def test_a_nights_counts_mean_the_same_in_metadata_the_summary_the_metrics_and_versions(pool, shardsmith,
+                                                                                       tmp_path):
+    """Rows are manifest lines, records are examples: a line that does not parse is a row read (added) and an
+    error, never a record, wherever the night's numbers are shown."""
+    out = tmp_path / "out"
+    first = pool.manifest("n1", pool.rows[:60])
+    first.write_text(first.read_text() + "train,only-two-columns\n")
+    assert build(shardsmith, first, out).code == 0
+    v1 = metadata(out)["build_id"]
+    second = pool.manifest("n2", pool.rows[:65])
+    second.write_text(second.read_text() + "train,only-two-columns\n")
+    done = build(shardsmith, second, out)
+    assert done.code == 0, done.err
+    change = metadata(out)["incremental"]
+    assert (change["num_carried_rows"], change["num_added_rows"], change["num_added_records"],
+            change["num_failed_again"], change["num_removed_records"]) == (60, 6, 5, 1, 0)
+    assert f"added 6 (5 new records, 1 errors, 1 of them failed in {v1} too)" in done.out
+    assert "rows_carried 60, rows_new 6, rows_read 66" in done.out + done.err
+    listed = json.loads(shardsmith_cli_ok(shardsmith, "versions", out, "--json").out)
+    assert [(v["rows_added"], v["records_added"], v["records_removed"], v["num_records"], v["num_errors"])
+            for v in listed] == [(6, 5, 0, 65, 1), (61, 60, 0, 60, 1)]
+    lines = shardsmith_cli_ok(shardsmith, "versions", out).out.splitlines()
+    assert "+5 -0 records" in lines[0] and "+60 -0 records" in lines[1] and "1 errors" in lines[1]

@@ -13,6 +13,7 @@ from shardsmith.core.label_list import FixedLabels
 from shardsmith.errors import UsageError
 from shardsmith.format.metadata import read_metadata
 from shardsmith.format.metadata_schema import Metadata, MetadataMissing
+from shardsmith.format.naming import BUILDS_DIR, LABELS_FILE
 
 # Recorded options that decide a record's bytes or a row's split: an incremental build must use the published
 # version's, or its new records would not belong with the carried ones.
@@ -21,16 +22,15 @@ MUST_MATCH = ("name", "split_ratios", "seed", "compression", "image_mode", "max_
 REBUILD = "rebuild it in full once with --incremental --overwrite"
 
 
-def carried_version(options: BuildOptions) -> CarriedVersion | None:
+def carried_version(options: BuildOptions, label_file: FixedLabels | None = None) -> CarriedVersion | None:
     """The version an --incremental build adds to (None without the flag): the published one, or, in a folder
-    without one (or with --overwrite), a first build that lists its rows. UsageError (one line, saying what to
-    do) when the published version cannot be added to with these options. Call while holding the lock."""
+    without one (or with --overwrite), a first build that lists its rows and keeps the published label ids.
+    `label_file`: --label_file's list, which must extend the published ids unless --overwrite. UsageError (one
+    line, saying what to do) when the published version cannot be added to with these options. Call while
+    holding the lock."""
     if not options.incremental:
         return None
     out = options.output_dir
-    if options.label_file is not None:
-        raise UsageError("--label_file cannot be combined with --incremental (an incremental build keeps the "
-                         "published version's label ids and numbers new labels after them)")
     if options.checks.on_duplicate == "drop":
         raise UsageError("--on_duplicate drop cannot be combined with --incremental yet (it would have to drop "
                          "published records): use --on_duplicate error to fail on a new copy of any image of the "
@@ -39,12 +39,31 @@ def carried_version(options: BuildOptions) -> CarriedVersion | None:
         raise UsageError("--near_duplicates cannot be combined with --incremental yet: near-duplicates are "
                          "searched within one build's rows")
     try:
-        published = None if options.overwrite else read_metadata(out)
+        published = read_metadata(out)
     except MetadataMissing:
         published = None
-    if published is None:
-        return CarriedVersion(None, 1, max_removed_fraction=options.max_removed_fraction)
+    if published is not None and label_file is not None and not options.overwrite:
+        _check_extends(published, label_file)
+    if published is None or options.overwrite:  # a rebuild keeps the published ids too (carried_labels)
+        labels = tuple(published.labels) if published is not None else ()
+        return CarriedVersion(None, 1, labels=labels, max_removed_fraction=options.max_removed_fraction)
     return _adding_to(published, options)
+
+
+def _check_extends(published: Metadata, label_file: FixedLabels) -> None:
+    """UsageError unless --label_file lists the published labels first, in their id order: a night never changes
+    what an id means (a model trained on an earlier version reads the same ids)."""
+    build_id = published.build_id or "published"
+    fix = (f"list its labels first, in id order ({BUILDS_DIR}/{build_id}/{LABELS_FILE}), then new ones, or rebuild "
+           "with --overwrite to renumber")
+    for label_id, label in enumerate(published.labels):
+        if label not in label_file.labels:
+            raise UsageError(f"--label_file {label_file.path} lacks {label!r}, id {label_id} in version {build_id}: "
+                             f"an incremental build keeps every published id; {fix}")
+        if label_file.labels.index(label) != label_id:
+            raise UsageError(f"--label_file {label_file.path} gives {label!r} id {label_file.labels.index(label)}, "
+                             f"version {build_id} id {label_id}: an incremental build keeps every published id; "
+                             f"{fix}")
 
 
 def _adding_to(published: Metadata, options: BuildOptions) -> CarriedVersion:
@@ -67,15 +86,18 @@ def _adding_to(published: Metadata, options: BuildOptions) -> CarriedVersion:
         labels=tuple(published.labels),
         shards=shards,
         num_rows=published.num_example_rows if published.num_example_rows is not None else published.num_examples,
+        num_records=published.num_examples or 0,
         max_removed_fraction=options.max_removed_fraction,
         source_bytes={split: entry.source_bytes for split, entry in published.splits.items()},
     )
 
 
-def carried_labels(version: CarriedVersion | None) -> FixedLabels | None:
-    """The published labels, kept with their ids, that an --incremental build extends (None for a first)."""
-    if version is None or version.is_first:
-        return None
+def carried_labels(version: CarriedVersion | None, label_file: FixedLabels | None = None) -> FixedLabels | None:
+    """The labels a build numbers its rows with: --label_file's list when given (checked by carried_version);
+    else, for an --incremental build into a folder with a published version (a rebuild with --overwrite too),
+    the published labels, kept with their ids, which new labels extend; else None (alphabetical ids)."""
+    if label_file is not None or version is None or not version.labels:
+        return label_file
     return FixedLabels(version.labels, "", extendable=True)
 
 

@@ -16,6 +16,7 @@ from pipeline.checks.incremental import carried_version
 from pipeline.options.build_options import BuildOptions
 from shardsmith.core.build_lock import BuildLock, LockHeld, acquire_lock
 from shardsmith.core.carry_over import CarriedVersion
+from shardsmith.core.label_list import FixedLabels
 from shardsmith.core.manifest import Source, input_problem
 from shardsmith.errors import UsageError
 from shardsmith.format.build_folder import (
@@ -84,12 +85,14 @@ def check_inputs(options: BuildOptions, sources: list[Source]) -> None:
                              "that holds no inputs")
 
 
-def prepare_output_dir(options: BuildOptions, sources: list[Source]) -> tuple[BuildLock, CarriedVersion | None]:
+def prepare_output_dir(options: BuildOptions, sources: list[Source], label_file: FixedLabels | None = None,
+                       ) -> tuple[BuildLock, CarriedVersion | None, tuple[str, ...]]:
     """Checks the inputs (check_inputs) and the output folder, takes its lock and starts a new build in it;
-    returns the held lock (its `build_id` names the build) and, with --incremental, the published version the
-    build adds to, read under the lock (pipeline/checks/incremental.py). Nothing is written into a folder
-    holding files shardsmith did not write or a version the build cannot add to, and only unfinished builds of
-    earlier runs (named by their build records) are removed."""
+    returns the held lock (its `build_id` names the build), with --incremental the published version the build
+    adds to, read under the lock (pipeline/checks/incremental.py), and the published version's labels in id
+    order (empty in a folder without one: a rebuild that numbers them otherwise says so). Nothing is written
+    into a folder holding files shardsmith did not write or a version the build cannot add to, and only
+    unfinished builds of earlier runs (named by their build records) are removed."""
     out = options.output_dir
     check_inputs(options, sources)
     state = scan(out)
@@ -110,7 +113,7 @@ def prepare_output_dir(options: BuildOptions, sources: list[Source]) -> tuple[Bu
         if state.published is not None and not (options.overwrite or options.incremental):
             raise UsageError(f"{out} already holds a shardsmith dataset (build {published_build_id(state)}); "
                              "pass --overwrite to publish a new build in its place, or --incremental to add to it")
-        carried = carried_version(options)
+        carried = carried_version(options, label_file)
         removed = retire_builds(out)
         if removed:
             _LOG.info("removed %d unfinished build(s) of earlier runs in %s: %s", len(removed), out,
@@ -122,4 +125,4 @@ def prepare_output_dir(options: BuildOptions, sources: list[Source]) -> tuple[Bu
     except BaseException:
         lock.release()
         raise
-    return lock, carried
+    return lock, carried, tuple(state.published.labels) if state.published is not None else ()

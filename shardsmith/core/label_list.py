@@ -59,3 +59,20 @@ def read_label_list(path: str) -> FixedLabels:
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]  # a byte order mark some editors write
     return FixedLabels(parse_label_list(data, path), path)
+
+
+MAX_MOVED_IDS_SHOWN = 5
+
+
+def moved_ids_line(before: tuple[str, ...], after: tuple[str, ...]) -> str | None:
+    """One line naming the labels whose id differs between the version a rebuild replaced (`before`) and the
+    new one (`after`), or None when every label both list keeps its id: a change of ids is never silent."""
+    new_ids = {label: label_id for label_id, label in enumerate(after)}
+    moved = [(label, old_id, new_ids[label]) for old_id, label in enumerate(before)
+             if label in new_ids and new_ids[label] != old_id]
+    if not moved:
+        return None
+    shown = ", ".join(f"{label!r} {old_id} -> {new_id}" for label, old_id, new_id in moved[:MAX_MOVED_IDS_SHOWN])
+    more = f" and {len(moved) - MAX_MOVED_IDS_SHOWN} more" if len(moved) > MAX_MOVED_IDS_SHOWN else ""
+    return (f"label ids changed from the version this build replaced: {shown}{more}; a model trained on it reads "
+            "these records' ids as other labels (pass --label_file with its labels.txt to keep its ids)")
