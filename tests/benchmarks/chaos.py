@@ -1,24 +1,48 @@
-"""Chaos: many builds into one output folder, each disturbed at a random moment, with checks after every step.
+"""Chaos: many builds, nights and compactions into one output folder, each disturbed at a random moment, some after
+the published version was tampered with, with checks after every step.
 
-Each step runs `python -m pipeline build` on a small corpus into the same folder and, at a random moment,
-does one of: nothing (the build runs to the end), kill -9 the launcher, SIGTERM the launcher, SIGINT the whole
-process group (a terminal's Ctrl-C), kill -9 one of the build's child processes (a shard writer), or SIGSTOP
-the launcher and run a second build with `--break_lock` beside it (which must be refused while the stopped
-holder is alive on this host), then SIGCONT or kill -9 the stopped one. Steps
-randomly add `--overwrite` (or leave it out, when a dataset is published: that build must be refused), and
-a reader may open the published dataset before the step and finish reading it after.
+Each step is one of four kinds (`--json` and the step line name it):
+- build: `python -m pipeline build` of the manifest as it is (a full build, --max_error_fraction 0.25);
+- night: the manifest changes as a nightly export's would (rows added and removed, sometimes reordered, a few
+  broken rows that stay broken until one is fixed, now and then a new broken row: tests/benchmarks/chaos_nights.py),
+  then `build --incremental --max_error_fraction 0.05`, with `--overwrite` where the published version was not
+  built with --incremental (or now and then anyway);
+- compact: `shardsmith compact OUT`, sometimes with `--compact_after K`;
+- tamper: the published version is changed first (a row list deleted, a line dropped from one or two swapped, a
+  shard's "build" or "file" in metadata.json pointed outside the folder, metadata.json corrupted), then a night
+  or a compaction runs undisturbed. It must either refuse (exit 2, or the check-failed exit, with one line and
+  no traceback, and metadata.json unchanged) or publish a correct version (the checks below); then, if it
+  refused, the folder is put right the way the message tells a person (`--incremental --overwrite`, moving
+  out a metadata.json it names), which must succeed.
+Every build, night and compaction takes `--keep_builds` 1 to 3, and at a random moment one of: nothing (it runs
+to the end), kill -9 the launcher, SIGTERM the launcher, SIGINT the whole process group (a terminal's Ctrl-C),
+kill -9 one of its child processes (a shard writer), or SIGSTOP the launcher and run the same command with
+`--break_lock` beside it (which must be refused while the stopped holder is alive on this host), then SIGCONT or
+kill -9 the stopped one. Builds randomly add `--overwrite` (or leave it out, when a dataset is published: that
+build must be refused). A reader may open a kept version (`shardsmith.records` or `load` with `version=ID`, the
+published one or an older one) before the step and finish reading it after.
 
 After every step it asserts what an unattended schedule relies on:
-- the build process and every process of its group ended within `--deadline_s` (no hang);
-- a build that nobody disturbed succeeded (or was refused for a reason the step expects): nothing needs a person;
-- the published dataset (if any) loads every split with the recorded counts, and verify (`shardsmith verify`'s
-  checks, run in this process) passes;
-- nothing outside `builds/` but `metadata.json` and `.shardsmith-lock` is in the output folder;
-- the input images, the manifest and a user file beside the output folder are unchanged;
-- a reader that opened the published build before the step reads it to the end with the same count.
+- the process and every process of its group ended within `--deadline_s` (no hang);
+- a step nobody disturbed exited as expected: builds and nights succeed (or are refused for a reason the step
+  expects: a published dataset without --overwrite, a version not built with --incremental, a night bringing a
+  new broken row over the 5% budget, a compaction with nothing to compact), and publish exactly when the
+  manifest's rows changed; nothing needs a person;
+- the published version loads every split with the recorded counts, verify (`shardsmith verify`'s checks, run
+  in this process) passes, its records are exactly the good rows of the manifest it was built from (URI, label,
+  split where the row names one; a compaction's are its version's), each record's label id is its label's id,
+  and its errors.jsonl lists exactly the broken rows;
+- label ids never change meaning: a night, a compaction or an `--incremental --overwrite` keeps every published
+  label's id; a full build that renumbers says so; every kept version still lists the labels it was published
+  with, the same ids within each numbering; every version `shardsmith versions` lists still has its shards;
+- nothing outside `builds/` but `metadata.json` and `.shardsmith-lock` is in the output folder, nothing is read
+  or written in the folder the tampered names point to, and the input images, the manifest and a user file
+  beside the output folder are unchanged (but for the harness's own nightly changes);
+- a reader that opened a version before the step reads it to the end with the same records, or (only when
+  retention removed that version's files during the step) fails with an exception: never silently short.
 
-The run ends with one undisturbed build, which must succeed. Prints one line per step and a summary; with
-`--json` writes every step. Exit 0 when no step failed.
+The run ends with one undisturbed night, which must succeed. Prints one line per step and a summary (steps of each
+kind, tampers refused and repaired); with `--json` writes every step. Exit 0 when no step failed.
 
     python tests/benchmarks/chaos.py --steps 200 --seed 1 --json /tmp/shardsmith-chaos/steps.json
 """
@@ -30,35 +54,73 @@ import hashlib
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from collections import Counter
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from chaos_nights import TAMPERS, Expected, NightPlan, Nights, Outside, tamper, version_problems  # noqa: E402
+
 ACTIONS = ("none", "kill9_launcher", "sigterm_launcher", "sigint_group", "kill9_child", "sigstop_takeover")
+KINDS = ("build", "night", "compact", "tamper")
+KIND_WEIGHTS = (0.25, 0.4, 0.15, 0.2)
 LOCK_FILE = ".shardsmith-lock"
 ALLOWED_AT_TOP = {"builds", "metadata.json", LOCK_FILE}
 SPLITS = ("train", "validation", "test")
 NAME = "chaos"
-# A refused build (a published dataset without --overwrite, a live lock) exits 2.
+# A refused build (a published dataset without --overwrite, a live lock) exits 2; a failed check exits 1 with
+# one line starting with this (transforms/report.py's CHECK_FAILED_MARKER).
 USAGE_EXIT = 2
+CHECK_EXIT = 1
+CHECK_FAILED = "shardsmith check failed: "
+USAGE_LINE = "shardsmith: error: "
+# Row-list tampers stay in the build folders of carried shards after a night publishes over them: until a full
+# build or a compaction replaces every shard, a later step may refuse cleanly (and the folder is then restored).
+LASTING_TAMPERS = ("delete_row_list", "drop_row_line", "swap_row_lines")
 
 
 @dataclass
 class StepResult:
     index: int
+    kind: str  # build, night, compact or tamper
     action: str
     delay_s: float
     overwrite: bool
     reader: bool
+    command: str = ""  # what ran: build, night or compact (a tamper step runs a night or a compaction)
+    keep_builds: int | None = None
+    compact_after: int | None = None
+    plan: dict | None = None  # a night's change to the manifest
+    tamper: str | None = None
+    tampered: str | None = None  # what the tamper did
+    tamper_verdict: str | None = None  # refused, repaired, or unsafe (refused unclearly, or published wrong)
+    restored: bool = False  # the folder was put right after the step, as its message tells a person
+    reader_version: str | None = None
+    reader_outcome: str | None = None
     exit_code: int | None = None
     seconds: float = 0.0
     published: str | None = None
+    new_version: bool = False
     failures: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Reader:
+    """A reader that opened a version before the step."""
+
+    version: str
+    via: str  # records or load
+    expected: Counter
+    got: Counter
+    iterator: object
+    shard_paths: list[str]
 
 
 def tree_hash(folder: Path) -> str:
@@ -104,6 +166,17 @@ def group_alive(pgid: int) -> list[int]:
     return alive
 
 
+def clean_refusal(exit_code: int | None, log: str) -> bool:
+    """A refusal a person can act on: exit 2 with the usage line, or the check-failed exit with its line, and no
+    traceback."""
+    if "Traceback" in log:
+        return False
+    lines = log.splitlines()
+    if exit_code == USAGE_EXIT:
+        return any(line.startswith(USAGE_LINE) for line in lines)
+    return exit_code == CHECK_EXIT and any(line.startswith(CHECK_FAILED) for line in lines)
+
+
 class Chaos:
     def __init__(self, work: Path, seed: int, deadline_s: float, per_label: int) -> None:
         self.work = work
@@ -112,24 +185,44 @@ class Chaos:
         self.data = work / "data"
         self.out = work / "out"  # the dataset folder (--output_dir); --name prefixes its files
         self.user_file = work / "notes.txt"
+        self.moved = work / "moved"  # files a refusal told the person to move out of the output folder
+        self.logs = work / "logs"
         self.env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": str(ROOT)}
-        self.typical_s = 20.0
+        self.typical_s = {"build": 20.0, "night": 20.0, "compact": 15.0}
         self.children_seen: set[int] = set()
-        if self.data.exists():
-            shutil.rmtree(self.data)
-        if (work / "out").exists():
-            shutil.rmtree(work / "out")
-        subprocess.run([sys.executable, "-m", "pipeline", "sample", str(self.data), "--per_label", str(per_label)],
-                       check=True, env=self.env, capture_output=True, cwd=ROOT)
+        for stale in (self.data, self.out, self.moved, self.logs, work / "outside"):
+            if stale.exists():
+                shutil.rmtree(stale)
+        self.logs.mkdir(parents=True)
+        self.nights = Nights(self.data, per_label, self.rng)
+        self.outside = Outside(work / "outside")
         self.user_file.write_text("a user's file beside the dataset: never touched\n")
         self.inputs_hash = tree_hash(self.data)
         self.user_bytes = self.user_file.read_bytes()
+        self.expected: dict[str, Expected] = {}  # version -> what it must hold, from the step that published it
+        self.epoch = 0
+        self.tampered_versions: set[str] = set()  # versions a tamper changed: not checked as kept versions
+        self.tainted: str | None = None  # a row-list tamper that a carried shard may still meet
 
-    def command(self, overwrite: bool, break_lock: bool = False) -> list[str]:
-        command = [sys.executable, "-m", "pipeline", "build", "--manifest", str(self.data / "manifest.csv"),
-                   "--output_dir", str(self.out), "--name", NAME,
-                   "--num_shards", "train=4,validation=2,test=2", "--max_error_fraction", "0.25"]
-        if overwrite:
+    # Commands ---------------------------------------------------------------------------------------------------
+
+    def command(self, result: StepResult, plan: NightPlan | None = None, break_lock: bool = False) -> list[str]:
+        keep = ["--keep_builds", str(result.keep_builds)] if result.keep_builds else []
+        if result.command == "compact":
+            command = [sys.executable, "-m", "pipeline", "compact", str(self.out), *keep]
+            if result.compact_after is not None:
+                command += ["--compact_after", str(result.compact_after)]
+            return command + (["--break_lock"] if break_lock else [])
+        command = [sys.executable, "-m", "pipeline", "build", "--manifest", str(self.nights.manifest),
+                   "--output_dir", str(self.out), "--name", NAME, "--num_shards", "train=4,validation=2,test=2",
+                   *keep]
+        if result.command == "night":
+            command += ["--incremental", "--max_error_fraction", "0.05"]
+            if plan is not None and plan.max_removed_fraction is not None:
+                command += ["--max_removed_fraction", str(plan.max_removed_fraction)]
+        else:
+            command += ["--max_error_fraction", "0.25"]
+        if result.overwrite or break_lock:
             command.append("--overwrite")
         if break_lock:
             command.append("--break_lock")
@@ -138,8 +231,12 @@ class Chaos:
     def published(self) -> dict | None:
         try:
             return json.loads((self.out / "metadata.json").read_text())
-        except FileNotFoundError:
+        except (FileNotFoundError, ValueError):
             return None
+
+    def published_id(self) -> str | None:
+        metadata = self.published()
+        return metadata.get("build_id") if isinstance(metadata, dict) else None
 
     def start(self, command: list[str], log: Path) -> subprocess.Popen:
         with log.open("w") as stream:
@@ -151,13 +248,13 @@ class Chaos:
         try:
             result.exit_code = process.wait(timeout=self.deadline_s)
         except subprocess.TimeoutExpired:
-            result.failures.append(f"the build did not exit within {self.deadline_s:.0f} s (a hang)")
+            result.failures.append(f"the {result.command} did not exit within {self.deadline_s:.0f} s (a hang)")
             os.killpg(process.pid, signal.SIGKILL)
             result.exit_code = process.wait()
         waited = time.monotonic()
         while left := self.left_behind(process.pid):
             if time.monotonic() - waited > 30:
-                result.failures.append(f"{len(left)} process(es) of the build outlived it by 30 s: {left}")
+                result.failures.append(f"{len(left)} process(es) of the {result.command} outlived it by 30 s: {left}")
                 for pid in left:
                     os.kill(pid, signal.SIGKILL)
                 break
@@ -184,7 +281,7 @@ class Chaos:
                 alive.add(pid)
         return sorted(alive)
 
-    def disturb(self, process: subprocess.Popen, result: StepResult, log_dir: Path) -> None:
+    def disturb(self, process: subprocess.Popen, result: StepResult, plan: NightPlan | None) -> None:
         time.sleep(result.delay_s)
         if process.poll() is not None:
             return
@@ -200,15 +297,15 @@ class Chaos:
             if children:
                 os.kill(self.rng.choice(children), signal.SIGKILL)
         elif result.action == "sigstop_takeover":
-            # Stopped while it holds the lock: before that, a second build simply runs.
+            # Stopped while it holds the lock: before that, a second one simply runs.
             while not self.holds_lock(process.pid) and process.poll() is None:
                 time.sleep(0.05)
             if process.poll() is not None:
                 return
             os.kill(process.pid, signal.SIGSTOP)
-            second = subprocess.run(self.command(overwrite=True, break_lock=True), capture_output=True, text=True,
+            second = subprocess.run(self.command(result, plan, break_lock=True), capture_output=True, text=True,
                                     env=self.env, cwd=ROOT, timeout=self.deadline_s)
-            (log_dir / f"step-{result.index:04d}-takeover.log").write_text(second.stdout + second.stderr)
+            (self.logs / f"step-{result.index:04d}-takeover.log").write_text(second.stdout + second.stderr)
             if second.returncode != USAGE_EXIT:
                 result.failures.append(f"--break_lock beside a stopped live holder exited {second.returncode}, "
                                        "expected a refusal (2)")
@@ -218,11 +315,289 @@ class Chaos:
                 os.kill(process.pid, signal.SIGKILL)
                 os.kill(process.pid, signal.SIGCONT)
 
-    def check_folder(self, result: StepResult, reader_state) -> None:
+    # What a step should do ----------------------------------------------------------------------------------------
+
+    def expected_exit(self, result: StepResult, plan: NightPlan | None) -> tuple[int, bool]:
+        """(exit status, whether it publishes) for an undisturbed step, from the published version before it."""
+        published = self.published()
+        incremental = (published or {}).get("incremental")
+        before = self.expected.get(self.published_id() or "")
+        if result.command == "build":
+            refused = published is not None and not result.overwrite
+            return (USAGE_EXIT, False) if refused else (0, True)
+        if result.command == "night":
+            if published is None or result.overwrite:
+                return 0, True
+            if incremental is None:
+                return USAGE_EXIT, False  # into a version not built with --incremental: --overwrite once
+            if plan is not None and plan.new_broken:
+                return CHECK_EXIT, False  # a new failed row over the night's 5% budget
+            now = self.nights.expected()
+            return 0, before is None or now.rows != before.rows
+        from shardsmith.core.compaction import most_generations
+        from shardsmith.format.metadata import read_metadata
+
+        if published is None or incremental is None:
+            return USAGE_EXIT, False
+        if result.compact_after is not None:
+            return 0, most_generations(read_metadata(str(self.out))) > result.compact_after
+        return (USAGE_EXIT, False) if incremental.get("generations", 1) <= 1 else (0, True)
+
+    def plan_step(self, result: StepResult, final: bool) -> NightPlan | None:
+        """Chooses the step's flags; for a night, changes the manifest."""
+        published = self.published()
+        before = self.expected.get(self.published_id() or "")
+        result.keep_builds = None if final else self.rng.choice((None, 1, 2, 3))
+        if result.command == "compact":
+            result.overwrite = False
+            if result.kind != "tamper" and self.rng.random() < 0.4:  # a tampered step must have work to do
+                result.compact_after = self.rng.choice((0, 1, 2, 3))
+            return None
+        if result.command == "build":
+            return None
+        not_incremental = published is not None and published.get("incremental") is None
+        result.overwrite = published is None and self.rng.random() < 0.2 or \
+            published is not None and (not_incremental and self.rng.random() < 0.9 or self.rng.random() < 0.1)
+        if result.kind == "tamper":
+            result.overwrite = False
+        if final:  # the last night must succeed: it follows what a refusal would have said
+            result.overwrite = result.overwrite or not_incremental or self.tainted is not None
+        plan = self.nights.night(before, may_break=result.kind == "night" and not result.overwrite and not final
+                                 and published is not None and not not_incremental)
+        if result.kind == "tamper" and plan.added == 0:
+            self.nights.add_one_row()
+            plan.added = 1
+        result.plan = {k: v for k, v in asdict(plan).items() if v}
+        self.inputs_hash = tree_hash(self.data)  # the harness's own change to the inputs
+        return plan
+
+    # A step -------------------------------------------------------------------------------------------------------
+
+    def step(self, index: int, kind: str | None = None, action: str | None = None, overwrite: bool | None = None,
+             tamper_kind: str | None = None, final: bool = False) -> StepResult:
+        kind = kind or self.rng.choices(KINDS, KIND_WEIGHTS)[0]
+        published = self.published()
+        if kind == "tamper" and (published is None or published.get("incremental") is None):
+            kind = "night"  # nothing to tamper with that a night or a compaction would read
+        action = "none" if kind == "tamper" else action or self.rng.choice(ACTIONS)
+        published_before = published is not None
+        if overwrite is None:
+            overwrite = self.rng.random() < (0.8 if published_before else 0.2)
+        result = StepResult(index, kind, action, 0.0, overwrite,
+                            reader=published_before and self.rng.random() < 0.4)
+        if kind == "tamper":
+            generations = (published.get("incremental") or {}).get("generations", 1)
+            result.command = "compact" if generations > 1 and self.rng.random() < 0.4 else "night"
+        else:
+            result.command = kind
+        result.delay_s = round(self.rng.uniform(0.2, self.typical_s[result.command]), 2)
+        plan = self.plan_step(result, final)
+        reader = self.open_reader(result) if result.reader else None
+        before_id = self.published_id()
+        top_before = None
+        if kind == "tamper":
+            result.tamper = tamper_kind or self.rng.choice(TAMPERS)
+            self.tampered_versions.add(before_id)
+            result.tampered, rows = tamper(result.tamper, self.out, self.outside, self.rng)
+            if plan is not None and rows and self.rng.random() < 0.5:
+                # The night removes a row of the tampered list: its shard is rewritten from that list.
+                self.nights.remove(rows[0])
+                plan.max_removed_fraction = 0.5
+                result.plan["removed_tampered_row"] = rows[0]
+                self.inputs_hash = tree_hash(self.data)
+            top_before = (self.out / "metadata.json").read_bytes()
+        wanted, publishes = self.expected_exit(result, plan) if kind != "tamper" else (0, True)
+        snapshot = self.nights.expected()
+        log = self.logs / f"step-{index:04d}.log"
+        started = time.monotonic()
+        process = self.start(self.command(result, plan), log)
+        self.children_seen = set()
+        if action != "none":
+            self.disturb(process, result, plan)
+        self.finish(process, result)
+        result.seconds = round(time.monotonic() - started, 2)
+        self.check_outside(result, "the step")
+        after_id = self.published_id()
+        result.new_version = after_id is not None and after_id != before_id
+        if result.new_version:
+            self.note_version(result, after_id, before_id, snapshot, log.read_text())
+            if result.command == "compact" or result.overwrite or result.command == "build":
+                self.tainted = None  # every shard of the new version is its own, with fresh row lists
+        text = log.read_text()
+        disturbed = action != "none" and result.seconds > result.delay_s
+        if kind == "tamper":
+            self.judge_tamper(result, text, top_before)
+        elif not disturbed:
+            self.judge_exit(result, text, wanted, publishes)
+        self.check_folder(result, reader)
+        if result.tamper_verdict == "repaired" and result.failures:
+            result.tamper_verdict = "unsafe"
+        return result
+
+    def judge_exit(self, result: StepResult, log: str, wanted: int, publishes: bool) -> None:
+        if self.tainted and result.exit_code != wanted and not result.new_version \
+                and clean_refusal(result.exit_code, log):
+            result.restored = self.restore(result)  # a row-list tamper that a night publishing over it left
+            return
+        if result.exit_code != wanted:
+            result.failures.append(f"an undisturbed {result.command} exited {result.exit_code}, expected {wanted}: "
+                                   f"{log[-500:]}")
+            return
+        if wanted != 0 and not clean_refusal(result.exit_code, log):
+            result.failures.append(f"an undisturbed {result.command} refused without one clear line: {log[-500:]}")
+        if wanted == 0 and publishes != result.new_version:
+            result.failures.append(f"an undisturbed {result.command} " + ("published nothing" if publishes else
+                                   "published a version though nothing changed") + f": {log[-300:]}")
+        if result.action == "none" and wanted == 0:
+            typical = self.typical_s[result.command]
+            self.typical_s[result.command] = max(5.0, 0.7 * typical + 0.3 * result.seconds)
+
+    def judge_tamper(self, result: StepResult, log: str, top_before: bytes) -> None:
+        """Refused cleanly with nothing published, or published a version (which the checks then judge)."""
+        top_after = (self.out / "metadata.json").read_bytes() if (self.out / "metadata.json").exists() else None
+        if result.exit_code == 0 and result.new_version:
+            result.tamper_verdict = "repaired"
+            if result.tamper in LASTING_TAMPERS:
+                self.tainted = f"step {result.index}: {result.tampered}"
+            return
+        if top_after != top_before:
+            result.failures.append(f"a tampered {result.command} that published no version changed metadata.json")
+        if clean_refusal(result.exit_code, log) and top_after == top_before:
+            result.tamper_verdict = "refused"
+        else:
+            result.tamper_verdict = "unsafe"
+            result.failures.append(f"a tampered {result.command} neither refused with one clear line nor published: "
+                                   f"exit {result.exit_code}: {log[-400:]}")
+        result.restored = self.restore(result)
+
+    def restore(self, result: StepResult) -> bool:
+        """Puts the folder right as a person would be told to: `build --incremental --overwrite` of the manifest,
+        after moving out of the folder a file that a refusal names. Returns whether it succeeded."""
+        restore = replace(result, command="night", overwrite=True, keep_builds=None, failures=[])
+        for attempt in range(3):
+            before_id = self.published_id()
+            log = self.logs / f"step-{result.index:04d}-restore-{attempt}.log"
+            snapshot = self.nights.expected()
+            completed = subprocess.run(self.command(restore), stdout=log.open("w"), stderr=subprocess.STDOUT,
+                                       env=self.env, cwd=ROOT, timeout=self.deadline_s)
+            after_id = self.published_id()
+            if after_id is not None and after_id != before_id:
+                self.note_version(restore, after_id, before_id, snapshot, log.read_text())
+                result.failures.extend(restore.failures)
+                restore.failures = []
+            text = log.read_text()
+            if completed.returncode == 0:
+                self.tainted = None
+                return True
+            named = re.search(r"move (\S+) out of the folder", text)
+            if completed.returncode == USAGE_EXIT and named and (self.out / named.group(1)).exists():
+                self.moved.mkdir(exist_ok=True)
+                shutil.move(self.out / named.group(1), self.moved / f"{named.group(1)}.step-{result.index}")
+                continue
+            break
+        result.failures.append(f"the folder could not be put right with --incremental --overwrite: {text[-400:]}")
+        return False
+
+    # Versions -----------------------------------------------------------------------------------------------------
+
+    def note_version(self, result: StepResult, version: str, before_id: str | None, snapshot: Expected,
+                     log: str) -> None:
+        """Records what the version a step published must hold, and checks its label ids against the one before."""
+        before = self.expected.get(before_id or "")
+        try:
+            labels = tuple(json.loads((self.out / "builds" / version / "metadata.json").read_text())["labels"])
+        except (OSError, ValueError, KeyError) as error:
+            result.failures.append(f"the new version {version} has no readable metadata.json: {error}")
+            return
+        expect = replace(before, labels=labels) if result.command == "compact" and before else \
+            replace(snapshot, labels=labels)
+        expect.epoch = before.epoch if before else self.epoch
+        keeps_ids = result.command in ("night", "compact")  # --incremental (with --overwrite too) and compact
+        if before is not None:
+            moved = [label for label in set(labels) & set(before.labels)
+                     if labels.index(label) != before.labels.index(label)]
+            if keeps_ids and (moved or labels[:len(before.labels)] != before.labels):
+                result.failures.append(f"version {version} ({result.command}) changed label ids of {before_id}: "
+                                       f"{list(before.labels)} -> {list(labels)}")
+            elif moved:
+                self.epoch += 1
+                expect.epoch = self.epoch
+                if "label ids changed" not in log:
+                    result.failures.append(f"a full build renumbered labels {sorted(moved)} without saying so")
+        if result.command == "compact" and before is None:
+            result.failures.append(f"compaction published {version} over a version the harness does not know")
+        self.expected[version] = expect
+
+    def open_reader(self, result: StepResult) -> Reader | None:
+        """Opens a kept version (the published one or an older one) and reads its first records."""
+        import shardsmith
+        from shardsmith.read.versions import list_versions
+
+        try:
+            versions = [v.id for v in list_versions(str(self.out)) if v.id not in self.tampered_versions]
+        except Exception:  # noqa: BLE001 - no versions to read: no reader this step
+            return None
+        if not versions:
+            return None
+        version = self.rng.choice(versions)
+        result.reader_version = version
+        names = [r["image/filename"] for r in shardsmith.records(str(self.out), "train", version=version)]
+        expected = Counter(names)
+        paths = self.version_shards(version)
+        if self.rng.random() < 0.3:
+            dataset = shardsmith.load(str(self.out), "train", batch_size=None, shuffle_buffer=None, features=True,
+                                      version=version)
+            iterator = (example["image/filename"].numpy() for example in dataset)
+            via = "load"
+        else:
+            iterator = iter(shardsmith.records(str(self.out), "train", version=version))
+            iterator = (record["image/filename"] for record in iterator)
+            via = "records"
+        got = Counter(name for _, name in zip(range(5), iterator, strict=False))
+        return Reader(version, via, expected, got, iterator, paths)
+
+    def version_shards(self, version: str) -> list[str]:
+        from shardsmith.format.build_folder import dataset_dir, shard_file_path
+        from shardsmith.format.metadata import read_metadata
+
+        folder = str(self.out / "builds" / version)
+        metadata = read_metadata(folder)
+        return [shard_file_path(dataset_dir(folder, metadata), shard) for _, shard in metadata.all_shards()]
+
+    def finish_reader(self, result: StepResult, reader: Reader) -> None:
+        try:
+            reader.got.update(reader.iterator)
+        except Exception as error:  # noqa: BLE001 - a reader failing loudly is right only if its version went
+            gone = [p for p in reader.shard_paths if not os.path.exists(p)]
+            if gone:
+                result.reader_outcome = (f"failed loudly ({type(error).__name__}): retention removed {len(gone)} "
+                                         "shard(s)")
+            else:
+                result.failures.append(f"a {reader.via} reader of kept version {reader.version} failed though its "
+                                       f"shards are there: {type(error).__name__}: {str(error)[:300]}")
+            return
+        if reader.got != reader.expected:
+            result.failures.append(f"a {reader.via} reader of version {reader.version} read "
+                                   f"{sum(reader.got.values())} records, not the {sum(reader.expected.values())} "
+                                   "it held (silently different)")
+        result.reader_outcome = f"read {sum(reader.got.values())} records to the end"
+
+    # Checks -------------------------------------------------------------------------------------------------------
+
+    def check_outside(self, result: StepResult, who: str) -> None:
+        touched = self.outside.touched()
+        if touched:
+            result.failures.append(f"{who} touched files outside the dataset folder: {touched[:3]}")
+            self.outside.reset()
+
+    def check_folder(self, result: StepResult, reader: Reader | None) -> None:
         if self.out.exists():
             stray = sorted(set(os.listdir(self.out)) - ALLOWED_AT_TOP)
             if stray:
                 result.failures.append(f"files outside builds/: {stray}")
+        stray = sorted(set(os.listdir(self.work)) - {"data", "out", "notes.txt", "logs", "outside", "moved"})
+        if stray:
+            result.failures.append(f"new files beside the output folder: {stray}")
         if tree_hash(self.data) != self.inputs_hash:
             result.failures.append("the input images or manifest changed")
         if not self.user_file.exists() or self.user_file.read_bytes() != self.user_bytes:
@@ -231,15 +606,10 @@ class Chaos:
         if metadata is not None:
             result.published = metadata.get("build_id")
             self.check_published(metadata, result)
-        if reader_state is not None:
-            iterator, expected, already = reader_state
-            try:
-                count = already + sum(1 for _ in iterator)
-            except Exception as error:  # noqa: BLE001 - a reader failing loudly is itself the finding
-                result.failures.append(f"a reader opened before the step failed: {type(error).__name__}: {error}")
-            else:
-                if count != expected:
-                    result.failures.append(f"a reader opened before the step read {count} of {expected} records")
+            self.check_kept_versions(result)
+        if reader is not None:
+            self.finish_reader(result, reader)
+        self.check_outside(result, "reading the dataset back (load, records, verify)")
 
     def check_published(self, metadata: dict, result: StepResult) -> None:
         import shardsmith
@@ -267,83 +637,112 @@ class Chaos:
         if not report.ok:
             result.failures.append(f"verify found {report.num_problems} problem(s): "
                                    f"{[p.line() for p in report.all_problems][:3]}")
+        version = metadata.get("build_id")
+        if version not in self.expected:
+            result.failures.append(f"the published version {version} was published by no step of this run")
+            return
+        try:
+            result.failures.extend(version_problems(self.out, version, self.expected[version]))
+        except Exception as error:  # noqa: BLE001
+            result.failures.append(f"reading version {version}'s records failed: {type(error).__name__}: "
+                                   f"{str(error)[:300]}")
 
-    def open_reader(self):
-        import shardsmith
+    def check_kept_versions(self, result: StepResult) -> None:
+        """Every version `shardsmith versions` lists still has its shards and the labels it was published with,
+        with the ids of the published version's numbering where they share it."""
+        from shardsmith.read.versions import list_versions
 
-        metadata = self.published()
-        if metadata is None:
-            return None
-        expected = metadata["splits"]["train"]["num_examples"]
-        iterator = iter(shardsmith.load(str(self.out), "train", batch_size=None, shuffle_buffer=None))
-        already = sum(1 for _ in zip(range(5), iterator, strict=False))
-        return iterator, expected, already
-
-    def step(self, index: int, action: str | None = None, overwrite: bool | None = None) -> StepResult:
-        action = action or self.rng.choice(ACTIONS)
-        published_before = self.published() is not None
-        if overwrite is None:
-            overwrite = self.rng.random() < (0.8 if published_before else 0.2)
-        result = StepResult(index, action, round(self.rng.uniform(0.2, self.typical_s), 2), overwrite,
-                            reader=published_before and self.rng.random() < 0.3)
-        reader_state = self.open_reader() if result.reader else None
-        log_dir = self.work / "logs"
-        log_dir.mkdir(exist_ok=True)
-        started = time.monotonic()
-        process = self.start(self.command(overwrite), log_dir / f"step-{index:04d}.log")
-        self.children_seen = set()
-        if action != "none":
-            self.disturb(process, result, log_dir)
-        self.finish(process, result)
-        result.seconds = round(time.monotonic() - started, 2)
-        disturbed = action != "none" and result.seconds > result.delay_s
-        if not disturbed:
-            refused = published_before and not overwrite
-            wanted = USAGE_EXIT if refused else 0
-            if result.exit_code != wanted:
-                log = (log_dir / f"step-{index:04d}.log").read_text()[-500:]
-                result.failures.append(f"an undisturbed build exited {result.exit_code}, expected {wanted}: {log}")
-            elif action == "none" and not refused:
-                self.typical_s = max(5.0, 0.7 * self.typical_s + 0.3 * result.seconds)
-        self.check_folder(result, reader_state)
-        return result
+        current = self.expected.get(self.published_id() or "")
+        for version in list_versions(str(self.out)):
+            if version.id in self.tampered_versions or version.id not in self.expected:
+                continue
+            try:
+                gone = [p for p in self.version_shards(version.id) if not os.path.exists(p)]
+                labels = tuple(json.loads((self.out / "builds" / version.id / "metadata.json").read_text())["labels"])
+            except Exception as error:  # noqa: BLE001
+                result.failures.append(f"kept version {version.id} cannot be read: {type(error).__name__}: {error}")
+                continue
+            if gone:
+                result.failures.append(f"`shardsmith versions` lists {version.id}, whose shard "
+                                       f"{os.path.relpath(gone[0], self.out)} is gone ({len(gone)} gone)")
+            expect = self.expected[version.id]
+            if labels != expect.labels:
+                result.failures.append(f"kept version {version.id}'s labels changed: {list(expect.labels)} -> "
+                                       f"{list(labels)}")
+            if current is not None and expect.epoch == current.epoch and \
+                    any(current.labels.index(label) != labels.index(label)
+                        for label in set(labels) & set(current.labels)):
+                result.failures.append(f"kept version {version.id} gives labels other ids than the published one: "
+                                       f"{list(labels)} against {list(current.labels)}")
 
 
 def run(argv: list[str] | None = None) -> list[StepResult]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--per_label", type=int, default=20, help="demo images per label (sample's 3 labels)")
-    parser.add_argument("--deadline_s", type=float, default=180.0, help="the longest a step's build may run")
+    parser.add_argument("--per_label", type=int, default=20, help="demo images per label (sample's 3 labels; "
+                        "at least 16)")
+    parser.add_argument("--deadline_s", type=float, default=180.0, help="the longest a step's command may run")
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/shardsmith-chaos"))
     parser.add_argument("--json", type=Path, help="write every step's result here")
     parser.add_argument("--actions", help="comma-separated actions to cycle through instead of random ones "
                         f"(of: {', '.join(ACTIONS)})")
+    parser.add_argument("--kinds", help=f"comma-separated step kinds to cycle through (of: {', '.join(KINDS)})")
+    parser.add_argument("--tampers", help=f"comma-separated tampers to cycle through (of: {', '.join(TAMPERS)})")
     args = parser.parse_args(argv)
+    cycles = {}
+    for name, allowed in (("actions", ACTIONS), ("kinds", KINDS), ("tampers", TAMPERS)):
+        given = getattr(args, name)
+        cycles[name] = given.split(",") if given else None
+        if cycles[name] and set(cycles[name]) - set(allowed):
+            parser.error(f"--{name}: unknown {sorted(set(cycles[name]) - set(allowed))}")
     chaos = Chaos(args.workdir, args.seed, args.deadline_s, args.per_label)
-    cycle = args.actions.split(",") if args.actions else None
-    if cycle and set(cycle) - set(ACTIONS):
-        parser.error(f"--actions: unknown {sorted(set(cycle) - set(ACTIONS))}")
-    results = []
+    results, tampers_done = [], 0
     for index in range(args.steps):
-        results.append(chaos.step(index, action=cycle[index % len(cycle)] if cycle else None))
+        pick = {name: values[index % len(values)] if values else None for name, values in cycles.items()}
+        tamper_kind = None
+        if cycles["tampers"] and pick["kinds"] in (None, "tamper"):
+            tamper_kind = cycles["tampers"][tampers_done % len(cycles["tampers"])]
+        results.append(chaos.step(index, kind=pick["kinds"], action=pick["actions"], tamper_kind=tamper_kind))
+        tampers_done += results[-1].kind == "tamper"
         print_step(results[-1])
-    results.append(chaos.step(args.steps, action="none", overwrite=True))
+    results.append(chaos.step(args.steps, kind="night", action="none", final=True))
     print_step(results[-1])
-    failed = [r for r in results if r.failures]
-    print(f"chaos: {len(results)} steps ({args.steps} random and a final undisturbed build), "
-          f"{len(failed)} failed; actions: "
-          + ", ".join(f"{a} {sum(r.action == a for r in results)}" for a in ACTIONS))
+    print(summary(results, args.steps))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps([asdict(r) for r in results], indent=1))
     return results
 
 
+def summary(results: list[StepResult], random_steps: int) -> str:
+    failed = [r for r in results if r.failures]
+    tampered = [r for r in results if r.kind == "tamper"]
+    verdicts = {verdict: sorted(Counter(r.tamper for r in tampered if r.tamper_verdict == verdict).items())
+                for verdict in ("refused", "repaired", "unsafe")}
+    return (f"chaos: {len(results)} steps ({random_steps} random and a final undisturbed night), {len(failed)} failed; "
+            "kinds: " + ", ".join(f"{k} {sum(r.kind == k for r in results)}" for k in KINDS)
+            + "; actions: " + ", ".join(f"{a} {sum(r.action == a for r in results)}" for a in ACTIONS)
+            + "; tampers " + "; ".join(f"{verdict} {sum(n for _, n in found)} ("
+                                       + ", ".join(f"{t} {n}" for t, n in found) + ")"
+                                       for verdict, found in verdicts.items())
+            + f"; nights {sum(r.new_version for r in results if r.command == 'night')} published, "
+            f"compactions {sum(r.new_version for r in results if r.command == 'compact')} published")
+
+
 def print_step(result: StepResult) -> None:
     verdict = "ok" if not result.failures else "FAIL: " + " | ".join(result.failures)
-    print(f"step {result.index:4d} {result.action:17s} at {result.delay_s:5.1f}s overwrite={int(result.overwrite)} "
-          f"reader={int(result.reader)} exit={result.exit_code} {result.seconds:6.1f}s {verdict}", flush=True)
+    what = result.kind if result.kind != "tamper" else f"tamper:{result.tamper}>{result.command}"
+    extra = ""
+    if result.tamper_verdict:
+        extra += f" {result.tamper_verdict}" + (" restored" if result.restored else "")
+    if result.reader_outcome:
+        extra += f" reader[{result.reader_version}]: {result.reader_outcome}"
+    print(f"step {result.index:4d} {what:30s} {result.action:17s} at {result.delay_s:5.1f}s "
+          f"overwrite={int(result.overwrite)} keep={result.keep_builds}"
+          + (f" after={result.compact_after}" if result.compact_after is not None else "")
+          + f" exit={result.exit_code} "
+          f"new={int(result.new_version)} {result.seconds:6.1f}s{extra} {verdict}", flush=True)
 
 
 if __name__ == "__main__":
