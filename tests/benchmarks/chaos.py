@@ -202,6 +202,7 @@ class Chaos:
         self.expected: dict[str, Expected] = {}  # version -> what it must hold, from the step that published it
         self.epoch = 0
         self.tampered_versions: set[str] = set()  # versions a tamper changed: not checked as kept versions
+        self.reported: set[str] = set()  # kept-version findings already reported (each once)
         self.tainted: str | None = None  # a row-list tamper that a carried shard may still meet
 
     # Commands ---------------------------------------------------------------------------------------------------
@@ -399,9 +400,8 @@ class Chaos:
             result.tamper = tamper_kind or self.rng.choice(TAMPERS)
             self.tampered_versions.add(before_id)
             result.tampered, rows = tamper(result.tamper, self.out, self.outside, self.rng)
-            if plan is not None and rows and self.rng.random() < 0.5:
+            if plan is not None and rows and self.rng.random() < 0.5 and self.nights.remove(rows[0]):
                 # The night removes a row of the tampered list: its shard is rewritten from that list.
-                self.nights.remove(rows[0])
                 plan.max_removed_fraction = 0.5
                 result.plan["removed_tampered_row"] = rows[0]
                 self.inputs_hash = tree_hash(self.data)
@@ -431,7 +431,10 @@ class Chaos:
             self.judge_exit(result, text, wanted, publishes)
         self.check_folder(result, reader)
         if result.tamper_verdict == "repaired" and result.failures:
+            # It published a wrong version: known now, and put right so that later steps judge their own work.
             result.tamper_verdict = "unsafe"
+            self.tampered_versions.add(after_id)
+            result.restored = self.restore(result)
         return result
 
     def judge_exit(self, result: StepResult, log: str, wanted: int, publishes: bool) -> None:
@@ -541,9 +544,12 @@ class Chaos:
             return None
         version = self.rng.choice(versions)
         result.reader_version = version
-        names = [r["image/filename"] for r in shardsmith.records(str(self.out), "train", version=version)]
-        expected = Counter(names)
-        paths = self.version_shards(version)
+        try:
+            expected = Counter(r["image/filename"] for r in shardsmith.records(str(self.out), "train", version=version))
+            paths = self.version_shards(version)
+        except Exception as error:  # noqa: BLE001 - a listed version that cannot be read: check_kept_versions says so
+            result.reader_outcome = f"could not open it: {type(error).__name__}: {str(error)[:200]}"
+            return None
         if self.rng.random() < 0.3:
             dataset = shardsmith.load(str(self.out), "train", batch_size=None, shuffle_buffer=None, features=True,
                                       version=version)
@@ -660,11 +666,12 @@ class Chaos:
                 gone = [p for p in self.version_shards(version.id) if not os.path.exists(p)]
                 labels = tuple(json.loads((self.out / "builds" / version.id / "metadata.json").read_text())["labels"])
             except Exception as error:  # noqa: BLE001
-                result.failures.append(f"kept version {version.id} cannot be read: {type(error).__name__}: {error}")
+                self.report_once(result, f"unreadable {version.id}",
+                                 f"kept version {version.id} cannot be read: {type(error).__name__}: {error}")
                 continue
             if gone:
-                result.failures.append(f"`shardsmith versions` lists {version.id}, whose shard "
-                                       f"{os.path.relpath(gone[0], self.out)} is gone ({len(gone)} gone)")
+                self.report_once(result, f"gone {version.id}", f"`shardsmith versions` lists {version.id}, whose shard "
+                                 f"{os.path.relpath(gone[0], self.out)} is gone ({len(gone)} gone)")
             expect = self.expected[version.id]
             if labels != expect.labels:
                 result.failures.append(f"kept version {version.id}'s labels changed: {list(expect.labels)} -> "
@@ -674,6 +681,13 @@ class Chaos:
                         for label in set(labels) & set(current.labels)):
                 result.failures.append(f"kept version {version.id} gives labels other ids than the published one: "
                                        f"{list(labels)} against {list(current.labels)}")
+
+
+    def report_once(self, result: StepResult, key: str, finding: str) -> None:
+        """A finding about a kept version, reported at the step that first shows it (it stays while kept)."""
+        if key not in self.reported:
+            self.reported.add(key)
+            result.failures.append(finding)
 
 
 def run(argv: list[str] | None = None) -> list[StepResult]:

@@ -159,14 +159,17 @@ class Nights:
             self.broken.discard(fixed.uri)
             plan.fixed.append(fixed.uri)
         good = self.good_rows()
-        removable = max(0, min(len(good) - MIN_GOOD_ROWS, self.rng.choice((0, 1, 1, 2, 3, 5))))
-        removed = set(row.uri for row in self.rng.sample(good, removable))
-        self.rows = [row for row in self.rows if row.uri not in removed]
+        removing = max(0, min(len(good) - MIN_GOOD_ROWS, self.rng.choice((0, 1, 1, 2, 3, 5))))
+        for row in self.rng.sample(good, len(good)):
+            if removing and self._may_remove(row):
+                self.rows.remove(row)
+                removing -= 1
         listed = {row.uri for row in self.rows}
         unlisted = [row for row in self.pool if row.uri not in listed]
-        added = self.rng.sample(unlisted, min(len(unlisted), self.rng.choice((0, 1, 2, 3, 4))))
-        self.rows += added
-        plan.added = len(added)
+        for row in self.rng.sample(unlisted, min(len(unlisted), self.rng.choice((0, 1, 2, 3, 4)))):
+            if row.split_name == "train" or self._train_rows(row.label):
+                self.rows.append(row)
+                plan.added += 1
         if may_break and sum(row.uri in self.broken for row in self.rows) < MAX_BROKEN_ROWS \
                 and self.rng.random() < 0.15:
             row = self._broken_row("missing", self.rng.choice(("train", "validation", "")), "triangle")
@@ -184,14 +187,30 @@ class Nights:
         self.write()
         return plan
 
-    def remove(self, uri: str) -> None:
-        self.rows = [row for row in self.rows if row.uri != uri]
+    def _train_rows(self, label: str) -> int:
+        return sum(row.label == label and row.split_name == "train" for row in self.good_rows())
+
+    def _may_remove(self, row: Row) -> bool:
+        """A label's ids come from the training split: a full build fails the rows of a label that no row of the
+        split has, so the last one stays while other rows of the label are listed."""
+        if row.split_name != "train" or self._train_rows(row.label) > 1:
+            return True
+        return not any(other.label == row.label and other is not row for other in self.rows)
+
+    def remove(self, uri: str) -> bool:
+        """Leaves the row of `uri` out of the manifest, unless a label needs it; returns whether it did."""
+        listed = [row for row in self.rows if row.uri == uri]
+        if not listed or not self._may_remove(listed[0]):
+            return False
+        self.rows.remove(listed[0])
         self.write()
+        return True
 
     def add_one_row(self) -> None:
         """Lists one more image (a tampered step's night must have work to do)."""
         listed = {row.uri for row in self.rows}
-        unlisted = [row for row in self.pool if row.uri not in listed]
+        unlisted = [row for row in self.pool if row.uri not in listed
+                    and (row.split_name == "train" or self._train_rows(row.label))]
         if unlisted:
             self.rows.append(self.rng.choice(unlisted))
             self.write()
