@@ -63,7 +63,8 @@ def builds(out: Path) -> list[str]:
 
 
 def uris(out: Path, version: str | None = None) -> dict[str, list[str]]:
-    return {split: sorted(r["image/filename"].decode() for r in records(out, split, version=version)) for split in SPLITS}
+    return {split: sorted(r["image/filename"].decode() for r in records(out, split, version=version))
+            for split in SPLITS}
 
 
 def want(rows) -> dict[str, list[str]]:
