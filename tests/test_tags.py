@@ -18,6 +18,7 @@ from shardsmith import records
 from shardsmith.core.build_lock import acquire_lock
 from shardsmith.format.naming import BUILDS_DIR, METADATA_FILE, RETIRED_FILE, TAGS_FILE
 from shardsmith.format.retired import MAX_RETIRED, read_retired, record_retired
+from shardsmith.read.sequence import Records
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -100,6 +101,7 @@ def test_a_tagged_version_and_the_builds_it_lists_outlive_retention_until_untagg
     assert uris(out, "trained-on") == uris(out, v2) == want(day2)
     assert uris(out) == want(day3)
     ok(shardsmith, "verify", out, "--version", "trained-on")
+    assert Records(out, "train", "trained-on").version_id == v2  # what a torch state records: the id, not the tag
     listed = ok(shardsmith, "versions", out).out
     assert re.search(rf"^{v2} .*  tags: trained-on$", listed, re.M), listed
 
@@ -134,9 +136,14 @@ def test_every_reader_says_a_retired_version_is_no_longer_kept_and_an_unknown_on
         for command in ("verify", "inspect", "index"):
             assert re.search(line, one_line_refusal(shardsmith, command, out, "--version", version)), command
         assert re.search(line, one_line_refusal(shardsmith, "tag", out, version, "kept"))
-    torch = pytest.importorskip("shardsmith.torch")
+    from shardsmith.grain import ShardSource
+
     with pytest.raises(FileNotFoundError, match=retired):
-        torch.ShardDataset(out, "train", version=first)
+        ShardSource(str(out), "train", version=first)
+    torch = pytest.importorskip("shardsmith.torch")
+    for dataset in (torch.ShardDataset, torch.StreamingShardDataset):
+        with pytest.raises(FileNotFoundError, match=retired):
+            dataset(out, "train", version=first)
 
 
 def test_tag_and_untag_refuse_what_they_cannot_do_safely(rows, shardsmith, tmp_path):
