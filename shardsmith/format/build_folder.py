@@ -16,9 +16,8 @@ Guarantees:
 - Ownership: a file is removed only if it lies in `builds/<id>/` beside that build's record and the record lists
   it as written (`BuildRecord.covered`). Nothing at the top level but metadata.json, the lock, tags.json and
   retired.json is ever written or removed, and a folder that holds anything else is refused before anything is
-  written (`scan`). What
-  cleanup leaves in a build's folder (files a person put there) stays, with the folder; the folder is then no
-  build, and it blocks no later build (`FolderState.left_behind`).
+  written (`scan`). What cleanup leaves in a build's folder (files a person put there) stays, with the folder;
+  the folder is then no build, and it blocks no later build (`FolderState.left_behind`).
 - The published build, the one the top-level metadata.json names, is never removed as unfinished, whatever else
   is damaged. A build is finished only once its own metadata.json is written and the top-level one staged for
   it is gone (renamed over the top-level file): one killed just before that switch was never published.
