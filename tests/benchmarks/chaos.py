@@ -13,7 +13,8 @@ After every step it asserts what an unattended schedule relies on:
 - a build that nobody disturbed succeeded (or was refused for a reason the step expects): nothing needs a person;
 - the published dataset (if any) loads every split with the recorded counts, and verify (`shardsmith verify`'s
   checks, run in this process) passes;
-- nothing outside `builds/` but `metadata.json` and `.shardsmith-lock` is in the output folder;
+- nothing outside `builds/` but `metadata.json`, `.shardsmith-lock` and `retired.json` (the versions retention
+  removed) is in the output folder;
 - the input images, the manifest and a user file beside the output folder are unchanged;
 - a reader that opened the published build before the step reads it to the end with the same count.
 
@@ -41,7 +42,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 ACTIONS = ("none", "kill9_launcher", "sigterm_launcher", "sigint_group", "kill9_child", "sigstop_takeover")
 LOCK_FILE = ".shardsmith-lock"
-ALLOWED_AT_TOP = {"builds", "metadata.json", LOCK_FILE}
+ALLOWED_AT_TOP = {"builds", "metadata.json", LOCK_FILE, "retired.json"}
 SPLITS = ("train", "validation", "test")
 NAME = "chaos"
 # A refused build (a published dataset without --overwrite, a live lock) exits 2.
