@@ -25,7 +25,8 @@ Guarantees:
   metadata.json in one atomic step (os.replace locally, a single-object copy on Cloud Storage), so a reader that
   read metadata.json keeps reading one build's files until retention removes them, then fails on a missing file.
 - Names: build ids sort by start time; shard names and build folders read from metadata.json are confined to
-  the dataset folder (`dataset_dir`, `confined_file_name`).
+  the dataset folder (`dataset_dir`, `confined_file_name`); what adds to a version or rewrites it checks every
+  one of them before it reads anything (`checked_version_id`).
 
 Every file operation goes through shardsmith.storage (local paths and gs:// alike).
 """
@@ -133,6 +134,43 @@ def confined_file_name(name: str) -> str:
     if not name or "/" in name or "\\" in name or name in (".", "..") or name.startswith(TEMP_PREFIX):
         raise ValueError(f"metadata.json lists shard file {name!r}, which is not a file name in the dataset folder")
     return name
+
+
+def checked_version_id(output_dir: str, metadata: Metadata) -> str:
+    """The build id of the version `metadata` (output_dir's top-level metadata.json) publishes, once every id and
+    file name it gives is checked as the readers check them (`dataset_dir`, `shard_file_path`,
+    `confined_file_name`): its build_id and build_dir name one build, its name is no path, and each shard's
+    file, index and build name a file of the dataset folder. What adds to a version or rewrites it
+    (--incremental, compact) calls this before it reads anything the version lists. Raises ValueError, one line
+    naming the entry that is wrong."""
+    where = f"{output_dir.rstrip('/')}/{METADATA_FILE}"
+    if not metadata.is_published:
+        raise ValueError(f"{where}: build_dir: {metadata.build_dir!r} is not {BUILDS_DIR}/<build id>")
+    _named(f"{where}: build_dir", dataset_dir, output_dir, metadata)
+    folder = dataset_dir(output_dir, metadata)
+    name = metadata.name
+    if not name or "/" in name or "\\" in name or name.startswith("."):
+        raise ValueError(f"{where}: name: {name!r} is not a dataset name (its shards' file names start with it)")
+    build_id = folder.rstrip("/").rsplit("/", 1)[-1]
+    if metadata.build_id is not None and metadata.build_id != build_id:
+        raise ValueError(f"{where}: build_id: {metadata.build_id!r} is not the build its build_dir names "
+                         f"({metadata.build_dir!r})")
+    for split, info in metadata.splits.items():
+        for number, shard in enumerate(info.shards):
+            entry = f"{where}: splits.{split}.shards[{number}]"
+            _named(f"{entry}.file", confined_file_name, shard.file)
+            _named(f"{entry}.build", shard_file_path, folder, shard)
+            if shard.index is not None:
+                _named(f"{entry}.index", confined_file_name, shard.index)
+    return build_id
+
+
+def _named(entry: str, check: Callable, *args) -> None:
+    """`check(*args)`, its ValueError reworded to start with the entry it is about."""
+    try:
+        check(*args)
+    except ValueError as e:
+        raise ValueError(f"{entry}: {e}") from None
 
 
 @dataclass
