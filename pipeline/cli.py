@@ -1,6 +1,7 @@
 """The `shardsmith` command: `build` runs the pipeline, `sample` writes the demo dataset, `verify` reads a
 dataset back and checks every record, `inspect` reports on one (and draws PNGs), `index` writes the index
-files of a build made before builds wrote them; `image`, `dataflow`,
+files of a build made before builds wrote them, `versions` lists the kept versions, `tag`/`untag` pin one
+against retention, `compact` rewrites a version's generations; `image`, `dataflow`,
 `template` and `run-template` build and run it on Google Cloud (pipeline/cloud/, which needs neither Beam nor
 TensorFlow: they are imported only by the commands that use them).
 
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
     from shardsmith.format.metadata_schema import Metadata
 
 DEBUG_ENV = "SHARDSMITH_DEBUG"
-COMMANDS = ("build", "sample", "verify", "inspect", "schema", "index", "versions", "compact")
+COMMANDS = ("build", "sample", "verify", "inspect", "schema", "index", "versions", "tag", "untag", "compact")
 # time.monotonic() when this command started: the process's start for `shardsmith ...` (interpreter start-up
 # and imports are part of the wait), the call of main() when a program calls it; None outside main().
 _command_started: float | None = None
@@ -92,6 +93,17 @@ def _parser() -> argparse.ArgumentParser:
         "versions", help="list the dataset's versions: the published build and the kept ones (--keep_builds)",
         description="One line per version, newest first: its id (a build id, for --version), when its build "
                     "started (UTC), records per split, and which one is current. --json prints a JSON list."))
+    from shardsmith.read import tagging
+
+    tagging.add_tag_arguments(commands.add_parser(
+        "tag", help="pin a kept version under a name: retention never removes it until `untag`",
+        description="Names the kept version ID (a build id, or another tag's name) NAME: --keep_builds never "
+                    "retires it, and readers take NAME wherever they take a version id. Holds the folder's lock "
+                    "while it writes tags.json."))
+    tagging.add_untag_arguments(commands.add_parser(
+        "untag", help="remove a tag: its version is then kept only while --keep_builds keeps it",
+        description="Removes the tag NAME (the only way a tag goes); the next build or compaction retires its "
+                    "version if --keep_builds no longer keeps it and no other tag pins it."))
     from pipeline import compact
 
     compact.add_arguments(commands.add_parser(
@@ -338,6 +350,11 @@ def run(argv: list[str] | None = None) -> Metadata | str | int | None:
         args = _parser().parse_args([command, *rest])
         return {"verify": verify, "inspect": inspect, "schema": schema, "index": reindex,
                 "versions": versions}[command].run(args)
+    if command in ("tag", "untag"):
+        from shardsmith.read import tagging
+
+        args = _parser().parse_args([command, *rest])
+        return tagging.run_tag(args) if command == "tag" else tagging.run_untag(args)
     if command == "compact":
         from pipeline.compact import check_arguments, compact, normalized, runs_locally
 

@@ -131,8 +131,9 @@ def _take_lock(output_dir: str, break_lock: bool):
 
 
 def _published(output_dir: str) -> Metadata:
-    """The folder's published metadata.json; UsageError (one line) for a folder without one, or holding files no
-    shardsmith build wrote."""
+    """The folder's published metadata.json; UsageError (one line) for a folder without one, holding files no
+    shardsmith build wrote, or whose metadata.json gives an id or file name that leads out of the folder."""
+    from pipeline.checks.incremental import checked_names
     from shardsmith.format.build_folder import scan
     from shardsmith.format.metadata import read_metadata
     from shardsmith.format.metadata_schema import MetadataError, MetadataMissing
@@ -143,6 +144,8 @@ def _published(output_dir: str) -> Metadata:
         raise UsageError(f"{output_dir} holds no published dataset: nothing to compact") from None
     except MetadataError as e:
         raise UsageError(str(e)) from None
+    if published.incremental is not None:  # a version compaction would read (the others are refused later)
+        checked_names(output_dir, published)
     foreign = scan(output_dir).foreign
     if foreign:
         raise UsageError(f"{output_dir} holds files that no shardsmith build wrote ({', '.join(foreign[:4])}); "

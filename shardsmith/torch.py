@@ -108,8 +108,9 @@ class ShardDataset(Dataset):
                  features: bool = False):
         self.records = Records(output_dir, split, version)
         self._samples = _Samples(self.records, image_size, channels, dtype, transform, target_transform, features)
-        # The build read: `version`, or the one published when the dataset was made (None: before build folders).
-        self.build_id: str | None = version or self.records.metadata.build_id
+        # The build read: `version` (a tag resolved to its id), or the one published when the dataset was made
+        # (None: before build folders).
+        self.build_id: str | None = self.records.version_id or self.records.metadata.build_id
 
     def __len__(self) -> int:
         return len(self.records)
@@ -172,8 +173,9 @@ class StreamingShardDataset(IterableDataset):
         self.shuffle, self.shuffle_buffer, self.seed = shuffle, shuffle_buffer, seed
         self.rank, self.world_size = _distributed(rank, world_size)
         self.epoch = 0
-        # The build read: `version`, or the one published when the dataset was made (None: before build folders).
-        self.build_id: str | None = version or self.records.metadata.build_id
+        # The build read: `version` (a tag resolved to its id), or the one published when the dataset was made
+        # (None: before build folders).
+        self.build_id: str | None = self.records.version_id or self.records.metadata.build_id
         self._progress: _Progress | None = None  # the latest iteration's
         self._resume: _Progress | None = None  # loaded by load_state_dict, taken by the next iteration
 

@@ -298,7 +298,9 @@ def test_preflight_lock_and_overwrite_work_on_gs_paths(built_on_gcs, uploaded, g
     builds = {blob.name.split("/")[2] for blob in gcs.list_blobs(BUCKET, prefix="out/builds/")}
     assert len(builds) == 2 and first_build.split("/")[1] not in builds, "--keep_builds 2 retired the first"
     top = {blob.name for blob in gcs.list_blobs(BUCKET, prefix="out/") if not blob.name.startswith("out/builds/")}
-    assert top == {"out/metadata.json"}
+    assert top == {"out/metadata.json", "out/retired.json"}  # retired.json: the versions retention removed
+    retired = json.loads(_read(f"{out}/retired.json"))["retired"]
+    assert [entry["version"] for entry in retired] == [first_build.split("/")[1]]
 
 
 @pytest.fixture

@@ -538,6 +538,43 @@ def incremental_commands(group: Group, request) -> None:
     assert listed.code == 0 and len(listed.out.splitlines()) == 2 and "+4 -1 records" in listed.out
 
 
+@handles("tag-commands", "bash")
+def tag_commands(group: Group, request) -> None:
+    """The tag command (its ID the folder's first version) keeps that version through two builds with
+    --keep_builds 1, and `versions` shows the tag; after the untag command the next build retires it, and a reader
+    asking for it says it is no longer kept."""
+    from shardsmith import records
+
+    tmp_path, run = request.getfixturevalue("tmp_path"), request.getfixturevalue("shardsmith")
+    request.getfixturevalue("monkeypatch").chdir(tmp_path)
+    tag, untag = (shardsmith_words(command) for command in commands_of(group.blocks[0]))
+    out, name = tmp_path / tag[1], tag[3]
+    assert untag == ["untag", tag[1], name]
+    rows = []
+    for i in range(12):
+        save_image(tmp_path / "images" / f"{i:03d}.png", i)
+        rows.append(f"train,images/{i:03d}.png,{('daisy', 'rose')[i % 2]}")
+
+    def build(count: int) -> str:
+        (tmp_path / "m.csv").write_text("split,image_uri,label\n" + "\n".join(rows[:count]) + "\n")
+        built = run("build", "--manifest", "m.csv", "--output_dir", out, "--name", "flowers", "--overwrite",
+                    "--keep_builds", "1")
+        assert built.code == 0, built.err[-2000:]
+        return json.loads((out / "metadata.json").read_text())["build_id"]
+
+    pinned = build(8)
+    assert run(*tag[:2], pinned, name).code == 0
+    build(10)
+    build(12)
+    assert len(records(out, "train", version=name)) == len(records(out, "train", version=pinned)) == 8
+    listed = run("versions", out)
+    assert listed.code == 0 and f"tags: {name}" in listed.out.splitlines()[-1], listed.out
+    assert run(*untag).code == 0
+    build(12)
+    with pytest.raises(FileNotFoundError, match=f"version {pinned} is no longer kept"):
+        records(out, "train", version=pinned)
+
+
 @handles("compact-commands", "bash")
 def compact_commands(group: Group, request) -> None:
     """The command after a first build and two incremental nights (three generations): with --compact_after 7 it

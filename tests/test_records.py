@@ -46,9 +46,11 @@ def test_a_split_alias_a_kept_version_and_bad_arguments(built):
     assert len(shardsmith.records(built, "test", version=build_id)) == 29
     with pytest.raises(ValueError, match="split 'nope' is not in this dataset"):
         shardsmith.records(built, "nope")
-    with pytest.raises(ValueError, match="not a build id"):
+    with pytest.raises(ValueError, match="is neither a build id .* nor a tag name"):
+        shardsmith.records(built, "train", version="../latest")
+    with pytest.raises(FileNotFoundError, match="no version or tag 'latest' in .*`shardsmith versions"):
         shardsmith.records(built, "train", version="latest")
-    with pytest.raises(FileNotFoundError, match="no complete build 20200101T000000Z-00000000"):
+    with pytest.raises(FileNotFoundError, match="no version 20200101T000000Z-00000000 in .*`shardsmith versions"):
         shardsmith.records(built, "train", version="20200101T000000Z-00000000")
 
 

@@ -81,12 +81,15 @@ def test_verify_and_inspect_read_the_version_named(two_versions, shardsmith):
 @pytest.mark.parametrize("command", ["verify", "inspect"])
 def test_a_version_that_is_not_one_is_a_one_line_usage_error(two_versions, shardsmith, command):
     out, _, unfinished = two_versions
-    bad = shardsmith(command, out, "--version", "yesterday")
+    bad = shardsmith(command, out, "--version", "../yesterday")
     assert bad.code == 2 and bad.err.strip().count("\n") == 0
-    assert "version 'yesterday' is not a build id" in bad.err and "shardsmith versions" in bad.err
+    assert "version '../yesterday' is neither a build id" in bad.err and "shardsmith versions" in bad.err
+    untagged = shardsmith(command, out, "--version", "yesterday")
+    assert untagged.code == 2 and untagged.err.strip().count("\n") == 0
+    assert "no version or tag 'yesterday'" in untagged.err and "shardsmith versions" in untagged.err
     never = shardsmith(command, out, "--version", unfinished)
     assert never.code == 2 and never.err.strip().count("\n") == 0
-    assert f"no complete build {unfinished}" in never.err
+    assert f"no version {unfinished} in {out}: its build did not finish" in never.err
 
 
 def test_versions_of_a_folder_without_a_dataset_is_a_usage_error(tmp_path, shardsmith):

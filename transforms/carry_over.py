@@ -8,17 +8,24 @@ stat'ed (it leaves before LookupSizes). Memory: SPILL_ENTRIES entries per spilli
 pairing worker, one shard's row list per reader. The removed rows are checked against --max_removed_fraction
 before anything downstream of `gate` runs: the vocabulary waits for the check, and the shards wait for the
 vocabulary.
+
+Row lists are input: each is counted against its shard's entry in metadata.json as it is read, and each record a
+rewrite copies is checked against its line (shardsmith/core/row_check.py); one that does not describe its shard
+fails the build (DatasetCheckFailed, one line naming the file and the line) before anything is published.
 """
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import apache_beam as beam
 from apache_beam.transforms.window import GlobalWindows
 
 from shardsmith import storage
+from shardsmith.core import row_check
 from shardsmith.core.carry_over import CarriedVersion, RecordPlace, pair_rows
 from shardsmith.core.carry_over_spill import SpillBuffer, num_partitions, read_sections
 from shardsmith.core.row_identity import row_identity
@@ -32,22 +39,47 @@ from transforms.metrics import ROWS_CARRIED, ROWS_REMOVED, count
 from transforms.report import DatasetCheckFailed
 from transforms.row_coder import of_batches
 
-CARRIED, REMOVED, CARRIED_DIGESTS = "carried", "removed", "carried_digests"
+CARRIED, REMOVED, CARRIED_DIGESTS, RELISTED = "carried", "removed", "carried_digests", "relisted"
+_LOG = logging.getLogger("shardsmith")
 
 
 def _keyed_rows(batch: RowBatch) -> list[tuple[str, ManifestRow]]:
     return [(row_identity(row), row) for row in batch]
 
 
-def _listed_records(shard_index: int, output_dir: str, version: CarriedVersion) -> list[tuple[str, RecordPlace]]:
-    """One carried shard's records, keyed by identity (one shard's row list in memory)."""
+def _listed_records(shard_index: int, output_dir: str, version: CarriedVersion) -> Iterator:
+    """One carried shard's records, keyed by identity, in one list (one shard's row list in memory), once its
+    row list was counted against metadata.json. A lost row list is rebuilt from the shard's records (where they
+    hold it: shardsmith/core/row_check.py), and the shard goes out tagged `relisted` too: it is rewritten, with
+    its new row list, into the build's folder (a RecordPlace at position -1, which removes no record)."""
     carried = version.shards[shard_index]
-    path = storage.join(build_dir(output_dir, carried.build), row_list_name(carried.entry.file))
-    data = storage.read_bytes(path)
-    if data is None:
-        raise RowListError(f"{path} is missing: the published version's rows are not listed")
-    return [(row.identity, RecordPlace(shard_index, position, row.lines, row.size, row.sha256))
-            for position, row in enumerate(parse_row_list(data, path))]
+    folder = build_dir(output_dir, carried.build)
+    path = storage.join(folder, row_list_name(carried.entry.file))
+    with row_lists_checked():
+        data = storage.read_bytes(path)
+        if data is not None:
+            rows = parse_row_list(data, path)
+        elif version.why_not_rebuilt:
+            raise row_check.missing(path, version.why_not_rebuilt)
+        else:
+            _LOG.warning("%s is missing: rebuilt from its shard's records; the shard is rewritten with it", path)
+            rows = row_check.rebuilt_rows(storage.join(folder, carried.entry.file), version.compression,
+                                          carried.split, path)
+            yield beam.pvalue.TaggedOutput(RELISTED, RecordPlace(shard_index, -1, 0))
+        row_check.check_count(path, len(rows), carried.entry.file, carried.entry.num_examples,
+                              version.why_not_rebuilt)
+    yield [(row.identity, RecordPlace(shard_index, position, row.lines, row.size, row.sha256))
+           for position, row in enumerate(rows)]
+
+
+@contextmanager
+def row_lists_checked() -> Iterator[None]:
+    """A row list that does not describe its shard (RowListError) fails the job as a dataset check does: one
+    line, before anything is published."""
+    try:
+        yield
+    except RowListError as e:
+        raise DatasetCheckFailed(f"{e}; nothing was published") from None
 
 
 class SpillFn(beam.DoFn):
@@ -125,7 +157,8 @@ def check_removals(removed_lines: int, version: CarriedVersion) -> int:
 
 
 class SplitCarriedRows(beam.PTransform):
-    """Split RowBatches -> `rows` (new rows, in RowBatches), `removed` (RecordPlaces), `carried_lines` and
+    """Split RowBatches -> `rows` (new rows, in RowBatches), `removed` (RecordPlaces of the removed records, and
+    one at position -1 for each shard whose lost row list was rebuilt: the shards to rewrite), `carried_lines` and
     `removed_lines` (one-element sums; `removed_lines` is checked against --max_removed_fraction) and
     `removed_bytes` ((split, source bytes of its removed records)) and `carried_digests` (lists of the carried
     records' ImageDigests). `files_dir`:
@@ -144,12 +177,13 @@ class SplitCarriedRows(beam.PTransform):
             | "KeyByIdentity" >> beam.Map(_keyed_rows)
             | "SpillRows" >> beam.ParDo(SpillFn(self._files_dir, partitions))
         )
-        record_sections = (
+        listed = (
             batches.pipeline
             | "ListCarriedShards" >> beam.Create(range(len(version.shards)))
-            | "ReadRowLists" >> beam.Map(_listed_records, self._output_dir, version)
-            | "SpillRecords" >> beam.ParDo(SpillFn(self._files_dir, partitions))
+            | "ReadRowLists" >> beam.FlatMap(_listed_records, self._output_dir, version).with_outputs(
+                RELISTED, main="records")
         )
+        record_sections = listed.records | "SpillRecords" >> beam.ParDo(SpillFn(self._files_dir, partitions))
         paired = (
             (row_sections, record_sections)
             | "AllSections" >> beam.Flatten()
@@ -169,7 +203,8 @@ class SplitCarriedRows(beam.PTransform):
             | "RemovedBytes" >> beam.Map(lambda place: (version.shards[place.shard].split, place.size))
             | "SumRemovedBytes" >> beam.CombinePerKey(sum)
         )
-        return {"rows": of_batches(paired.rows), "removed": paired[REMOVED], "carried_lines": carried_lines,
+        to_rewrite = (paired[REMOVED], listed[RELISTED]) | "ShardsToRewrite" >> beam.Flatten()
+        return {"rows": of_batches(paired.rows), "removed": to_rewrite, "carried_lines": carried_lines,
                 "removed_lines": removed_lines, "removed_bytes": removed_bytes,
                 "carried_digests": paired[CARRIED_DIGESTS]}
 
@@ -187,8 +222,9 @@ class RewriteShardFn(beam.DoFn):
         shard_index, places = element
         carried = self._version.shards[shard_index]
         removed = {place.position for place in places}
-        yield shard_index, rewrite_shard(self._config, carried.split, build_dir(self._output_dir, carried.build),
-                                         carried.entry.file, removed)
+        with row_lists_checked():
+            yield shard_index, rewrite_shard(self._config, carried.split, build_dir(self._output_dir, carried.build),
+                                             carried.entry.file, removed, self._version.why_not_rebuilt)
 
 
 class RewriteShards(beam.PTransform):

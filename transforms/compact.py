@@ -28,9 +28,9 @@ import apache_beam as beam
 from shardsmith import storage
 from shardsmith.core import fault_injection
 from shardsmith.core.build_lock import LockGuard, release_lock
-from shardsmith.core.compaction import CompactionSource, readable_path, record_rows
+from shardsmith.core.compaction import CompactionSource, readable_path, record_rows, row_list_path
 from shardsmith.core.compaction_writer import CompactionWriter, write_compacted_shard
-from shardsmith.core.rows import ShardResult
+from shardsmith.core.rows import RowBatch, ShardResult
 from shardsmith.core.settings import CheckSettings, RecordSettings
 from shardsmith.core.shard_file import WriterConfig
 from shardsmith.format.build_folder import (
@@ -47,6 +47,7 @@ from shardsmith.format.metadata_schema import IncrementalEntry, Metadata
 from shardsmith.format.naming import ERRORS_FILE, LABELS_FILE, join
 from shardsmith.format.tfds import tfds_metadata_files
 from shardsmith.format.transform_fn import write_transform_fn
+from transforms.carry_over import row_lists_checked
 from transforms.error_parts import ErrorSummary
 from transforms.labels import Vocabulary
 from transforms.place import PlaceRows, ShardPlan
@@ -76,8 +77,10 @@ class Compaction:
         published = self.source.metadata
         config = WriterConfig(output_dir=self.files_dir, name=published.name, lock=self.lock, list_rows=True,
                               records=RecordSettings(compression=published.compression_or_default))
-        return CompactionWriter(config, tuple(readable_path(self.source, index, self.files_dir)
-                                              for index in range(len(self.source.shards))))
+        shards = range(len(self.source.shards))
+        return CompactionWriter(config, tuple(readable_path(self.source, index, self.files_dir) for index in shards),
+                                tuple(row_list_path(self.source, index) for index in shards),
+                                self.source.why_not_rebuilt)
 
     def report_config(self) -> ReportConfig:
         published = self.source.metadata
@@ -166,7 +169,13 @@ class CopyRecordsFn(beam.DoFn):
 
     def process(self, keyed_rows):
         (split, shard), dealt = keyed_rows
-        yield write_compacted_shard(self._config, split, shard, dealt)
+        with row_lists_checked():
+            yield write_compacted_shard(self._config, split, shard, dealt)
+
+
+def _source_rows(index: int, source: CompactionSource, files_dir: str) -> Iterator[RowBatch]:
+    with row_lists_checked():
+        yield from record_rows(source, index, files_dir)
 
 
 class CompactVersion(beam.PTransform):
@@ -181,7 +190,7 @@ class CompactVersion(beam.PTransform):
         rows = (
             pipeline
             | "ListSourceShards" >> beam.Create(range(len(source.shards)))
-            | "ReadRowLists" >> beam.FlatMap(lambda index: record_rows(source, index, files_dir))
+            | "ReadRowLists" >> beam.FlatMap(_source_rows, source, files_dir)
         )
         shard_groups, plan = rows | "PlaceRows" >> PlaceRows(source.placement)
         shards = shard_groups | "CopyRecords" >> beam.ParDo(CopyRecordsFn(self._compaction.writer()))

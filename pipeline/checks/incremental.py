@@ -1,6 +1,7 @@
 """`--incremental`, on the launching machine: the published version a build adds to, read while the build holds
 the folder's lock (the file opened, not the path checked earlier), and the usage errors that stop it before
-anything is written. Reads metadata.json only: no row list, no shard, no image.
+anything is written. Reads metadata.json only: no row list, no shard, no image. Every build id and file name it
+takes from metadata.json is checked first (`checked_names`), so a build never reads outside the output folder.
 """
 
 from __future__ import annotations
@@ -10,7 +11,9 @@ import json
 from pipeline.options.build_options import BuildOptions
 from shardsmith.core.carry_over import CarriedShard, CarriedVersion
 from shardsmith.core.label_list import FixedLabels
+from shardsmith.core.row_check import unrecoverable
 from shardsmith.errors import UsageError
+from shardsmith.format.build_folder import checked_version_id
 from shardsmith.format.metadata import read_metadata
 from shardsmith.format.metadata_schema import Metadata, MetadataMissing
 from shardsmith.format.naming import BUILDS_DIR, LABELS_FILE
@@ -68,10 +71,11 @@ def _check_extends(published: Metadata, label_file: FixedLabels) -> None:
 
 def _adding_to(published: Metadata, options: BuildOptions) -> CarriedVersion:
     out = options.output_dir
-    build_id = published.build_id or published.build_dir.rsplit("/", 1)[-1]
     if published.incremental is None:
+        build_id = published.build_id or str(published.build_dir).rsplit("/", 1)[-1]
         raise UsageError(f"{out}'s published version {build_id} was built without --incremental, so its rows are "
                          f"not listed: {REBUILD} (later builds then read only new rows)")
+    build_id = checked_names(out, published)
     recorded = options.recorded()
     for key in MUST_MATCH:
         was, now = (published.options or {}).get(key), recorded.get(key)
@@ -89,7 +93,20 @@ def _adding_to(published: Metadata, options: BuildOptions) -> CarriedVersion:
         num_records=published.num_examples or 0,
         max_removed_fraction=options.max_removed_fraction,
         source_bytes={split: entry.source_bytes for split, entry in published.splits.items()},
+        compression=published.compression_or_default,
+        why_not_rebuilt=unrecoverable(published.task_or_default, (published.options or {}).get("features")),
     )
+
+
+def checked_names(output_dir: str, published: Metadata) -> str:
+    """The published version's build id, once every id and file name its metadata.json gives is checked
+    (`checked_version_id`); UsageError naming the entry that would lead out of the dataset folder. `compact`
+    checks its version with this too."""
+    try:
+        return checked_version_id(output_dir, published)
+    except ValueError as e:
+        raise UsageError(f"{e}; nothing was read or written: restore metadata.json as shardsmith wrote it (each "
+                         f"build's folder keeps its own copy), or {REBUILD}") from None
 
 
 def carried_labels(version: CarriedVersion | None, label_file: FixedLabels | None = None) -> FixedLabels | None:

@@ -145,7 +145,8 @@ class BuildOptions:
             f"for {LOCK_STALE_AFTER_S // 60} minutes; default false")))
     keep_builds: int = option(DEFAULT_KEEP_BUILDS, Flag(
         "published builds kept in the output folder's builds/, the new one included (default {default}); older "
-        "ones are removed when a build is published", group="output", metavar="K", recorded=None,
+        "ones are removed when a build is published, except tagged ones (`shardsmith tag`)", group="output",
+        metavar="K", recorded=None,
         parse=checked(lambda kept: kept >= 1, "--keep_builds must be at least 1 (the build being published)"),
         template=Template(
             "Builds kept", "published builds kept under output_dir/builds, the new one included (default "

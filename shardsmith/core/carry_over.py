@@ -45,6 +45,9 @@ class CarriedVersion:
     num_records: int = 0  # the version's records
     max_removed_fraction: float = 1.0
     source_bytes: dict[str, int | None] = field(default_factory=dict)  # per split, as the version lists it
+    # Why a lost row list cannot be rebuilt from its shard's records ("" where it can: shardsmith/core/row_check.py)
+    why_not_rebuilt: str = ""
+    compression: str = "none"  # the version's shards'
 
     @property
     def is_first(self) -> bool:

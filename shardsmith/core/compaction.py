@@ -23,16 +23,23 @@ writer reads that record, nothing else, at its offset in the source shard (its i
 shard has no index and cannot be read at an offset: it is first streamed once into an uncompressed temporary
 copy in the compaction's build folder (`unpack`), read from there, and removed before the version is published.
 Memory: one source shard's row list and index per reader.
+
+Row lists are input: each is counted against its shard's entry in metadata.json before its rows are placed, and
+the writer checks each record it copies against its line (shardsmith/core/row_check.py), so a row list that does
+not describe its shard fails the compaction before anything is published. A lost row list is rebuilt from the
+shard's records where they hold it exactly.
 """
 
 from __future__ import annotations
 
 import gzip
 import json
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 from shardsmith import storage
+from shardsmith.core import row_check
 from shardsmith.core.rows import ROWS_PER_BATCH, ManifestRow, RowBatch
 from shardsmith.core.settings import PlacementSettings
 from shardsmith.core.shard_file import ShardOutput
@@ -41,11 +48,12 @@ from shardsmith.format.build_folder import build_dir, dataset_dir, shard_file_pa
 from shardsmith.format.metadata_schema import Metadata, ShardEntry
 from shardsmith.format.naming import TEMP_PREFIX, index_file_name, join, row_list_name, shard_generation
 from shardsmith.format.record_index import RecordIndex
-from shardsmith.format.row_list import RowListError, parse_row_list
+from shardsmith.format.row_list import ListedRow, RowListError, parse_row_list
 from shardsmith.format.tfrecord import frame, iter_records
 
 # The canonical manifest's first data row is its line 2 (line 1: its header).
 FIRST_DATA_LINE = 2
+_LOG = logging.getLogger("shardsmith")
 
 
 @dataclass(frozen=True)
@@ -69,6 +77,11 @@ class CompactionSource:
     metadata: Metadata
     shards: tuple[SourceShard, ...]
     placement: PlacementSettings
+
+    @property
+    def why_not_rebuilt(self) -> str:
+        """Why a lost row list cannot be rebuilt from its shard's records ("" where it can)."""
+        return row_check.unrecoverable(self.metadata.task_or_default, (self.metadata.options or {}).get("features"))
 
     @property
     def num_rows(self) -> int:
@@ -127,9 +140,11 @@ class RecordRef:
     lines: int
     identity: str
     sha256: str = ""
+    position: int = 0  # the record's place in its source shard: its row list's line is position + 1
 
     def text(self) -> str:
-        return json.dumps([self.shard, self.offset, self.length, self.lines, self.identity, self.sha256])
+        return json.dumps([self.shard, self.offset, self.length, self.lines, self.identity, self.sha256,
+                           self.position])
 
     @classmethod
     def of(cls, row: ManifestRow) -> RecordRef:
@@ -172,23 +187,24 @@ def record_rows(source: CompactionSource, shard_index: int, files_dir: str) -> I
     RowListError when the row list, the records and metadata.json do not agree on the shard's records, or a
     row's label is not one of the version's."""
     shard = source.shards[shard_index]
-    listed = parse_row_list(_required(join(shard.folder, row_list_name(shard.entry.file)), "row list"),
-                            join(shard.folder, row_list_name(shard.entry.file)))
+    list_path = row_list_path(source, shard_index)
+    listed = _row_list(source, shard_index)
+    row_check.check_count(list_path, len(listed), shard.entry.file, shard.entry.num_examples, source.why_not_rebuilt)
     readable = readable_path(source, shard_index, files_dir)
     if readable != shard.path:
         index = unpack(shard.path, readable)
     else:
         index_path = join(storage.parent(shard.path), shard.entry.index or index_file_name(shard.entry.file))
         index = RecordIndex.parse(_required(index_path, "index file"), index_path)
-    if not len(listed) == len(index) == shard.entry.num_examples:
-        raise RowListError(f"{shard.path}: metadata.json counts {shard.entry.num_examples} records, its row list "
-                           f"{len(listed)} and its index file {len(index)}")
+    if len(index) != shard.entry.num_examples:
+        raise RowListError(f"{shard.path}: metadata.json counts {shard.entry.num_examples} records, its index file "
+                           f"{len(index)}")
     label_ids = {label: i for i, label in enumerate(source.metadata.labels)}
     batch = RowBatch()
     for position, (row, (offset, length)) in enumerate(zip(listed, index, strict=True)):
         if row.label not in label_ids:
             raise RowListError(f"{shard.path} record {position} has label {row.label!r}, not one of the version's")
-        ref = RecordRef(shard_index, offset, length, row.lines, row.identity, row.sha256)
+        ref = RecordRef(shard_index, offset, length, row.lines, row.identity, row.sha256, position)
         batch.append(ManifestRow(shard.path, 0, shard.first_line + position, row.uri, ref.text(), shard.split,
                                  row.label, row.size, label_ids[row.label]))
         if len(batch) == ROWS_PER_BATCH:
@@ -196,6 +212,25 @@ def record_rows(source: CompactionSource, shard_index: int, files_dir: str) -> I
             batch = RowBatch()
     if batch:
         yield batch
+
+
+def row_list_path(source: CompactionSource, shard_index: int) -> str:
+    """Where a source shard's row list is: `rows/` of the folder of the build that holds the shard."""
+    shard = source.shards[shard_index]
+    return join(shard.folder, row_list_name(shard.entry.file))
+
+
+def _row_list(source: CompactionSource, shard_index: int) -> list[ListedRow]:
+    """A source shard's row list; a lost one rebuilt from the shard's records where they hold it
+    (shardsmith/core/row_check.py), else RowListError saying what to do."""
+    shard, path = source.shards[shard_index], row_list_path(source, shard_index)
+    data = storage.read_bytes(path)
+    if data is not None:
+        return parse_row_list(data, path)
+    if source.why_not_rebuilt:
+        raise row_check.missing(path, source.why_not_rebuilt)
+    _LOG.warning("%s is missing: rebuilt from its shard's records", path)
+    return row_check.rebuilt_rows(shard.path, source.metadata.compression_or_default, shard.split, path)
 
 
 def _required(path: str, what: str) -> bytes:

@@ -1,11 +1,14 @@
 """One compacted shard, start to finish: copy its placed records, in placement order, from the source shards of
 the version being compacted (shardsmith/core/compaction.py) into a temporary file, and rename it to its full
-build's name. No image is read and no record is parsed but the first (for metadata.json's `first_key`).
+build's name. No image is read; of each record, only the values its row list's line is checked against are
+parsed (`row_check.check_record`: URI, SHA-256 and labels), and the first record's key (metadata.json's
+`first_key`).
 
 Guarantees: each record's framed bytes (length, its CRC, data, data CRC) are copied as read, after both CRCs
-were checked, so the shard holds the bytes the source shards held; the shard, its index file and its row list
-go into the compaction's own build folder (the row list and index before the shard, temporary names renamed),
-and the lock is checked before the shard starts and before it is renamed. Memory: one shard's rows plus
+were checked and the record was found to be the one its row list's line describes (so no record is placed by
+another's line), so the shard holds the bytes the source shards held; the shard, its index file and its row
+list go into the compaction's own build folder (the row list and index before the shard, temporary names
+renamed), and the lock is checked before the shard starts and before it is renamed. Memory: one shard's rows plus
 MAX_RECORDS_IN_FLIGHT records.
 """
 
@@ -17,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from shardsmith import storage
-from shardsmith.core import fault_injection
+from shardsmith.core import fault_injection, row_check
 from shardsmith.core.compaction import RecordRef
 from shardsmith.core.load_images import ordered_bounded_map
 from shardsmith.core.rows import PlacedRow, ShardResult
@@ -26,7 +29,7 @@ from shardsmith.format.example import SHA256, parse_example
 from shardsmith.format.naming import shard_file_name
 from shardsmith.format.record_index import FRAMING_BYTES, RecordIndex
 from shardsmith.format.row_list import ListedRow
-from shardsmith.format.tfrecord import FramingError, read_exact, unframe
+from shardsmith.format.tfrecord import FOOTER_BYTES, HEADER_BYTES, FramingError, read_exact, unframe
 
 # Remote records read ahead of the writer (each is one ranged read); local ones are read one after the other.
 MAX_RECORDS_IN_FLIGHT = 16
@@ -35,10 +38,12 @@ MAX_RECORDS_IN_FLIGHT = 16
 @dataclass(frozen=True)
 class CompactionWriter:
     """Where compacted shards go (`writer.output_dir`, the compaction's build folder, with its lock) and the
-    path of each source shard, by its index in CompactionSource.shards."""
+    path of each source shard and of its row list, by its index in CompactionSource.shards."""
 
     writer: WriterConfig
     sources: tuple[str, ...]
+    row_lists: tuple[str, ...]  # each source shard's row list, named when a record is not its line's
+    why_not_rebuilt: str = ""  # shardsmith/core/row_check.py `unrecoverable`, for the fix an error names
 
 
 class SourceRecordError(ValueError):
@@ -86,11 +91,14 @@ def write_compacted_shard(config: CompactionWriter, split: str, shard: int,
     try:
         with output.open_temporary() as out:
             for placed, ref, framed in zip(ordered, refs, _framed_in_order(config, refs), strict=True):
+                row = placed.row
+                line = ListedRow(ref.identity, ref.lines, row.label, row.size, row.uri, ref.sha256)
+                row_check.check_record(memoryview(framed)[HEADER_BYTES:len(framed) - FOOTER_BYTES], line,
+                                       config.row_lists[ref.shard], ref.position, config.why_not_rebuilt)
                 out.write(framed)
                 index.add(len(framed) - FRAMING_BYTES)
-                row = placed.row
                 label_counts[row.label] += 1
-                listed.append(ListedRow(ref.identity, ref.lines, row.label, row.size, row.uri, ref.sha256))
+                listed.append(line)
                 if first_key is None:
                     first_key = parse_example(unframe(framed, ref.offset))[SHA256][0].decode("ascii")
                 fault_injection.reached("mid_shard")

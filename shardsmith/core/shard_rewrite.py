@@ -5,63 +5,73 @@ Guarantees: the records kept are copied byte for byte, in their order; the new s
 list go into the build's own folder under the shard's name (temporary names, renamed; the row list and index
 before the shard), so the earlier build's files are never touched and readers of earlier versions keep theirs.
 The source shard's checksums are checked as it is read, and a row list that does not match its shard's records
-stops the build (RowListError): a version is never made from a shard it cannot account for. Memory: one record
-at a time, plus the shard's row list.
+stops the build (RowListError): each record is checked against its line (URI, SHA-256, label:
+shardsmith/core/row_check.py) and the lines are counted, so a version is never made from a shard it cannot
+account for. A lost row list is rebuilt from the records where they hold it exactly, and written beside the
+rewritten shard. Memory: one record at a time, plus the shard's row list.
 """
 
 from __future__ import annotations
 
-import gzip
 from collections import Counter
 
 from shardsmith import storage
-from shardsmith.core import fault_injection
+from shardsmith.core import fault_injection, row_check
 from shardsmith.core.rows import ShardResult
 from shardsmith.core.shard_file import ShardOutput, WriterConfig
 from shardsmith.format.example import SHA256, parse_example
 from shardsmith.format.naming import row_list_name
 from shardsmith.format.record_index import RecordIndex
 from shardsmith.format.row_list import RowListError, parse_row_list
-from shardsmith.format.tfrecord import frame, iter_records
+from shardsmith.format.tfrecord import frame
 
 
-def rewrite_shard(config: WriterConfig, split: str, source_folder: str, file: str,
-                  removed_positions: set[int]) -> ShardResult:
+def rewrite_shard(config: WriterConfig, split: str, source_folder: str, file: str, removed_positions: set[int],
+                  why_not_rebuilt: str = "") -> ShardResult:
     """Writes shard `file` of `split` (in `source_folder`) into config.output_dir without the records at
-    `removed_positions`; returns what was written (`shard` and `num_shards` are 0: the caller places it)."""
+    `removed_positions`; returns what was written (`shard` and `num_shards` are 0: the caller places it). Each
+    record is checked against its row list's line (`check_record`); a lost row list is rebuilt from the records
+    as they are copied, unless `why_not_rebuilt` (shardsmith/core/row_check.py `unrecoverable`) says it cannot
+    be."""
     if config.lock is not None:
         config.lock.check()
     source = storage.join(source_folder, file)
     list_path = storage.join(source_folder, row_list_name(file))
     data = storage.read_bytes(list_path)
-    if data is None:
-        raise RowListError(f"{list_path} is missing: the shard's rows are not listed")
-    listed = parse_row_list(data, list_path)
+    if data is None and why_not_rebuilt:
+        raise row_check.missing(list_path, why_not_rebuilt)
+    listed = None if data is None else parse_row_list(data, list_path)
     compression = config.records.compression
     output = ShardOutput(config.output_dir, file, compression)
     kept, label_counts, index = [], Counter(), RecordIndex()
     first_key = None
     count = 0
     try:
-        with output.open_temporary() as out, storage.open_read(source, buffered=True) as raw:
-            stream = gzip.GzipFile(fileobj=raw, mode="rb") if compression == "gzip" else raw
-            for position, record in enumerate(iter_records(stream)):
+        with output.open_temporary() as out:
+            for position, record in enumerate(row_check.shard_records(source, compression)):
                 count += 1
-                if position in removed_positions or position >= len(listed):
+                if listed is None:
+                    row = row_check.listed_row(record, split, list_path, position)
+                elif position < len(listed):
+                    row = listed[position]
+                    row_check.check_record(record, row, list_path, position, why_not_rebuilt)
+                else:
+                    continue  # counted: the row list is short, which fails below
+                if position in removed_positions:
                     continue
                 head, tail = frame(record)
                 out.write(head)
                 out.write(record)
                 out.write(tail)
                 index.add(len(record))
-                row = listed[position]
                 kept.append(row)
                 label_counts[row.label] += 1
                 if first_key is None:
-                    first_key = parse_example(record)[SHA256][0].decode("ascii")
+                    first_key = row.sha256 or parse_example(record)[SHA256][0].decode("ascii")
                 fault_injection.reached("mid_rewrite")
-        if count != len(listed):
-            raise RowListError(f"{list_path} lists {len(listed)} rows but {source} holds {count} records")
+        if listed is not None and count != len(listed):
+            raise RowListError(f"{list_path} lists {len(listed)} rows but {source} holds {count} records; "
+                               f"{row_check.fix(why_not_rebuilt)}")
         index_file = output.finish(config, index, kept)
     except BaseException:
         output.discard_temporary()

@@ -3,6 +3,8 @@
     OUTPUT_DIR/
       metadata.json              the published build: its metadata plus "build_dir"; written last, atomically
       .shardsmith-lock           held by the one build running here (shardsmith/core/build_lock.py)
+      tags.json                  named tags that pin versions against retention (shardsmith/format/tags.py)
+      retired.json               the versions retention removed, and when (shardsmith/format/retired.py)
       builds/<build id>/         one folder per build, immutable once published
         build.json               the build record, written before anything else of the build
         .shardsmith-written/     the build's written list: each file it writes here, listed before it is
@@ -12,10 +14,10 @@
 
 Guarantees:
 - Ownership: a file is removed only if it lies in `builds/<id>/` beside that build's record and the record lists
-  it as written (`BuildRecord.covered`). Nothing at the top level but metadata.json and the lock is ever written
-  or removed, and a folder that holds anything else is refused before anything is written (`scan`). What
-  cleanup leaves in a build's folder (files a person put there) stays, with the folder; the folder is then no
-  build, and it blocks no later build (`FolderState.left_behind`).
+  it as written (`BuildRecord.covered`). Nothing at the top level but metadata.json, the lock, tags.json and
+  retired.json is ever written or removed, and a folder that holds anything else is refused before anything is
+  written (`scan`). What cleanup leaves in a build's folder (files a person put there) stays, with the folder;
+  the folder is then no build, and it blocks no later build (`FolderState.left_behind`).
 - The published build, the one the top-level metadata.json names, is never removed as unfinished, whatever else
   is damaged. A build is finished only once its own metadata.json is written and the top-level one staged for
   it is gone (renamed over the top-level file): one killed just before that switch was never published.
@@ -23,7 +25,8 @@ Guarantees:
   metadata.json in one atomic step (os.replace locally, a single-object copy on Cloud Storage), so a reader that
   read metadata.json keeps reading one build's files until retention removes them, then fails on a missing file.
 - Names: build ids sort by start time; shard names and build folders read from metadata.json are confined to
-  the dataset folder (`dataset_dir`, `confined_file_name`).
+  the dataset folder (`dataset_dir`, `confined_file_name`); what adds to a version or rewrites it checks every
+  one of them before it reads anything (`checked_version_id`).
 
 Every file operation goes through shardsmith.storage (local paths and gs:// alike).
 """
@@ -48,12 +51,16 @@ from shardsmith.format.naming import (
     BUILDS_DIR,
     LOCK_FILE,
     METADATA_FILE,
+    RETIRED_FILE,
     STAGED_METADATA,
+    TAGS_FILE,
     TEMP_PREFIX,
     TRANSFORM_DIRS,
     WRITTEN_DIR,
     join,
 )
+from shardsmith.format.retired import record_retired
+from shardsmith.format.tags import TagsUnreadable, now_utc, read_tags
 
 _LOG = logging.getLogger("shardsmith")
 
@@ -129,6 +136,43 @@ def confined_file_name(name: str) -> str:
     return name
 
 
+def checked_version_id(output_dir: str, metadata: Metadata) -> str:
+    """The build id of the version `metadata` (output_dir's top-level metadata.json) publishes, once every id and
+    file name it gives is checked as the readers check them (`dataset_dir`, `shard_file_path`,
+    `confined_file_name`): its build_id and build_dir name one build, its name is no path, and each shard's
+    file, index and build name a file of the dataset folder. What adds to a version or rewrites it
+    (--incremental, compact) calls this before it reads anything the version lists. Raises ValueError, one line
+    naming the entry that is wrong."""
+    where = f"{output_dir.rstrip('/')}/{METADATA_FILE}"
+    if not metadata.is_published:
+        raise ValueError(f"{where}: build_dir: {metadata.build_dir!r} is not {BUILDS_DIR}/<build id>")
+    _named(f"{where}: build_dir", dataset_dir, output_dir, metadata)
+    folder = dataset_dir(output_dir, metadata)
+    name = metadata.name
+    if not name or "/" in name or "\\" in name or name.startswith("."):
+        raise ValueError(f"{where}: name: {name!r} is not a dataset name (its shards' file names start with it)")
+    build_id = folder.rstrip("/").rsplit("/", 1)[-1]
+    if metadata.build_id is not None and metadata.build_id != build_id:
+        raise ValueError(f"{where}: build_id: {metadata.build_id!r} is not the build its build_dir names "
+                         f"({metadata.build_dir!r})")
+    for split, info in metadata.splits.items():
+        for number, shard in enumerate(info.shards):
+            entry = f"{where}: splits.{split}.shards[{number}]"
+            _named(f"{entry}.file", confined_file_name, shard.file)
+            _named(f"{entry}.build", shard_file_path, folder, shard)
+            if shard.index is not None:
+                _named(f"{entry}.index", confined_file_name, shard.index)
+    return build_id
+
+
+def _named(entry: str, check: Callable, *args) -> None:
+    """`check(*args)`, its ValueError reworded to start with the entry it is about."""
+    try:
+        check(*args)
+    except ValueError as e:
+        raise ValueError(f"{entry}: {e}") from None
+
+
 @dataclass
 class FolderState:
     """What an output folder holds, as far as builds are concerned."""
@@ -141,13 +185,18 @@ class FolderState:
     left_behind: dict[str, list[str]] = field(default_factory=dict)
 
 
+# What shardsmith writes at the top level: (name, is a folder).
+_OURS_AT_TOP = ((METADATA_FILE, False), (LOCK_FILE, False), (BUILDS_DIR, True), (TAGS_FILE, False),
+                (RETIRED_FILE, False))
+
+
 def scan(output_dir: str) -> FolderState:
     """Lists the output folder and tells its entries apart. Reads only names and the top-level metadata.json."""
     top = storage.list_entries(output_dir)
     in_builds = {entry: storage.list_files(join(output_dir, BUILDS_DIR, entry)) if is_dir else None
                  for entry, is_dir in storage.list_entries(join(output_dir, BUILDS_DIR)).items()}
     foreign = [name + ("/" if is_dir else "") for name, is_dir in sorted(top.items())
-               if (name, is_dir) not in ((METADATA_FILE, False), (LOCK_FILE, False), (BUILDS_DIR, True))]
+               if (name, is_dir) not in _OURS_AT_TOP]
     published = None
     if (METADATA_FILE, False) in top.items():
         published = _published_metadata(output_dir)
@@ -283,11 +332,18 @@ def remove_build(output_dir: str, build_id: str, files: list[str]) -> list[str]:
 def retire_builds(output_dir: str, current: str | None = None, keep: int | None = None) -> list[str]:
     """Removes unfinished builds other than `current`, and with `keep`, published builds beyond the newest
     `keep` (`current` counts and is never removed). The build the top-level metadata.json names is never
-    removed, and neither is a build whose folder holds shards of a kept version (an --incremental version lists
-    shards of earlier generations): a file goes only when no kept version lists it. Call only while holding the
-    folder's lock: an unfinished build is then one whose run is over. Returns the ids removed; what a person left
-    in their folders stays, said in one log line."""
+    removed, nor a tagged version (tags.json; one that cannot be read keeps every build), nor a build whose
+    folder holds shards of a kept version (an --incremental version lists shards of earlier generations): a file
+    goes only when no kept version lists it. Published versions removed are first added to retired.json. Call
+    only while holding the folder's lock: an unfinished build is then one whose run is over. Returns the ids
+    removed; what a person left in their folders stays, said in one log line."""
     state = scan(output_dir)
+    try:
+        tagged = {tag.version for tag in read_tags(output_dir).values()}
+    except TagsUnreadable as e:
+        _LOG.warning("%s; no build is removed until it is fixed or removed (`shardsmith versions %s`)", e,
+                     output_dir)
+        return []
     published = published_build_id(state)
     kept_versions = {build_id for build_id in (current, published) if build_id is not None}
     kept = 1
@@ -295,26 +351,28 @@ def retire_builds(output_dir: str, current: str | None = None, keep: int | None 
         if build_id not in kept_versions and finished(state, build_id) and (keep is None or kept < keep):
             kept += 1
             kept_versions.add(build_id)
-    referenced = set().union(*(_referenced_by(output_dir, build_id) for build_id in kept_versions))
-    removed = []
-    for build_id in sorted(state.builds, reverse=True):
-        if build_id in kept_versions or build_id in referenced:
-            continue
+    pinned = tagged & set(state.builds)
+    referenced = set().union(*(_referenced_by(output_dir, build_id, build_id in pinned)
+                               for build_id in kept_versions | pinned))
+    removing = [build_id for build_id in sorted(state.builds, reverse=True)
+                if build_id not in kept_versions | pinned | referenced]
+    record_retired(output_dir, [build_id for build_id in removing if finished(state, build_id)], now_utc(), keep)
+    for build_id in removing:
         left = set(state.builds[build_id]) - set(remove_build(output_dir, build_id, state.builds[build_id]))
         if left:
             _LOG.info("%s/%s/%s: %d file(s) no build record lists (e.g. %s), left in place",
                       output_dir, BUILDS_DIR, build_id, len(left), min(left))
-        removed.append(build_id)
-    return removed
+    return removing
 
 
-def _referenced_by(output_dir: str, build_id: str) -> set[str]:
+def _referenced_by(output_dir: str, build_id: str, tagged: bool = False) -> set[str]:
     """The earlier builds a kept version's shards lie in. A version whose own metadata.json cannot be read
-    keeps every build: retention never guesses."""
+    keeps every build, and so does a tagged one without it: retention never guesses."""
     try:
         return builds_referenced(read_metadata(build_dir(output_dir, build_id)))
     except MetadataMissing:
-        return set()  # unfinished (no metadata.json yet): it lists no shard
+        # unfinished (no metadata.json yet): it lists no shard; a tagged version was published, so it lost it
+        return set(scan(output_dir).builds) if tagged else set()
     except MetadataError:
         return set(scan(output_dir).builds)
 

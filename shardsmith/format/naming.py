@@ -24,6 +24,12 @@ WRITTEN_DIR = ".shardsmith-written"
 STAGED_METADATA = f"{TEMP_PREFIX}published-{METADATA_FILE}"
 LOCK_FILE = ".shardsmith-lock"
 BUILD_ID = re.compile(r"\d{8}T\d{6}Z-[0-9a-f]{8}")
+# At the top level, beside metadata.json: the names that pin versions against retention (`shardsmith tag`), and
+# the versions retention removed, with when (shardsmith/format/tags.py, shardsmith/format/retired.py).
+TAGS_FILE = "tags.json"
+RETIRED_FILE = "retired.json"
+# A tag's name: a letter, then letters, digits, ".", "_" or "-" (never a build id, which starts with a digit).
+TAG_NAME = re.compile(r"[A-Za-z][A-Za-z0-9._-]{0,63}")
 TRANSFORM_DIRS = ("transform_fn", "transformed_metadata")  # tf.transform's outputs, in a build's folder
 
 SPLITS = ("train", "validation", "test")

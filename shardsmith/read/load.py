@@ -48,22 +48,14 @@ def read_metadata(output_dir: str) -> Metadata:
         raise FileNotFoundError(str(e)) from None
 
 
-def version_folder(output_dir: str, version: str | None) -> str:
-    """The folder whose metadata.json describes `version` (None: `output_dir`, the published one). Raises
-    ValueError for an id that is not a build id, FileNotFoundError for a build that was never published."""
-    from shardsmith.format.build_folder import build_dir
-    from shardsmith.format.naming import BUILD_ID, STAGED_METADATA, join
+def open_version(output_dir: str, version: str | None):
+    """The published version of `output_dir` or the kept one `version` names (a build id or a tag), its
+    metadata.json read through TensorFlow's file systems like the shards (shardsmith/read/version_lookup.py);
+    FileNotFoundError or ValueError, one line, as for every reader."""
+    from shardsmith.read.version_lookup import open_version as lookup
     from shardsmith.storage import read_bytes_with_tensorflow
 
-    output_dir = os.fspath(output_dir)
-    if version is None:
-        return output_dir
-    if not BUILD_ID.fullmatch(str(version)):
-        raise ValueError(f"version {version!r} is not a build id (like 20261124T211052Z-44b3a31b)")
-    folder = build_dir(output_dir.rstrip("/"), version)
-    if read_bytes_with_tensorflow(join(folder, STAGED_METADATA)) is not None:
-        raise FileNotFoundError(f"{output_dir}: build {version} was never published (it did not finish)")
-    return folder
+    return lookup(os.fspath(output_dir), version, read_bytes_with_tensorflow)
 
 
 @dataclass(frozen=True)
@@ -293,8 +285,9 @@ def load(
     - `batch_size`: None yields single examples. `shuffle_buffer`: 0 or None reads in shard order (with
       `shuffle_files=False`, fully deterministic).
     - `seed`: fixes the file and record shuffles and makes the order deterministic (slower).
-    - `version`: a kept version's build id (`shardsmith versions OUT` lists them) instead of the published one: a
-      model trained on a version is re-read exactly as it was for as long as --keep_builds keeps it.
+    - `version`: a kept version's build id, or a tag's name (`shardsmith versions OUT` lists both), instead of the
+      published one: a model trained on a version is re-read exactly as it was for as long as --keep_builds
+      keeps it, or for as long as a tag (`shardsmith tag OUT ID NAME`) pins it.
     Resuming mid-epoch (a preempted job): the iterator saves and restores with `tf.train.Checkpoint(iterator=it)`
     (tests/test_load_resume.py): a new `load()` with the same arguments, its iterator restored, reads the rest of
     the epoch, each record once. The checkpoint holds the shuffle buffer's records (`shuffle_buffer` times the
@@ -311,8 +304,8 @@ def load(
         raise ValueError(f"dtype must be 'uint8' or 'float32', not {dtype!r}")
     if channels not in (0, 1, 3, 4):
         raise ValueError(f"channels must be 0, 1, 3 or 4, not {channels!r}")
-    folder = version_folder(output_dir, version)
-    metadata = read_metadata(folder)
+    opened = open_version(output_dir, version)
+    folder, metadata = opened.folder, opened.metadata
     shards = split_shards(folder, metadata, split_name(split, metadata))
     if not shards:
         raise ValueError(f"split {split!r} has no shard files")

@@ -7,9 +7,10 @@ the split in shard order, the order `shardsmith verify` reads.
 
 Guarantees: every record handed out had both its CRCs checked as it was read (a damaged record raises
 CorruptRecord, naming the shard, the record and the byte); the build is the one metadata.json named when
-`records()` was called (or the kept build named by `version`), and its shard files are those metadata.json
-lists, never globbed. A shard without an index file (gzip shards; builds made before index files, unless
-`shardsmith index` wrote them) is read once whole to find its records, the first time one of them is asked for.
+`records()` was called (or the kept version `version` names: a build id or a tag), and its shard files are
+those metadata.json lists, never globbed. A shard without an index file (gzip shards; builds made before index
+files, unless `shardsmith index` wrote them) is read once whole to find its records, the first time one of them
+is asked for.
 
 Files: local paths use plain file calls (`os.pread`, so worker processes and threads share nothing); gs:// goes
 through Beam's FileSystems, imported only then, a shard streamed with its next 16 MB fetched ahead, a record read
@@ -27,20 +28,14 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from shardsmith import storage
-from shardsmith.format.build_folder import build_dir, dataset_dir
-from shardsmith.format.metadata import read_metadata
-from shardsmith.format.metadata_schema import Metadata, MetadataMissing
-from shardsmith.format.naming import (
-    BUILD_ID,
-    STAGED_METADATA,
-    index_file_name,
-    is_remote,
-    join,
-)
+from shardsmith.format.build_folder import dataset_dir
+from shardsmith.format.metadata_schema import Metadata
+from shardsmith.format.naming import index_file_name, is_remote
 from shardsmith.format.record_index import RecordIndex
 from shardsmith.format.tfrecord import FramingError, iter_records, unframe
 from shardsmith.read.load import split_name, split_shards
 from shardsmith.read.records import decompressed
+from shardsmith.read.version_lookup import open_version
 
 MAX_OPEN_FILES = 64  # shard files a reader keeps open for random access (least recently used closed first)
 
@@ -51,23 +46,10 @@ class CorruptRecord(RuntimeError):
 
 def open_build(output_dir: str, version: str | None = None) -> tuple[Metadata, str]:
     """(metadata.json, the folder it was read from) of the published build (`version` None: `output_dir`) or of
-    the kept, complete build `builds/<version>/` (that folder); `dataset_dir(folder, metadata)` holds the files.
-    FileNotFoundError when there is none; ValueError (one line) for a bad version or a metadata.json the reader
-    cannot use."""
-    output_dir = os.fspath(output_dir).rstrip("/")
-    folder = output_dir
-    if version is not None:
-        if not BUILD_ID.fullmatch(str(version)):
-            raise ValueError(f"version {version!r} is not a build id (like 20261124T211052Z-44b3a31b)")
-        folder = build_dir(output_dir, version)
-    try:
-        metadata = read_metadata(folder, storage.read_bytes, readable=True)
-    except MetadataMissing:
-        what = f"no complete build {version} (builds/{version}/metadata.json)" if version else "no finished dataset"
-        raise FileNotFoundError(f"{output_dir} holds {what}") from None
-    if version is not None and storage.read_bytes(join(folder, STAGED_METADATA)) is not None:
-        raise FileNotFoundError(f"{output_dir}: build {version} was never published (it did not finish)")
-    return metadata, folder
+    the kept version `version` names (a build id or a tag: shardsmith/read/version_lookup.py);
+    `dataset_dir(folder, metadata)` holds the files. FileNotFoundError or ValueError, one line each."""
+    opened = open_version(output_dir, version)
+    return opened.metadata, opened.folder
 
 
 @dataclass(frozen=True)
@@ -179,7 +161,9 @@ class Records(Sequence):
 
     def __init__(self, output_dir: str, split: str = "train", version: str | None = None):
         self.output_dir = os.fspath(output_dir).rstrip("/")
-        self.metadata, read_from = open_build(self.output_dir, version)
+        opened = open_version(self.output_dir, version)
+        self.metadata, read_from = opened.metadata, opened.folder
+        self.version_id: str | None = opened.build_id  # the version read, a tag resolved (None: the published)
         self.folder = dataset_dir(read_from, self.metadata)
         self.split = split_name(split, self.metadata)
         self.compression = self.metadata.compression_or_default
@@ -296,5 +280,6 @@ class Records(Sequence):
 
 def records(output_dir: str, split: str = "train", version: str | None = None) -> Records:
     """The records of `split` (spelled as `build` accepts it) in the build `output_dir` publishes, or in its
-    kept build `version`: a sequence of dicts, without TensorFlow (see shardsmith/read/sequence.py)."""
+    kept version `version` (a build id or a tag's name): a sequence of dicts, without TensorFlow (see
+    shardsmith/read/sequence.py)."""
     return Records(output_dir, split, version)

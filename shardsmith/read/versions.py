@@ -5,14 +5,20 @@ build under `builds/<id>/` that finished and was published once (its own metadat
 top-level copy left: `build_folder.finished`). A version's id is its build id. Unfinished builds and builds
 killed before their publish switch are not versions, and neither is a folder a person left behind.
 
-Guarantees: listing reads names, build records and metadata.json files only (no shard); it writes nothing and
-takes no lock. Versions are listed newest first (build ids sort by start time).
+A tag (`shardsmith tag`, shardsmith/read/tagging.py) is a name for a version that retention never removes;
+`versions` lists each version's tags beside it, and `--version` takes a tag's name as it takes an id.
+
+Guarantees: listing reads names, build records, metadata.json files and tags.json only (no shard); it writes
+nothing and takes no lock. Versions are listed newest first (build ids sort by start time). A tags.json that
+cannot be read is said in one line on stderr (retention removes no build while it is so); the versions are
+listed all the same.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sys
 from dataclasses import dataclass
 
 from shardsmith import storage
@@ -22,7 +28,8 @@ from shardsmith.format.build_record import BuildRecord
 from shardsmith.format.metadata import read_metadata
 from shardsmith.format.metadata_schema import MetadataError, MetadataMissing
 from shardsmith.format.naming import BUILD_RECORD, BUILDS_DIR, METADATA_FILE, join
-from shardsmith.read.sequence import open_build
+from shardsmith.format.tags import Tag, TagsUnreadable, read_tags
+from shardsmith.read.version_lookup import open_version
 
 
 @dataclass(frozen=True)
@@ -39,13 +46,14 @@ class Version:
     previous: str | None = None  # --incremental: the version it was built on
     records_added: int | None = None  # --incremental: records its build made (None: a full build, or older)
     records_removed: int | None = None
+    tags: tuple[str, ...] = ()  # the names that pin it (tags.json), sorted
 
     def as_json(self) -> dict:
         return {"id": self.id, "started": self.started, "current": self.current, "records": self.records,
                 "num_records": sum(self.records.values()), "num_errors": self.num_errors,
                 "rows_added": self.rows_added, "rows_removed": self.rows_removed, "records_added": self.records_added,
                 "records_removed": self.records_removed, "previous": self.previous,
-                "build_dir": f"{BUILDS_DIR}/{self.id}"}
+                "build_dir": f"{BUILDS_DIR}/{self.id}", "tags": list(self.tags)}
 
     def line(self) -> str:
         splits = ", ".join(f"{split} {count:,}" for split, count in self.records.items())
@@ -57,7 +65,7 @@ class Version:
             change = f"+{self.rows_added:,} -{self.rows_removed:,} rows"
         errors = f", {self.num_errors:,} errors" if self.num_errors else ""
         return (f"{self.id}  {self.started:<20}  {change:<21}  {splits}{errors}"
-                + ("  (current)" if self.current else ""))
+                + ("  (current)" if self.current else "") + (f"  tags: {', '.join(self.tags)}" if self.tags else ""))
 
 
 def _started(output_dir: str, build_id: str) -> str:
@@ -73,9 +81,9 @@ def _started(output_dir: str, build_id: str) -> str:
     return f"{stamp[:4]}-{stamp[4:6]}-{stamp[6:8]}T{stamp[9:11]}:{stamp[11:13]}:{stamp[13:15]}Z"
 
 
-def list_versions(output_dir: str) -> list[Version]:
-    """Every version of the dataset in `output_dir`, newest first; UsageError (one line) when it holds no
-    published dataset in the layout that has versions."""
+def list_versions(output_dir: str, tags: dict[str, Tag] | None = None) -> list[Version]:
+    """Every version of the dataset in `output_dir`, newest first, each with the names in `tags` (by name) that
+    pin it; UsageError (one line) when it holds no published dataset in the layout that has versions."""
     output_dir = os.fspath(output_dir).rstrip("/")
     state = scan(output_dir)
     current = published_build_id(state)
@@ -84,6 +92,9 @@ def list_versions(output_dir: str) -> list[Version]:
             raise UsageError(f"{output_dir} holds no published shardsmith dataset (no metadata.json)")
         raise UsageError(f"{output_dir} was built before builds had folders: it has one version, its files; "
                          "build it again to keep versions")
+    names: dict[str, list[str]] = {}
+    for name, tag in sorted((tags or {}).items()):
+        names.setdefault(tag.version, []).append(name)
     versions = []
     for build_id in sorted(state.builds, reverse=True):
         if build_id != current and not finished(state, build_id):
@@ -97,28 +108,28 @@ def list_versions(output_dir: str) -> list[Version]:
         versions.append(Version(build_id, _started(output_dir, build_id), build_id == current, records,
                                 metadata.error_count, change and change.num_added_rows,
                                 change and change.num_removed_rows, change and change.previous,
-                                change and change.num_added_records, change and change.num_removed_records))
+                                change and change.num_added_records, change and change.num_removed_records,
+                                tuple(names.get(build_id, ()))))
     return versions
 
 
 def version_folder(output_dir: str, version: str | None) -> str:
     """The folder the read-side commands read for `--version` (None: `output_dir`, the published build): the
-    version's build folder, whose own metadata.json describes it; UsageError (one line) for an id that is not a
-    version of this dataset."""
+    version's build folder, whose own metadata.json describes it; UsageError (one line, the same as every
+    reader's: shardsmith/read/version_lookup.py) for a name that is not a kept version or a tag."""
     output_dir = os.fspath(output_dir).rstrip("/")
     if version is None:
         return output_dir
     try:
-        _, folder = open_build(output_dir, version)
+        return open_version(output_dir, version).folder
     except (FileNotFoundError, ValueError) as e:
-        raise UsageError(f"{e}; `shardsmith versions {output_dir}` lists its versions") from None
-    return folder
+        raise UsageError(str(e)) from None
 
 
 def add_version_argument(parser) -> None:
-    parser.add_argument("--version", default=None, metavar="BUILD_ID",
-                        help="a kept version (builds/BUILD_ID; `shardsmith versions` lists them) instead of the "
-                             "published one")
+    parser.add_argument("--version", default=None, metavar="ID_OR_TAG",
+                        help="a kept version (its build id, or a tag's name; `shardsmith versions` lists both) "
+                             "instead of the published one")
 
 
 def add_arguments(parser) -> None:
@@ -127,8 +138,20 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> list[Version]:
-    """`shardsmith versions`: one line per version, newest first (or a JSON list with --json)."""
-    versions = list_versions(args.output_dir)
+    """`shardsmith versions`: one line per version, newest first, with its tags (or a JSON list with --json)."""
+    output_dir = os.fspath(args.output_dir).rstrip("/")
+    try:
+        tags = read_tags(output_dir)
+    except TagsUnreadable as e:
+        tags = {}
+        print(f"shardsmith: warning: {e}: no tag is shown, and retention removes no build until the file is fixed "
+              "or removed", file=sys.stderr, flush=True)
+    versions = list_versions(output_dir, tags)
+    listed = {version.id for version in versions}
+    for name, tag in sorted(tags.items()):
+        if tag.version not in listed:
+            print(f"shardsmith: warning: tag {name} names version {tag.version}, which is not in {output_dir}",
+                  file=sys.stderr, flush=True)
     if args.json:
         print(json.dumps([version.as_json() for version in versions], indent=2), flush=True)
     else:

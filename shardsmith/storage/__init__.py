@@ -18,6 +18,7 @@ Guarantees:
 from __future__ import annotations
 
 import contextlib
+import errno
 import io
 import os
 import secrets
@@ -26,7 +27,7 @@ import stat
 from collections.abc import Iterable
 from typing import BinaryIO, NamedTuple
 
-from shardsmith.storage.local_files import kind_of, open_regular_file
+from shardsmith.storage.local_files import NotARegularFile, kind_of, open_regular_file
 
 # Every file is written under this prefix and renamed into place; such files are never part of a dataset.
 TEMP_PREFIX = ".shardsmith-tmp-"
@@ -241,6 +242,37 @@ def read_bytes(path: str) -> bytes | None:
         return None
     with open_read(path) as f:
         return f.read()
+
+
+def read_small_file(path: str, max_bytes: int) -> bytes | None:
+    """A whole file of at most `max_bytes`, or None if it does not exist: for small files at the output folder's
+    top that anyone could have put there. Locally a symbolic link is never followed and only a regular file is
+    read (NotARegularFile otherwise); a larger file raises ValueError before it is read."""
+    if not is_remote(path):
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            if e.errno == errno.ELOOP:
+                raise NotARegularFile(path, "a symbolic link") from None
+            raise
+        with os.fdopen(fd, "rb") as f:
+            found = os.fstat(f.fileno())
+            if not stat.S_ISREG(found.st_mode):
+                raise NotARegularFile(path, kind_of(found.st_mode))
+            data = f.read(max_bytes + 1)
+    else:
+        if not exists(path):
+            return None
+        if size(path) > max_bytes:
+            raise ValueError(f"{path} holds more than {max_bytes} bytes")
+        data = read_bytes(path)
+        if data is None:
+            return None
+    if len(data) > max_bytes:
+        raise ValueError(f"{path} holds more than {max_bytes} bytes")
+    return data
 
 
 def read_bytes_with_tensorflow(path: str) -> bytes | None:

@@ -35,9 +35,10 @@ After every step it asserts what an unattended schedule relies on:
 - label ids never change meaning: a night, a compaction or an `--incremental --overwrite` keeps every published
   label's id; a full build that renumbers says so; every kept version still lists the labels it was published
   with, the same ids within each numbering; every version `shardsmith versions` lists still has its shards;
-- nothing outside `builds/` but `metadata.json` and `.shardsmith-lock` is in the output folder, nothing is read
-  or written in the folder the tampered names point to, and the input images, the manifest and a user file
-  beside the output folder are unchanged (but for the harness's own nightly changes);
+- nothing outside `builds/` but `metadata.json`, `.shardsmith-lock` and `retired.json` (the versions retention
+  removed) is in the output folder, nothing is read or written in the folder the tampered names point to, and
+  the input images, the manifest and a user file beside the output folder are unchanged (but for the harness's
+  own nightly changes);
 - a reader that opened a version before the step reads it to the end with the same records, or (only when
   retention removed that version's files during the step) fails with an exception: never silently short.
 
@@ -72,7 +73,7 @@ ACTIONS = ("none", "kill9_launcher", "sigterm_launcher", "sigint_group", "kill9_
 KINDS = ("build", "night", "compact", "tamper")
 KIND_WEIGHTS = (0.25, 0.4, 0.15, 0.2)
 LOCK_FILE = ".shardsmith-lock"
-ALLOWED_AT_TOP = {"builds", "metadata.json", LOCK_FILE}
+ALLOWED_AT_TOP = {"builds", "metadata.json", LOCK_FILE, "retired.json"}
 SPLITS = ("train", "validation", "test")
 NAME = "chaos"
 # A refused build (a published dataset without --overwrite, a live lock) exits 2; a failed check exits 1 with

@@ -1,0 +1,69 @@
+"""The versions retention removed, and when: `retired.json` at the output folder's top, so that a reader asking
+for one can say it is no longer kept rather than that it never existed.
+
+    {"retired": [{"version": "<build id>", "retired": "2026-11-26T03:12:09Z", "keep_builds": 2}, ...]}
+
+Guarantees: written only by retention (`retire_builds`, under the folder's lock), whole (a rename locally, one
+upload on Cloud Storage), before the versions it lists are removed; it holds the last MAX_RETIRED of them,
+oldest first. It is a courtesy for error messages, never a reason to keep or remove anything: a file that cannot
+be read, or an entry out of shape, counts as no entry (and the next retention writes a good file).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from shardsmith import storage
+from shardsmith.format.naming import BUILD_ID, RETIRED_FILE, is_remote, join
+
+MAX_RETIRED = 200
+_MAX_BYTES = 1 << 20
+
+
+@dataclass(frozen=True)
+class Retired:
+    version: str
+    retired: str  # when retention removed it (UTC)
+    keep_builds: int | None  # the --keep_builds of that retention
+
+
+def _path(output_dir: str) -> str:
+    return join(output_dir.rstrip("/"), RETIRED_FILE)
+
+
+def read_retired(output_dir: str, read_bytes: Callable[[str], bytes | None] | None = None) -> dict[str, Retired]:
+    """The retired versions the file lists, by id; {} when there is no file or it cannot be read. `read_bytes`
+    reads a remote file (load()'s TensorFlow reader); a local one is read without following a symbolic link."""
+    path = _path(output_dir)
+    try:
+        if read_bytes is None or not is_remote(path):
+            data = storage.read_small_file(path, _MAX_BYTES)
+        else:
+            data = read_bytes(path)
+        entries = json.loads(data.decode("utf-8"))["retired"] if data and len(data) <= _MAX_BYTES else []
+    except (OSError, ValueError, KeyError, TypeError, UnicodeDecodeError, RecursionError):
+        return {}
+    found = {}
+    for entry in entries if isinstance(entries, list) else []:
+        if not isinstance(entry, dict):
+            continue
+        version, retired, keep = entry.get("version"), entry.get("retired"), entry.get("keep_builds")
+        if (isinstance(version, str) and BUILD_ID.fullmatch(version) and isinstance(retired, str)
+                and len(retired) <= 40):
+            found[version] = Retired(version, retired, keep if isinstance(keep, int) and keep > 0 else None)
+    return found
+
+
+def record_retired(output_dir: str, versions: Iterable[str], when: str, keep_builds: int | None) -> None:
+    """Adds `versions` to retired.json (the last MAX_RETIRED kept); the caller holds the folder's lock."""
+    versions = list(versions)
+    if not versions:
+        return
+    earlier = [entry for entry in read_retired(output_dir).values() if entry.version not in versions]
+    entries = sorted(earlier, key=lambda e: (e.retired, e.version)) + [
+        Retired(version, when, keep_builds) for version in sorted(versions)]
+    document = {"retired": [{"version": e.version, "retired": e.retired, "keep_builds": e.keep_builds}
+                            for e in entries[-MAX_RETIRED:]]}
+    storage.write_atomically(_path(output_dir), (json.dumps(document, indent=2) + "\n").encode("utf-8"))
