@@ -103,6 +103,7 @@ class StepResult:
     tampered: str | None = None  # what the tamper did
     tamper_verdict: str | None = None  # refused, repaired, or unsafe (refused unclearly, or published wrong)
     restored: bool = False  # the folder was put right after the step, as its message tells a person
+    restored_by: list[str] = field(default_factory=list)  # how: each command run after the step, and its exit
     reader_version: str | None = None
     reader_outcome: str | None = None
     exit_code: int | None = None
@@ -427,21 +428,21 @@ class Chaos:
         text = log.read_text()
         disturbed = action != "none" and result.seconds > result.delay_s
         if kind == "tamper":
-            self.judge_tamper(result, text, top_before)
+            self.judge_tamper(result, text, top_before, plan)
         elif not disturbed:
-            self.judge_exit(result, text, wanted, publishes)
+            self.judge_exit(result, text, wanted, publishes, plan)
         self.check_folder(result, reader)
         if result.tamper_verdict == "repaired" and result.failures:
             # It published a wrong version: known now, and put right so that later steps judge their own work.
             result.tamper_verdict = "unsafe"
             self.tampered_versions.add(after_id)
-            result.restored = self.restore(result)
+            result.restored = self.restore(result, "", None)
         return result
 
-    def judge_exit(self, result: StepResult, log: str, wanted: int, publishes: bool) -> None:
+    def judge_exit(self, result: StepResult, log: str, wanted: int, publishes: bool, plan: NightPlan | None) -> None:
         if self.tainted and result.exit_code != wanted and not result.new_version \
                 and clean_refusal(result.exit_code, log):
-            result.restored = self.restore(result)  # a row-list tamper that a night publishing over it left
+            result.restored = self.restore(result, log, plan)  # a row-list tamper a night publishing over it left
             return
         if result.exit_code != wanted:
             result.failures.append(f"an undisturbed {result.command} exited {result.exit_code}, expected {wanted}: "
@@ -456,7 +457,7 @@ class Chaos:
             typical = self.typical_s[result.command]
             self.typical_s[result.command] = max(5.0, 0.7 * typical + 0.3 * result.seconds)
 
-    def judge_tamper(self, result: StepResult, log: str, top_before: bytes) -> None:
+    def judge_tamper(self, result: StepResult, log: str, top_before: bytes, plan: NightPlan | None) -> None:
         """Refused cleanly with nothing published, or published a version (which the checks then judge)."""
         top_after = (self.out / "metadata.json").read_bytes() if (self.out / "metadata.json").exists() else None
         if result.exit_code == 0 and result.new_version:
@@ -472,35 +473,67 @@ class Chaos:
             result.tamper_verdict = "unsafe"
             result.failures.append(f"a tampered {result.command} neither refused with one clear line nor published: "
                                    f"exit {result.exit_code}: {log[-400:]}")
-        result.restored = self.restore(result)
+        result.restored = self.restore(result, log, plan)
 
-    def restore(self, result: StepResult) -> bool:
-        """Puts the folder right as a person would be told to: `build --incremental --overwrite` of the manifest,
-        after moving out of the folder a file that a refusal names. Returns whether it succeeded."""
-        restore = replace(result, command="night", overwrite=True, keep_builds=None, failures=[])
+    def restore(self, result: StepResult, refusal: str, plan: NightPlan | None) -> bool:
+        """Puts the folder right as the refusal tells a person to. A row list that does not describe its shard:
+        delete it and run the same command again (half the time), or `build --incremental --overwrite` of the
+        manifest, after moving out of the folder a file that a refusal names. Returns whether it worked."""
+        listed = re.search(r"(/\S+\.jsonl)\b[^\n]*; restore it as the build wrote it, or delete it", refusal)
         for attempt in range(3):
-            before_id = self.published_id()
-            log = self.logs / f"step-{result.index:04d}-restore-{attempt}.log"
-            snapshot = self.nights.expected()
-            completed = subprocess.run(self.command(restore), stdout=log.open("w"), stderr=subprocess.STDOUT,
-                                       env=self.env, cwd=ROOT, timeout=self.deadline_s)
-            after_id = self.published_id()
-            if after_id is not None and after_id != before_id:
-                self.note_version(restore, after_id, before_id, snapshot, log.read_text())
-                result.failures.extend(restore.failures)
-                restore.failures = []
-            text = log.read_text()
-            if completed.returncode == 0:
-                self.tainted = None
+            if not listed or self.rng.random() < 0.5:
+                break
+            path = Path(listed.group(1))
+            if self.out not in path.parents or not path.is_file():
+                break
+            path.unlink()
+            again = replace(result, failures=[])
+            code, text = self.run_undisturbed(again, plan, f"advice-{attempt}")
+            result.failures.extend(again.failures)
+            result.restored_by.append(f"deleted {path.relative_to(self.out)}, ran the {result.command} again: "
+                                      f"exit {code}")
+            if code == 0:
+                return True
+            if not clean_refusal(code, text):
+                result.failures.append(f"after deleting {path.name} as the refusal said, the {result.command} "
+                                       f"exited {code}: {text[-400:]}")
+                break
+            listed = re.search(r"(/\S+\.jsonl)\b[^\n]*; restore it as the build wrote it, or delete it", text)
+        restore = replace(result, command="night", overwrite=True, keep_builds=None, compact_after=None, failures=[])
+        for attempt in range(3):
+            code, text = self.run_undisturbed(restore, None, f"restore-{attempt}")
+            result.failures.extend(restore.failures)
+            restore.failures = []
+            result.restored_by.append(f"build --incremental --overwrite: exit {code}")
+            if code == 0:
                 return True
             named = re.search(r"move (\S+) out of the folder", text)
-            if completed.returncode == USAGE_EXIT and named and (self.out / named.group(1)).exists():
+            if code == USAGE_EXIT and named and (self.out / named.group(1)).exists():
                 self.moved.mkdir(exist_ok=True)
                 shutil.move(self.out / named.group(1), self.moved / f"{named.group(1)}.step-{result.index}")
+                result.restored_by.append(f"moved {named.group(1)} out of the folder")
                 continue
             break
         result.failures.append(f"the folder could not be put right with --incremental --overwrite: {text[-400:]}")
         return False
+
+    def run_undisturbed(self, result: StepResult, plan: NightPlan | None, name: str) -> tuple[int, str]:
+        """Runs the step's command to the end (a restore), noting a version it publishes; (exit status, log)."""
+        before_id = self.published_id()
+        log = self.logs / f"step-{result.index:04d}-{name}.log"
+        snapshot = self.nights.expected()
+        with log.open("w") as stream:
+            code = subprocess.run(self.command(result, plan), stdout=stream, stderr=subprocess.STDOUT, env=self.env,
+                                  cwd=ROOT, timeout=self.deadline_s).returncode
+        text = log.read_text()
+        after_id = self.published_id()
+        if after_id is not None and after_id != before_id:
+            self.note_version(result, after_id, before_id, snapshot, text)
+            if result.command == "compact" or result.overwrite:
+                self.tainted = None
+        elif code == 0 and result.kind == "tamper" and result.command == "night" and not result.overwrite:
+            result.failures.append(f"the {result.command} run again after its refusal published nothing")
+        return code, text
 
     # Versions -----------------------------------------------------------------------------------------------------
 
@@ -750,7 +783,9 @@ def print_step(result: StepResult) -> None:
     what = result.kind if result.kind != "tamper" else f"tamper:{result.tamper}>{result.command}"
     extra = ""
     if result.tamper_verdict:
-        extra += f" {result.tamper_verdict}" + (" restored" if result.restored else "")
+        extra += f" {result.tamper_verdict}"
+    if result.restored_by:
+        extra += " then " + "; ".join(result.restored_by)
     if result.reader_outcome:
         extra += f" reader[{result.reader_version}]: {result.reader_outcome}"
     print(f"step {result.index:4d} {what:30s} {result.action:17s} at {result.delay_s:5.1f}s "
