@@ -360,7 +360,7 @@ class Chaos:
         if result.command == "compact":
             result.overwrite = False
             if result.kind != "tamper" and self.rng.random() < 0.4:  # a tampered step must have work to do
-                result.compact_after = self.rng.choice((0, 1, 2, 3))
+                result.compact_after = self.rng.choice((1, 2, 3))
             return None
         if result.command == "build":
             return None
@@ -384,10 +384,14 @@ class Chaos:
 
     def step(self, index: int, kind: str | None = None, action: str | None = None, overwrite: bool | None = None,
              tamper_kind: str | None = None, final: bool = False) -> StepResult:
+        drawn = kind is None
         kind = kind or self.rng.choices(KINDS, KIND_WEIGHTS)[0]
         published = self.published()
-        if kind == "tamper" and (published is None or published.get("incremental") is None):
+        incremental = (published or {}).get("incremental")
+        if kind == "tamper" and incremental is None:
             kind = "night"  # nothing to tamper with that a night or a compaction would read
+        if drawn and kind == "compact" and (incremental or {}).get("generations", 1) <= 1 and self.rng.random() < 0.6:
+            kind = "night"  # mostly compact versions that have generations to compact
         action = "none" if kind == "tamper" else action or self.rng.choice(ACTIONS)
         published_before = published is not None
         if overwrite is None:
@@ -460,7 +464,7 @@ class Chaos:
                                    "published a version though nothing changed") + f": {log[-300:]}")
         if wanted == 0:  # an undisturbed run to the end: how long one takes, for the next delays
             typical = self.typical_s[result.command]
-            self.typical_s[result.command] = max(5.0, 0.7 * typical + 0.3 * result.seconds)
+            self.typical_s[result.command] = max(2.0, 0.7 * typical + 0.3 * result.seconds)
 
     def judge_tamper(self, result: StepResult, log: str, top_before: bytes, plan: NightPlan | None) -> None:
         """Refused cleanly with nothing published, or published a version (which the checks then judge)."""
