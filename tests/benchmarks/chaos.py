@@ -191,7 +191,9 @@ class Chaos:
         self.moved = work / "moved"  # files a refusal told the person to move out of the output folder
         self.logs = work / "logs"
         self.env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": str(ROOT)}
-        self.typical_s = {"build": 10.0, "night": 10.0, "compact": 8.0}  # then learnt from undisturbed runs
+        # How long a command runs undisturbed (builds, nights and compactions alike, within a few seconds here):
+        # set by the first such run, then a moving average; actions are due within it.
+        self.typical_s: float | None = None
         self.children_seen: set[int] = set()
         for stale in (self.data, self.out, self.moved, self.logs, work / "outside"):
             if stale.exists():
@@ -403,7 +405,7 @@ class Chaos:
             result.command = "compact" if generations > 1 and self.rng.random() < 0.4 else "night"
         else:
             result.command = kind
-        result.delay_s = round(self.rng.uniform(0.2, self.typical_s[result.command]), 2)
+        result.delay_s = round(self.rng.uniform(0.2, self.typical_s or 10.0), 2)
         plan = self.plan_step(result, final)
         reader = self.open_reader(result) if result.reader else None
         before_id = self.published_id()
@@ -463,8 +465,8 @@ class Chaos:
             result.failures.append(f"an undisturbed {result.command} " + ("published nothing" if publishes else
                                    "published a version though nothing changed") + f": {log[-300:]}")
         if wanted == 0:  # an undisturbed run to the end: how long one takes, for the next delays
-            typical = self.typical_s[result.command]
-            self.typical_s[result.command] = max(2.0, 0.7 * typical + 0.3 * result.seconds)
+            typical = self.typical_s or result.seconds
+            self.typical_s = max(1.0, 0.7 * typical + 0.3 * result.seconds)
 
     def judge_tamper(self, result: StepResult, log: str, top_before: bytes, plan: NightPlan | None) -> None:
         """Refused cleanly with nothing published, or published a version (which the checks then judge)."""
