@@ -198,7 +198,7 @@ def test_compact_usage_errors(rows, shardsmith, tmp_path):
     assert "holds no published dataset" in refused(empty)
     plain = tmp_path / "plain"
     ok(shardsmith, "build", "--manifest", manifest(tmp_path, "m", rows[:30]), "--output_dir", plain, "--name", "pets")
-    assert "not built with --incremental: nothing to compact" in refused(plain)
+    assert "is in one generation already: nothing to compact" in refused(plain)
     one = tmp_path / "one"
     incremental(shardsmith, tmp_path, one, "m1", rows[:30])
     before = sorted(p.name for p in (one / BUILDS_DIR).iterdir())

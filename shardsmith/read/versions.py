@@ -57,7 +57,7 @@ class Version:
 
     def line(self) -> str:
         splits = ", ".join(f"{split} {count:,}" for split, count in self.records.items())
-        if self.rows_added is None:
+        if self.rows_added is None or self.previous is None:
             change = "full build"
         elif self.records_added is not None:
             change = f"+{self.records_added:,} -{self.records_removed:,} records"
