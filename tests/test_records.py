@@ -131,3 +131,33 @@ def test_records_import_neither_tensorflow_nor_beam(built):
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "[]"
+
+
+def _exit_with_open_readers(*outs: str) -> subprocess.CompletedProcess:
+    """A script that reads a record at random and leaves an iteration open in each dataset, then exits. Beam is
+    imported, as a gs:// read imports it: the readers then outlive the module globals at interpreter exit."""
+    code = ("import apache_beam, shardsmith\n"
+            "kept = []\n"
+            f"for out in {list(outs)!r}:\n"
+            "    records = shardsmith.records(out, 'train')\n"
+            "    it = iter(records)\n"
+            "    kept.append((records, records[1], next(it)))\n"
+            "print('read', len(kept))\n")
+    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+
+def test_readers_left_open_at_interpreter_exit_close_quietly(built, tmp_path, gzip_copy):
+    done = _exit_with_open_readers(str(built), str(gzip_copy(built, tmp_path / "packed")))
+    assert done.returncode == 0 and done.stdout == "read 2\n", done.stderr[-2000:]
+    assert "Exception ignored" not in done.stderr, done.stderr[-2000:]
+
+
+def test_readers_of_gs_datasets_left_open_at_interpreter_exit_close_quietly(built, tmp_path, gzip_copy, gcs_bucket):
+    bucket = gcs_bucket.client.bucket(gcs_bucket.name)
+    for name, out in (("plain", built), ("packed", gzip_copy(built, tmp_path / "packed"))):
+        for path in out.rglob("*"):
+            if path.is_file():
+                bucket.blob(f"{name}/{path.relative_to(out)}").upload_from_filename(str(path))
+    done = _exit_with_open_readers(f"gs://{gcs_bucket.name}/plain", f"gs://{gcs_bucket.name}/packed")
+    assert done.returncode == 0 and done.stdout == "read 2\n", done.stderr[-2000:]
+    assert "Exception ignored" not in done.stderr, done.stderr[-2000:]

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import bisect
 import os
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
@@ -140,15 +141,17 @@ class _RangeReader:
     def __setstate__(self, state: dict) -> None:
         self.__init__(state["_compression"])
 
-    def __del__(self, getpid=os.getpid) -> None:  # bound now: at interpreter exit the module's globals are gone
-        if getattr(self, "_pid", None) == getpid():
+    def __del__(self, finalizing=sys.is_finalizing) -> None:  # bound now: it outlives the module's globals
+        # At interpreter exit the module's globals (_close, os) may already be cleared, and the process's end
+        # closes its descriptors: nothing is left to do.
+        if not finalizing() and getattr(self, "_pid", None) == os.getpid():
             for handle in self._files.values():
                 _close(handle)
 
 
-def _close(handle, close_fd=os.close) -> None:  # bound now, as __del__'s getpid
+def _close(handle) -> None:
     if isinstance(handle, int):
-        close_fd(handle)
+        os.close(handle)
     else:
         handle.close()
 
@@ -283,14 +286,20 @@ class Records(Sequence):
         with decompressed(open_stored(info.path), self.compression) as stream:
             if offset:
                 stream.seek(offset)
-            try:
-                for data in iter_records(stream):
-                    yield data
-                    got += 1
-                    if got == last:
-                        return
-            except FramingError as e:
-                raise CorruptRecord(f"{info.path} record {got}: {e.reason} at byte {offset + e.offset}") from None
+            framed = iter_records(stream)
+            while True:
+                # The yield stays outside this try: a generator left open is closed at interpreter exit, when
+                # FramingError may be a cleared global that an `except` around the yield would evaluate.
+                try:
+                    data = next(framed, None)
+                except FramingError as e:
+                    raise CorruptRecord(f"{info.path} record {got}: {e.reason} at byte {offset + e.offset}") from None
+                if data is None:
+                    break
+                yield data
+                got += 1
+                if got == last:
+                    return
         raise CorruptRecord(f"{info.path} ended after {got} records, metadata.json says {info.num_records}")
 
 
