@@ -161,3 +161,16 @@ def test_readers_of_gs_datasets_left_open_at_interpreter_exit_close_quietly(buil
     done = _exit_with_open_readers(f"gs://{gcs_bucket.name}/plain", f"gs://{gcs_bucket.name}/packed")
     assert done.returncode == 0 and done.stdout == "read 2\n", done.stderr[-2000:]
     assert "Exception ignored" not in done.stderr, done.stderr[-2000:]
+
+
+def test_an_index_must_be_an_integer_and_an_out_of_range_one_is_named_as_given(built):
+    """As a list: an int (numpy's too; a bool is the int it stands for) or a slice; a float or a string is a
+    TypeError naming its type, never truncated or parsed into some other record."""
+    records = shardsmith.records(built, "validation")
+    assert records[np.int64(3)] == records[3] and records[True] == records[1] and records[-1] == records[30]
+    for index, kind in ((1.7, "float"), ("3", "str"), (np.float64(2.0), "float64"), (None, "NoneType")):
+        with pytest.raises(TypeError, match=f"record indices must be integers or slices, not {kind}$"):
+            records[index]
+    for index in (31, -32, 10**20):
+        with pytest.raises(IndexError, match=f"^record {index} is out of range for a split of 31 records$"):
+            records[index]

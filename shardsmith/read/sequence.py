@@ -20,6 +20,7 @@ record at a time, one index per shard touched (16 bytes a record), and at most M
 from __future__ import annotations
 
 import bisect
+import operator
 import os
 import sys
 import threading
@@ -214,12 +215,16 @@ class Records(Sequence):
         return self.iter_range(0, self._length)
 
     def locate(self, i: int) -> tuple[int, int]:
-        """(shard number, record number in that shard) of split-wide record `i` (negative counts from the end)."""
-        i = int(i)
-        if i < 0:
-            i += self._length
+        """(shard number, record number in that shard) of split-wide record `i` (negative counts from the end).
+        `i` is an index as a list takes one (an int, a numpy integer, a bool): a float or a string is a TypeError,
+        never truncated or parsed."""
+        try:
+            given = operator.index(i)
+        except TypeError:
+            raise TypeError(f"record indices must be integers or slices, not {type(i).__name__}") from None
+        i = given + self._length if given < 0 else given
         if not 0 <= i < self._length:
-            raise IndexError(f"record {i} of a split of {self._length}")
+            raise IndexError(f"record {given} is out of range for a split of {self._length} records")
         shard = bisect.bisect_right(self._starts, i) - 1
         while self.shards[shard].num_records == 0 or i >= self.shards[shard].start + self.shards[shard].num_records:
             shard += 1
