@@ -102,8 +102,8 @@ def dataset_dir(output_dir: str, metadata: Metadata) -> str:
 
 
 def published_dir(output_dir: str | os.PathLike) -> str:
-    """The folder of the build that `output_dir`'s metadata.json publishes now (for TFDS's
-    `builder_from_directory`, or to read labels.txt and errors.jsonl). Raises FileNotFoundError without one."""
+    """The folder of the build that `output_dir`'s metadata.json publishes now (to read labels.txt and
+    errors.jsonl; TFDS reads a version from `shardsmith.tfds_dirs`). Raises FileNotFoundError without one."""
     output_dir = os.fspath(output_dir).rstrip("/")
     try:
         metadata = read_metadata(output_dir)
