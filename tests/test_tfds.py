@@ -207,3 +207,14 @@ def test_the_parts_name_their_shards_relative_to_their_own_folder(built, metadat
     lengths = [shard["num_examples"] for shard in train]
     assert here[0]["shardLengths"] == [str(lengths[0]), "0", *map(str, lengths[2:])]
     assert there[0]["shardLengths"] == ["0", str(lengths[1]), *["0"] * (len(train) - 2)]
+
+
+def test_tfds_dirs_says_in_one_line_why_tfds_cannot_read_a_version(built, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    meta = json.loads((built / METADATA_FILE).read_text())
+    assert tfds_dirs(built) == [published_dir(built)]
+    meta["compression"] = "gzip"  # TFDS reads no gzip: the build wrote no TFDS files
+    (out / METADATA_FILE).write_text(json.dumps(meta))
+    with pytest.raises(ValueError, match=r"has no TFDS files \(TFDS cannot read --compression gzip.*shardsmith.load"):
+        tfds_dirs(out)
