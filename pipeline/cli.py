@@ -7,7 +7,8 @@ TensorFlow: they are imported only by the commands that use them).
 
 `run(argv)` follows Beam's examples: shardsmith's own flags are parsed here (dashed spellings too: `--num-shards`)
 and every flag argparse does not know passes through to `PipelineOptions` if it is one of Beam's (`--runner`,
-`--direct_running_mode`, `--project`, ...; pipeline/options/beam_flags.py); any other flag is a usage error.
+`--direct_running_mode`, `--project`, ...; pipeline/options/beam_flags.py); any other flag is a usage error. Flags
+are taken only as spelled in full: an abbreviation (`--num_shard`) is an unknown flag, not the flag it begins.
 Errors a user can fix print one line and exit 2; a dataset that fails its final checks exits 1 with the
 check's message; anything else prints one line and how to see the traceback (SHARDSMITH_DEBUG=1).
 """
@@ -41,8 +42,16 @@ _command_started: float | None = None
 _LOG = logging.getLogger("shardsmith")
 
 
+class ExactFlagsParser(argparse.ArgumentParser):
+    """An ArgumentParser that takes a flag only as spelled in full: argparse's prefix matching would read a
+    schedule's `--num_shard 4` as `--num_shards 4`. Its subcommands' parsers are of this class too."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **{"allow_abbrev": False, **kwargs})
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ExactFlagsParser(
         prog="shardsmith",
         description="Balanced, shuffled, sharded TFRecords from an image manifest, with Apache Beam.",
         epilog="the Google Cloud commands' settings: shardsmith COMMAND --help",

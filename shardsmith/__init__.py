@@ -3,14 +3,15 @@
 `shardsmith.load(out, split)` reads a finished build back as a `tf.data.Dataset`; `shardsmith.records(out, split)`
 as a sequence of dicts, without TensorFlow (`shardsmith.torch` and `shardsmith.grain` build on it);
 `shardsmith.decode_image(data, size)` decodes a record's image with Pillow; `shardsmith.published_dir(out)` is the
-folder of the build `out` publishes (for TFDS's builder_from_directory, labels.txt, errors.jsonl).
+folder of the build `out` publishes (for labels.txt, errors.jsonl); `shardsmith.tfds_dirs(out)` the folders
+TFDS's `builder_from_directories` reads the version from.
 Importing this package is cheap: TensorFlow is imported when `load` runs, not before.
 """
 
 from __future__ import annotations
 
 __version__ = "0.1.0"
-__all__ = ["decode_image", "load", "published_dir", "records"]
+__all__ = ["decode_image", "load", "published_dir", "records", "tfds_dirs"]
 
 
 def load(*args, **kwargs):
@@ -25,6 +26,14 @@ def published_dir(output_dir):
     from shardsmith.format.build_folder import published_dir as _published_dir
 
     return _published_dir(output_dir)
+
+
+def tfds_dirs(output_dir, version=None):
+    """The folders to pass to `tfds.builder_from_directories` to read the published version (or the kept
+    `version`) with TensorFlow Datasets (shardsmith/read/tfds_folders.py)."""
+    from shardsmith.read.tfds_folders import tfds_dirs as _tfds_dirs
+
+    return _tfds_dirs(output_dir, version)
 
 
 def records(output_dir, split="train", version=None):

@@ -162,6 +162,24 @@ def shardsmith(capsys):
     return run
 
 
+@pytest.fixture
+def version_rows(label_sorted_set):
+    """version_rows(train_per_label=24): rows of the label-sorted set with absolute URIs, in URI order, for the
+    tests of versions: `train_per_label` training rows, 3 validation and 3 test rows of each of the three labels."""
+
+    def pick(train_per_label: int = 24) -> list[tuple[str, str, str]]:
+        by_label: dict[str, list] = {}
+        for split, uri, label in label_sorted_set.rows:
+            by_label.setdefault(label, []).append((split, str(label_sorted_set.path_of(uri)), label))
+        picked = []
+        for label_rows in by_label.values():
+            for split, wanted in (("train", train_per_label), ("validation", 3), ("test", 3)):
+                picked += [r for r in label_rows if r[0] == split][:wanted]
+        return sorted(picked, key=lambda r: r[1])
+
+    return pick
+
+
 NUM_SHARDS = "train=4,validation=2,test=2"
 
 

@@ -27,16 +27,9 @@ SPLITS = ("train", "validation", "test")
 
 
 @pytest.fixture
-def rows(label_sorted_set) -> list[tuple[str, str, str]]:
+def rows(version_rows) -> list[tuple[str, str, str]]:
     """90 rows (30 per label, all three splits) with absolute URIs, in URI order."""
-    by_label: dict[str, list] = {}
-    for split, uri, label in label_sorted_set.rows:
-        by_label.setdefault(label, []).append((split, str(label_sorted_set.path_of(uri)), label))
-    picked = []
-    for label_rows in by_label.values():
-        picked += [r for r in label_rows if r[0] == "train"][:24]
-        picked += [r for r in label_rows if r[0] == "validation"][:3] + [r for r in label_rows if r[0] == "test"][:3]
-    return sorted(picked, key=lambda r: r[1])
+    return version_rows()
 
 
 def manifest(folder: Path, name: str, rows: list[tuple[str, str, str]]) -> Path:
@@ -198,7 +191,7 @@ def test_compact_usage_errors(rows, shardsmith, tmp_path):
     assert "holds no published dataset" in refused(empty)
     plain = tmp_path / "plain"
     ok(shardsmith, "build", "--manifest", manifest(tmp_path, "m", rows[:30]), "--output_dir", plain, "--name", "pets")
-    assert "not built with --incremental: nothing to compact" in refused(plain)
+    assert "is in one generation already: nothing to compact" in refused(plain)
     one = tmp_path / "one"
     incremental(shardsmith, tmp_path, one, "m1", rows[:30])
     before = sorted(p.name for p in (one / BUILDS_DIR).iterdir())

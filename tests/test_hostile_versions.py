@@ -23,16 +23,9 @@ SPLITS = ("train", "validation", "test")
 
 
 @pytest.fixture
-def rows(label_sorted_set) -> list[tuple[str, str, str]]:
+def rows(version_rows) -> list[tuple[str, str, str]]:
     """90 rows (30 per label, all three splits) with absolute URIs, in URI order."""
-    by_label: dict[str, list] = {}
-    for split, uri, label in label_sorted_set.rows:
-        by_label.setdefault(label, []).append((split, str(label_sorted_set.path_of(uri)), label))
-    picked = []
-    for label_rows in by_label.values():
-        picked += [r for r in label_rows if r[0] == "train"][:24]
-        picked += [r for r in label_rows if r[0] == "validation"][:3] + [r for r in label_rows if r[0] == "test"][:3]
-    return sorted(picked, key=lambda r: r[1])
+    return version_rows()
 
 
 def manifest(folder: Path, name: str, rows: list[tuple[str, str, str]]) -> Path:

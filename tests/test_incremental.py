@@ -189,13 +189,25 @@ def test_retention_keeps_every_build_a_kept_version_lists(pool, shardsmith, tmp_
     assert [p.name for p in (out / BUILDS_DIR).iterdir()] == [metadata(out)["build_id"]]
 
 
-def test_incremental_into_an_incompatible_version_is_a_usage_error(pool, shardsmith, tmp_path):
+def test_a_plain_builds_folder_takes_an_incremental_night(pool, shardsmith, tmp_path):
+    """Every build lists its rows: the first night of a schedule needs no rebuild."""
     plain = tmp_path / "plain"
+    assert shardsmith("build", "--manifest", pool.manifest("m", pool.rows[:60]), "--output_dir", plain, "--name",
+                      "pets", "--num_shards", "train=2,validation=1,test=1").code == 0
+    v1 = metadata(plain)["build_id"]
+    assert "full build" in shardsmith_cli_ok(shardsmith, "versions", plain).out
+    done = build(shardsmith, pool.manifest("n", pool.rows[2:]), plain)
+    assert done.code == 0, done.err
+    change = metadata(plain)["incremental"]
+    assert (change["previous"], change["num_carried_rows"], change["num_added_rows"], change["num_removed_rows"],
+            change["num_images_read"]) == (v1, 58, 30, 2, 30)
+    for split in ("train", "validation", "test"):
+        assert uris(plain, split) == sorted(uri for s, uri, _ in pool.rows[2:] if s == split), split
+    assert "every check holds" in shardsmith_cli_ok(shardsmith, "verify", plain).out
+
+
+def test_incremental_into_an_incompatible_version_is_a_usage_error(pool, shardsmith, tmp_path):
     manifest = pool.manifest("m", pool.rows)
-    assert shardsmith("build", "--manifest", manifest, "--output_dir", plain, "--name", "pets").code == 0
-    done = build(shardsmith, manifest, plain)
-    assert done.code == 2
-    assert "built without --incremental" in done.err and "--incremental --overwrite" in done.err
     versioned = tmp_path / "versioned"
     assert build(shardsmith, manifest, versioned).code == 0
     done = build(shardsmith, manifest, versioned, "--seed", "7")
@@ -447,4 +459,4 @@ def test_a_nights_counts_mean_the_same_in_metadata_the_summary_the_metrics_and_v
     assert [(v["rows_added"], v["records_added"], v["records_removed"], v["num_records"], v["num_errors"])
             for v in listed] == [(6, 5, 0, 65, 1), (61, 60, 0, 60, 1)]
     lines = shardsmith_cli_ok(shardsmith, "versions", out).out.splitlines()
-    assert "+5 -0 records" in lines[0] and "+60 -0 records" in lines[1] and "1 errors" in lines[1]
+    assert "+5 -0 records" in lines[0] and "full build" in lines[1] and "1 errors" in lines[1]

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 
 def test_incremental_builds_on_gcs_carry_rewrite_and_add(gcs_bucket):
     from pipeline import cli
@@ -31,3 +33,14 @@ def test_incremental_builds_on_gcs_carry_rewrite_and_add(gcs_bucket):
         assert got == sorted(uri for s, uri, _ in day2 if s == split), split
     report = verify(out_dir)
     assert report.num_problems == 0, [str(p) for p in report.all_problems]
+    # TFDS's parts are written on Cloud Storage too, each listed in the build's record; TensorFlow's gs:// file
+    # system would not resolve their relative templates, so tfds_dirs says what reads the version instead.
+    from shardsmith import tfds_dirs
+
+    version = f"out/builds/{meta['build_id']}/"
+    names = {blob.name[len(version):] for blob in gcs_bucket.client.list_blobs(gcs_bucket.name, prefix=version)}
+    parts = {name for name in names if name.startswith("tfds/")}
+    assert "tfds/00000/dataset_info.json" in parts and "dataset_info.json" not in names
+    assert {".shardsmith-written/" + name.replace("/", "~s") for name in parts} <= names
+    with pytest.raises(ValueError, match="several build folders.*Cloud Storage FUSE"):
+        tfds_dirs(out_dir)

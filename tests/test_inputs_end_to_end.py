@@ -90,3 +90,24 @@ def test_custom_column_names(tmp_path, image_set_factory, shardsmith, read_recor
                         "--uri_column", "path", "--label_column", "class", "--split_column", "fold")
     assert result.code == 0, result.err
     assert len(all_records(read_records, out, ("train",))["train"]) == 6
+
+
+def test_a_class_folder_whose_every_image_fails_is_named_and_its_errors_name_the_image_files(
+        tmp_path, image_set_factory, shardsmith, metadata_of):
+    """Ids are given before the shard writer decodes an image: a class whose every image fails to decode keeps
+    its id (labels.txt, metadata) with no records, and the summary says so instead of counting it silently. A
+    folder's error names its image file, not a "line" of the folder."""
+    images = image_set_factory(tmp_path / "src", {"ant": {"x": 8}, "bee": {"x": 8}})
+    broken = images.root / "img" / "cicada"
+    broken.mkdir()
+    for i in range(3):
+        (broken / f"{i}.jpg").write_bytes(b"not an image" * 20)
+    out = tmp_path / "out"
+    result = shardsmith("build", "--manifest", images.root / "img", "--output_dir", out, "--name", "bugs",
+                        "--max_error_fraction", "0.5", "--split_ratios", "1,0,0")
+    assert result.code == 0, result.err
+    metadata = metadata_of(out)
+    assert metadata["labels"] == ["ant", "bee", "cicada"]
+    assert "3 labels, 1 without records (cicada))" in result.out
+    assert f"e.g. {images.root / 'img'}/cicada/0.jpg" in result.out
+    assert " line " not in result.out

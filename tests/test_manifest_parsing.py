@@ -68,7 +68,7 @@ def _reasons(errors):
     return [(e.line, e.reason) for e in errors]
 
 
-def _check_error_rows(errors, path: Path):
+def _check_error_rows(errors, path: Path | str):
     for error in errors:
         assert error.stage == "manifest" and error.source == str(path) and error.reason
         assert "\n" not in error.reason
@@ -480,7 +480,7 @@ def test_folder_of_label_folders(tmp_path):
                      "stray.jpg", "dog/puppies/h.jpg"])
     line_of = {rel: i for i, rel in enumerate(images, start=1)}
     expected = [
-        ManifestRow(str(root), 1, line_of[rel], rel, str(root / rel), "", rel.split("/")[0])
+        ManifestRow(str(root) + "/", 1, line_of[rel], rel, str(root / rel), "", rel.split("/")[0])
         for rel in ["cat/a.jpg", "cat/b.JPEG", "dog/c.png", "dog/d.gif", "dog/e.bmp", "emu/f.webp"]
     ]
     assert sorted(rows, key=lambda r: r.line) == sorted(expected, key=lambda r: r.line)
@@ -490,7 +490,7 @@ def test_folder_of_label_folders(tmp_path):
     ])
     assert all("<label>/<file>" in e.detail for e in errors)
     _lines_once(rows, errors, range(1, len(images) + 1))
-    _check_error_rows(errors, root)
+    _check_error_rows(errors, f"{root}/")  # a folder source ends in "/"
 
 
 def test_folder_of_split_folders(tmp_path):
@@ -565,7 +565,7 @@ def test_read_manifest_pipeline_over_csv_jsonl_and_folder(tmp_path):
         ManifestRow(str(csv_path), 0, 2, "img/1.jpg", str(tmp_path / "img/1.jpg"), "train", "cat"),
         ManifestRow(str(csv_path), 0, 4, "img/3.jpg", str(tmp_path / "img/3.jpg"), "test", "dog"),
         ManifestRow(str(jsonl_path), 1, 1, "img/4.jpg", str(tmp_path / "img/4.jpg"), "", "dog"),
-        ManifestRow(str(folder), 2, 1, "cat/5.jpg", str(folder / "cat/5.jpg"), "", "cat"),
+        ManifestRow(str(folder) + "/", 2, 1, "cat/5.jpg", str(folder / "cat/5.jpg"), "", "cat"),
     ]
     with test_pipeline.TestPipeline(runner=FnApiRunner()) as p:
         batches, errors = p | beam.Create(sources) | ReadManifest(DEFAULT)

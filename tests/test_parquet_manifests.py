@@ -6,14 +6,21 @@ line before Beam starts; `shardsmith schema` reads one. gs://: tests/test_gcs_en
 from __future__ import annotations
 
 import hashlib
+import json
+import subprocess
+import sys
 import time
+from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 from shardsmith.core.manifest import ManifestFormat, ManifestParser, resolve_sources
 from shardsmith.core.rows import ErrorRow, ManifestRow
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _parquet(path, columns: dict, row_group_size: int = 2):
@@ -152,3 +159,56 @@ def test_schema_reads_a_parquet_manifest(shardsmith, tmp_path, rows):
     weight = "float" if rows == "2" else "float_list"  # a null cell makes a list, as an empty CSV cell does
     flags = f"--feature age:int --feature weight:{weight} --feature tags:string_list"
     assert result.out.strip().splitlines()[-1] == flags
+
+
+def _hex_uri_manifest(path: Path, num_rows: int, uri_chars: int) -> Path:
+    """A manifest of unique, incompressible URIs (random hex) in pyarrow's default row groups (up to 1Mi rows)."""
+    rng = np.random.default_rng(num_rows)
+    digits = np.frombuffer(b"0123456789abcdef", np.uint8)[rng.integers(0, 16, num_rows * uri_chars, np.uint8)]
+    uris = pa.FixedSizeBinaryArray.from_buffers(pa.binary(uri_chars), num_rows, [None, pa.py_buffer(digits)])
+    pq.write_table(pa.table({"split": pa.array(["train"] * num_rows), "image_uri": uris.cast(pa.string()),
+                             "label": pa.array(["cat", "dog"] * (num_rows // 2))}), path, row_group_size=None)
+    return path
+
+
+# Read in a fresh process: the reader's peak memory (VmHWM; getrusage's ru_maxrss would carry a forked parent's
+# peak across exec) above what it was after a small manifest of the same columns warmed pyarrow's pools and
+# Python's allocator. Each row is checked for its line number, in order, and the URIs hashed in that order.
+_READ_AND_MEASURE = """
+import hashlib, json, sys
+from shardsmith.core.manifest import ManifestFormat, ManifestParser, resolve_sources
+def parsed(path):
+    (source,) = resolve_sources((path,))
+    return ManifestParser(ManifestFormat()).parse(source)
+def peak_mb():
+    with open("/proc/self/status") as status:
+        return int(next(line for line in status if line.startswith("VmHWM:")).split()[1]) / 1024
+for _ in parsed(sys.argv[1]):
+    pass
+before, digest, line = peak_mb(), hashlib.sha256(), 0
+for row in parsed(sys.argv[2]):
+    line += 1
+    assert row.line == line and row.split == "train", (row, line)
+    digest.update(row.uri.encode() + b"\\n")
+print(json.dumps({"rows": line, "growth_mb": peak_mb() - before, "sha256": digest.hexdigest()}))
+"""
+
+
+def test_one_large_row_group_is_read_a_bounded_batch_at_a_time(tmp_path):
+    """200,000 rows of 500-character URIs in one row group: 95 MB of URI column. Reading the group at once (its
+    column chunks fetched whole, or decoded whole) holds at least that; the reader holds one batch of
+    ROWS_IN_MEMORY rows, a few MB, whatever the row group holds."""
+    warm_up = _hex_uri_manifest(tmp_path / "small.parquet", 20_000, 500)
+    manifest = _hex_uri_manifest(tmp_path / "large.parquet", 200_000, 500)
+    metadata = pq.ParquetFile(manifest).metadata
+    assert metadata.num_row_groups == 1
+    chunk_mb = metadata.row_group(0).column(1).total_uncompressed_size / 2**20
+    assert chunk_mb > 90
+    done = subprocess.run([sys.executable, "-c", _READ_AND_MEASURE, str(warm_up), str(manifest)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    measured = json.loads(done.stdout)
+    uris = pq.read_table(manifest, columns=["image_uri"]).column(0).to_pylist()
+    assert measured["rows"] == 200_000
+    assert measured["sha256"] == hashlib.sha256(b"".join(uri.encode() + b"\n" for uri in uris)).hexdigest()
+    assert measured["growth_mb"] < chunk_mb / 4, measured

@@ -133,3 +133,46 @@ def test_records_import_neither_tensorflow_nor_beam(built):
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "[]"
+
+
+def _exit_with_open_readers(*outs: str) -> subprocess.CompletedProcess:
+    """A script that reads a record at random and leaves an iteration open in each dataset, then exits. Beam is
+    imported, as a gs:// read imports it: the readers then outlive the module globals at interpreter exit."""
+    code = ("import apache_beam, shardsmith\n"
+            "kept = []\n"
+            f"for out in {list(outs)!r}:\n"
+            "    records = shardsmith.records(out, 'train')\n"
+            "    it = iter(records)\n"
+            "    kept.append((records, records[1], next(it)))\n"
+            "print('read', len(kept))\n")
+    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+
+def test_readers_left_open_at_interpreter_exit_close_quietly(built, tmp_path, gzip_copy):
+    done = _exit_with_open_readers(str(built), str(gzip_copy(built, tmp_path / "packed")))
+    assert done.returncode == 0 and done.stdout == "read 2\n", done.stderr[-2000:]
+    assert "Exception ignored" not in done.stderr, done.stderr[-2000:]
+
+
+def test_readers_of_gs_datasets_left_open_at_interpreter_exit_close_quietly(built, tmp_path, gzip_copy, gcs_bucket):
+    bucket = gcs_bucket.client.bucket(gcs_bucket.name)
+    for name, out in (("plain", built), ("packed", gzip_copy(built, tmp_path / "packed"))):
+        for path in out.rglob("*"):
+            if path.is_file():
+                bucket.blob(f"{name}/{path.relative_to(out)}").upload_from_filename(str(path))
+    done = _exit_with_open_readers(f"gs://{gcs_bucket.name}/plain", f"gs://{gcs_bucket.name}/packed")
+    assert done.returncode == 0 and done.stdout == "read 2\n", done.stderr[-2000:]
+    assert "Exception ignored" not in done.stderr, done.stderr[-2000:]
+
+
+def test_an_index_must_be_an_integer_and_an_out_of_range_one_is_named_as_given(built):
+    """As a list: an int (numpy's too; a bool is the int it stands for) or a slice; a float or a string is a
+    TypeError naming its type, never truncated or parsed into some other record."""
+    records = shardsmith.records(built, "validation")
+    assert records[np.int64(3)] == records[3] and records[True] == records[1] and records[-1] == records[30]
+    for index, kind in ((1.7, "float"), ("3", "str"), (np.float64(2.0), "float64"), (None, "NoneType")):
+        with pytest.raises(TypeError, match=f"record indices must be integers or slices, not {kind}$"):
+            records[index]
+    for index in (31, -32, 10**20):
+        with pytest.raises(IndexError, match=f"^record {index} is out of range for a split of 31 records$"):
+            records[index]

@@ -27,16 +27,9 @@ WHEN = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ"
 
 
 @pytest.fixture
-def rows(label_sorted_set) -> list[tuple[str, str, str]]:
+def rows(version_rows) -> list[tuple[str, str, str]]:
     """60 rows (20 per label, all three splits) with absolute URIs, in URI order."""
-    by_label: dict[str, list] = {}
-    for split, uri, label in label_sorted_set.rows:
-        by_label.setdefault(label, []).append((split, str(label_sorted_set.path_of(uri)), label))
-    picked = []
-    for label_rows in by_label.values():
-        picked += [r for r in label_rows if r[0] == "train"][:14]
-        picked += [r for r in label_rows if r[0] == "validation"][:3] + [r for r in label_rows if r[0] == "test"][:3]
-    return sorted(picked, key=lambda r: r[1])
+    return version_rows(14)
 
 
 def ok(shardsmith, *args):

@@ -168,3 +168,43 @@ def test_runner_names_are_recognized_short_or_fully_qualified():
     assert sees_launcher_disk(["--runner=SparkRunner", "--spark_master_url=local[2]"])
     assert not sees_launcher_disk(["--runner=FlinkRunner", "--flink_master=flink.example.com:8081"])
     assert not sees_launcher_disk(["--runner=PrismRunner", "--environment_type=DOCKER"])
+
+
+def _cli(*argv: str) -> subprocess.CompletedProcess:
+    """`shardsmith ARGV` in a fresh process, as a user or a schedule runs it."""
+    return subprocess.run([sys.executable, "-m", "pipeline", *map(str, argv)], capture_output=True, text=True,
+                          cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+
+def test_an_abbreviated_flag_is_a_usage_error_naming_it_not_the_flag_it_begins(tmp_path):
+    """argparse's prefix matching took `--num_shard 4` as `--num_shards 4`; a schedule's typo must fail instead."""
+    out = tmp_path / "out"
+    done = _cli("build", "--manifest", tmp_path / "m.csv", "--output_dir", out, "--name", "x", "--num_shard", "4")
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == ("shardsmith: error: unknown flag --num_shard (did you mean --num_shards?); `shardsmith "
+                           "build --help` lists shardsmith's flags, other flags must be Apache Beam's\n")
+    done = _cli("build", "--manifest", tmp_path / "m.csv", "--output_dir", out, "--name", "x", "--runne=Direct")
+    assert done.returncode == 2 and "unknown flag --runne (did you mean --runner?)" in done.stderr
+    done = _cli("compact", out, "--keep_build", "3")
+    assert done.returncode == 2 and done.stderr.startswith("shardsmith: error: compact: unknown flag --keep_build")
+    for command, abbreviated in (("verify", "--sampl"), ("inspect", "--contact"), ("versions", "--jso"),
+                                 ("index", "--verb")):
+        done = _cli(command, out, abbreviated, *(["1"] if command == "verify" else []))
+        assert done.returncode == 2 and f"unrecognized arguments: {abbreviated}" in done.stderr, (command, done)
+    assert not out.exists()
+
+
+def test_the_flex_template_entry_point_and_the_cloud_launchers_check_refuse_an_abbreviation_too(tmp_path, capsys):
+    from pipeline.entrypoint import main as entrypoint_main
+    from pipeline.options.check import check_build_arguments
+    from shardsmith.errors import UsageError
+
+    args = [f"--manifest={tmp_path / 'm.csv'}", f"--output_dir={tmp_path / 'out'}", "--name=x"]
+    assert entrypoint_main([*args, "--num_shard=4"]) == 2
+    assert "unknown flag --num_shard (did you mean --num_shards?)" in capsys.readouterr().err
+    try:
+        check_build_arguments([*args, "--max_error=0.5"])
+    except UsageError as e:
+        assert "--max_error (did you mean --max_error_fraction?)" in str(e)
+    else:
+        raise AssertionError("--max_error was taken as --max_error_fraction")

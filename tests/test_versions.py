@@ -95,3 +95,18 @@ def test_a_version_that_is_not_one_is_a_one_line_usage_error(two_versions, shard
 def test_versions_of_a_folder_without_a_dataset_is_a_usage_error(tmp_path, shardsmith):
     result = shardsmith("versions", tmp_path)
     assert result.code == 2 and "holds no published shardsmith dataset" in result.err
+
+
+def test_versions_of_a_folder_whose_metadata_json_is_corrupt_says_so_in_one_line(two_versions, tmp_path,
+                                                                                  shardsmith):
+    """Not "built before builds had folders": the file that names the published version cannot be read."""
+    import shutil
+
+    out = tmp_path / "out"
+    shutil.copytree(two_versions[0], out)
+    (out / "metadata.json").write_text('{"name": "pets", "splits": {')
+    result = shardsmith("versions", out)
+    assert result.code == 2 and result.out == ""
+    assert result.err == (f"shardsmith: error: {out}/metadata.json is not valid JSON (line 1 column 29): Expecting "
+                          "property name enclosed in double quotes; it names the published version, so the "
+                          "versions cannot be listed\n")

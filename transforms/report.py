@@ -183,7 +183,7 @@ def check_and_write_metadata(
     files_dir = config.files_dir
     config.lock.check()  # LockLost: a build whose lock was taken over writes nothing more
     write_atomically(join(files_dir, LABELS_FILE), labels_bytes(vocabulary.labels))
-    for file_name, content in tfds_metadata_files(metadata).items():  # TFDS: builder_from_directory(files_dir)
+    for file_name, content in tfds_metadata_files(metadata).items():  # TFDS: shardsmith.tfds_dirs(output_dir)
         write_atomically(join(files_dir, file_name), content)
     remove_temporary_files(files_dir)
     fault_injection.reached("before_metadata")

@@ -26,13 +26,14 @@ REBUILD = "rebuild it in full once with --incremental --overwrite"
 
 
 def carried_version(options: BuildOptions, label_file: FixedLabels | None = None) -> CarriedVersion | None:
-    """The version an --incremental build adds to (None without the flag): the published one, or, in a folder
-    without one (or with --overwrite), a first build that lists its rows and keeps the published label ids.
+    """The version a build adds to: with --incremental, the published one, or, in a folder without one (or
+    with --overwrite), a first version that keeps the published label ids; without the flag, a first version
+    numbered as a full build numbers (every build lists its rows, so any published build can start a schedule).
     `label_file`: --label_file's list, which must extend the published ids unless --overwrite. UsageError (one
     line, saying what to do) when the published version cannot be added to with these options. Call while
     holding the lock."""
-    if not options.incremental:
-        return None
+    if not options.incremental:  # a full build: a first version whose rows are listed, so a night can follow
+        return CarriedVersion(None, 1, max_removed_fraction=options.max_removed_fraction)
     out = options.output_dir
     if options.checks.on_duplicate == "drop":
         raise UsageError("--on_duplicate drop cannot be combined with --incremental yet (it would have to drop "
@@ -73,8 +74,8 @@ def _adding_to(published: Metadata, options: BuildOptions) -> CarriedVersion:
     out = options.output_dir
     if published.incremental is None:
         build_id = published.build_id or str(published.build_dir).rsplit("/", 1)[-1]
-        raise UsageError(f"{out}'s published version {build_id} was built without --incremental, so its rows are "
-                         f"not listed: {REBUILD} (later builds then read only new rows)")
+        raise UsageError(f"{out}'s published version {build_id} was built before builds listed their rows: "
+                         f"{REBUILD} (later builds then read only new rows)")
     build_id = checked_names(out, published)
     recorded = options.recorded()
     for key in MUST_MATCH:

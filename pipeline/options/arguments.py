@@ -103,8 +103,9 @@ def normalize_flags(argv: list[str], own: frozenset[str]) -> list[str]:
 
 
 def reject_unknown_flags(argv: list[str], own: frozenset[str], beam: frozenset[str]) -> None:
-    """Raises UsageError naming every flag that neither shardsmith (exactly, or as argparse's unambiguous
-    abbreviation) nor Beam knows, with the closest known flag: Beam would otherwise drop it without a word."""
+    """Raises UsageError naming every flag that neither shardsmith nor Beam knows by that exact name, with the
+    closest known flag: Beam would otherwise drop it without a word. An abbreviation (`--num_shard`) is unknown:
+    the parsers take flags only in full (allow_abbrev=False), and so does Beam's."""
     import difflib
 
     unknown = []
@@ -113,7 +114,7 @@ def reject_unknown_flags(argv: list[str], own: frozenset[str], beam: frozenset[s
             break
         if arg.startswith("--"):
             name = arg[2:].partition("=")[0]
-            if name and (name in beam or any(flag.startswith(name) for flag in own)):
+            if name and (name in beam or name in own):
                 continue
         elif arg == "-h" or not (arg.startswith("-") and arg[1:2].isalpha()):
             continue  # a value (-1 included), or -h; Beam discards single-dash flags, so they are errors too

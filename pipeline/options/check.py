@@ -30,7 +30,7 @@ def check_build_arguments(argv: list[str]) -> None:
     own = own_flag_names()
     argv = normalize_flags(list(argv), own)
     reject_unknown_flags(argv, own, beam_flags.names())
-    parser = _RaisingParser(prog="shardsmith build", add_help=False)
+    parser = _RaisingParser(prog="shardsmith build", add_help=False, allow_abbrev=False)
     add_build_arguments(parser)
     args, _ = parser.parse_known_args(argv)
     build_options_from(args)

@@ -92,12 +92,12 @@ class CompactionSource:
 
 def compaction_source(output_dir: str, published: Metadata) -> CompactionSource:
     """The version `published` (output_dir's metadata.json, read under the lock) as a compaction's input.
-    UsageError, in one line, for a version that is not one of --incremental builds or one already in a single
-    generation."""
+    UsageError, in one line, for a version in a single generation (a full build, or one from before builds
+    listed their rows)."""
     version = published.build_id or str(published.build_dir).rsplit("/", 1)[-1]
     if published.incremental is None:
-        raise UsageError(f"{output_dir}'s published version {version} was not built with --incremental: nothing to "
-                         "compact (only versions made of generations of --incremental builds are)")
+        raise UsageError(f"{output_dir}'s published version {version} was built before builds listed their rows, "
+                         "in one generation: nothing to compact")
     if published.incremental.generations <= 1:
         raise UsageError(f"{output_dir}'s published version {version} is in one generation already: nothing to "
                          "compact")

@@ -2,7 +2,7 @@
 each, and, when one reason accounts for nearly every failure and has a known cause, the fix.
 
 The reason is an ErrorRow's stable grouping key (stage and reason); the example names the row (its URI, or its
-manifest and line) and the reason's detail, which carries the row's own values.
+manifest and line; a class folder's row, its image file) and the reason's detail, which carries the row's own values.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from shardsmith.core.rows import ErrorRow
+from shardsmith.core.rows import FOLDER_SUFFIX, ErrorRow
 from shardsmith.format.metadata import parse_errors
 
 MAX_REASONS_SHOWN = 3
@@ -23,6 +23,8 @@ DOMINANT_SHARE = 0.9
 
 
 def _example(error: ErrorRow) -> str:
+    if error.source.endswith(FOLDER_SUFFIX) and error.uri:  # a class folder's row: its image file
+        return error.source + error.uri
     where = f"{posixpath.basename(error.source)} line {error.line}"
     return f"{error.uri} ({where})" if error.uri else where
 

@@ -17,6 +17,9 @@ from shardsmith.format.naming import SPLITS
 # Rows travel between stages in lists of up to this many: Beam's per-element cost (tens of microseconds on
 # the local runner, more than all the per-row work before the writer) is then paid once per batch.
 ROWS_PER_BATCH = 1024
+# The source of a class folder's rows is the folder's path ending in this (class_folders.py): an error then names
+# its image file, FOLDER/URI, where a manifest's names its line.
+FOLDER_SUFFIX = "/"
 
 
 def pickled_as_field_values(cls):

@@ -63,7 +63,7 @@ class WriterConfig:
     # only the path, which a symlink swapped in since could lead elsewhere.
     allowed_prefixes: tuple[str, ...] = ()
     lock: LockGuard | None = None
-    list_rows: bool = False  # --incremental: write each shard's row list (shardsmith/format/row_list.py)
+    list_rows: bool = False  # write each shard's row list (shardsmith/format/row_list.py): every build does
     generation: int = 1  # --incremental: later generations' shard names carry their number
 
 

@@ -119,15 +119,21 @@ def written_entries(files: list[str]) -> set[str]:
     return {_unescape(f[len(prefix):]) for f in files if f.startswith(prefix) and "/" not in f[len(prefix):]}
 
 
+def in_a_build(path: str) -> tuple[str, str] | None:
+    """(the build's folder, `path` relative to it) for a path inside `builds/<id>/`; else None."""
+    inside = _IN_A_BUILD.fullmatch(path)
+    return None if inside is None else (inside[1], inside[2])
+
+
 def claim(path: str, folder: bool = False) -> None:
     """Adds `path` (a file, or with `folder` a folder and all it will hold) to the written list of the build
     whose folder holds it, before anything is written there; a path outside `builds/<id>/` needs no entry.
     Locally the build's folder must exist: a writer whose build was removed fails here instead of making it
     again."""
-    inside = _IN_A_BUILD.fullmatch(path)
+    inside = in_a_build(path)
     if inside is None:
         return
-    build, relative = inside.groups()
+    build, relative = inside
     if relative == BUILD_RECORD or relative.startswith((f"{TEMP_PREFIX}{BUILD_RECORD}.", f"{WRITTEN_DIR}/")):
         return
     entry = join(build, WRITTEN_DIR, _escape(relative.rstrip("/") + ("/" if folder else "")))

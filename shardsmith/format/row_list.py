@@ -1,4 +1,4 @@
-"""A shard's row list (`rows/<shard file>.jsonl` in the build's folder, written with `--incremental`): one line per
+"""A shard's row list (`rows/<shard file>.jsonl` in the build's folder, written by every build): one line per
 record of the shard, in record order,
 
     ["<row identity>", <manifest lines>, "<label>", <source bytes>, "<uri>", "<sha256>"]\\n

@@ -21,7 +21,9 @@ record at a time, one index per shard touched (16 bytes a record), and at most M
 from __future__ import annotations
 
 import bisect
+import operator
 import os
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
@@ -122,15 +124,17 @@ class _RangeReader:
     def __setstate__(self, state: dict) -> None:
         self.__init__(state["_compression"])
 
-    def __del__(self, getpid=os.getpid) -> None:  # bound now: at interpreter exit the module's globals are gone
-        if getattr(self, "_pid", None) == getpid():
+    def __del__(self, finalizing=sys.is_finalizing) -> None:  # bound now: it outlives the module's globals
+        # At interpreter exit the module's globals (_close, os) may already be cleared, and the process's end
+        # closes its descriptors: nothing is left to do.
+        if not finalizing() and getattr(self, "_pid", None) == os.getpid():
             for handle in self._files.values():
                 _close(handle)
 
 
-def _close(handle, close_fd=os.close) -> None:  # bound now, as __del__'s getpid
+def _close(handle) -> None:
     if isinstance(handle, int):
-        close_fd(handle)
+        os.close(handle)
     else:
         handle.close()
 
@@ -195,12 +199,16 @@ class Records(Sequence):
         return self.iter_range(0, self._length)
 
     def locate(self, i: int) -> tuple[int, int]:
-        """(shard number, record number in that shard) of split-wide record `i` (negative counts from the end)."""
-        i = int(i)
-        if i < 0:
-            i += self._length
+        """(shard number, record number in that shard) of split-wide record `i` (negative counts from the end).
+        `i` is an index as a list takes one (an int, a numpy integer, a bool): a float or a string is a TypeError,
+        never truncated or parsed."""
+        try:
+            given = operator.index(i)
+        except TypeError:
+            raise TypeError(f"record indices must be integers or slices, not {type(i).__name__}") from None
+        i = given + self._length if given < 0 else given
         if not 0 <= i < self._length:
-            raise IndexError(f"record {i} of a split of {self._length}")
+            raise IndexError(f"record {given} is out of range for a split of {self._length} records")
         shard = bisect.bisect_right(self._starts, i) - 1
         while self.shards[shard].num_records == 0 or i >= self.shards[shard].start + self.shards[shard].num_records:
             shard += 1
@@ -267,14 +275,20 @@ class Records(Sequence):
         with decompressed(open_stored(info.path), self.compression) as stream:
             if offset:
                 stream.seek(offset)
-            try:
-                for data in iter_records(stream):
-                    yield data
-                    got += 1
-                    if got == last:
-                        return
-            except FramingError as e:
-                raise CorruptRecord(f"{info.path} record {got}: {e.reason} at byte {offset + e.offset}") from None
+            framed = iter_records(stream)
+            while True:
+                # The yield stays outside this try: a generator left open is closed at interpreter exit, when
+                # FramingError may be a cleared global that an `except` around the yield would evaluate.
+                try:
+                    data = next(framed, None)
+                except FramingError as e:
+                    raise CorruptRecord(f"{info.path} record {got}: {e.reason} at byte {offset + e.offset}") from None
+                if data is None:
+                    break
+                yield data
+                got += 1
+                if got == last:
+                    return
         raise CorruptRecord(f"{info.path} ended after {got} records, metadata.json says {info.num_records}")
 
 

@@ -147,8 +147,22 @@ def build_summary(metadata: Metadata, output_dir: str, build_id: str, elapsed_s:
     lines.append(_row("speed", f"{rate:.0f} images/s, {total_bytes / 1e6 / elapsed_s if elapsed_s else 0:.1f} MB/s "
                                "(whole run, start-up included)"))
     lines.append(_row("output", f"{output_dir}  ({METADATA_FILE}; this build's files, {LABELS_FILE} among them, in "
-                                f"{BUILDS_DIR}/{build_id}; {len(metadata.labels)} labels)"))
+                                f"{BUILDS_DIR}/{build_id}; {len(metadata.labels)} labels"
+                                f"{labels_without_records_text(metadata)})"))
     return "\n".join(lines)
+
+
+def labels_without_records_text(metadata: Metadata) -> str:
+    """`, 1 without records (cicada)`: the labels that have an id but no record in any split, or "". Ids are given
+    before the shard writer decodes an image, so a label whose every image fails to decode keeps its id; so does
+    a --label_file or --incremental label without rows."""
+    empty = [label for label in metadata.labels
+             if not any(info.label_counts.get(label) for info in metadata.splits.values())]
+    if not empty:
+        return ""
+    more = len(empty) - MAX_LABELS_SHOWN
+    return (f", {len(empty)} without records ({', '.join(empty[:MAX_LABELS_SHOWN])}"
+            + (f", ... and {more:,} more" if more > 0 else "") + ")")
 
 
 def version_line(metadata: Metadata, build_id: str | None) -> str | None:

@@ -430,7 +430,7 @@ def load_metadata(output_dir: str) -> Metadata:
 
 def _check_dataset(output_dir: str, metadata: Metadata, shards: list[ShardCheck]) -> list[Problem]:
     """Checks that need every shard's result, or only the folder: totals, names, listed files, side files."""
-    from shardsmith.format.tfds import tfds_metadata_files
+    from shardsmith.format.tfds import DATASET_INFO_FILE, tfds_metadata_files
 
     problems: list[Problem] = []
     meta = METADATA_FILE
@@ -507,7 +507,8 @@ def _check_dataset(output_dir: str, metadata: Metadata, shards: list[ShardCheck]
         if metadata.num_errors is not None and len(lines) != metadata.num_errors:
             problems.append(Problem(ERRORS_FILE, "line count differs from num_errors",
                                     f"{len(lines)} lines, metadata {metadata.num_errors}"))
-    for name, content in tfds_metadata_files(metadata).items():
+    tfds_files = tfds_metadata_files(metadata)
+    for name, content in tfds_files.items():
         present = _read_text(join(output_dir, name))
         if present is None:
             continue  # datasets built before TFDS support have none; not a defect
@@ -515,6 +516,9 @@ def _check_dataset(output_dir: str, metadata: Metadata, shards: list[ShardCheck]
                 else present == content.decode("utf-8"))
         if not same:
             problems.append(Problem(name, "disagrees with metadata.json (TFDS would read other shards or counts)"))
+    if tfds_files and DATASET_INFO_FILE not in tfds_files and _read_text(join(output_dir, DATASET_INFO_FILE)):
+        problems.append(Problem(DATASET_INFO_FILE, "describes this folder alone, but the version's shards lie in "
+                                "several (TFDS would not find them); read it with shardsmith.tfds_dirs"))
     return problems
 
 

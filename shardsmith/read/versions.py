@@ -57,7 +57,7 @@ class Version:
 
     def line(self) -> str:
         splits = ", ".join(f"{split} {count:,}" for split, count in self.records.items())
-        if self.rows_added is None:
+        if self.rows_added is None or self.previous is None:
             change = "full build"
         elif self.records_added is not None:
             change = f"+{self.records_added:,} -{self.records_removed:,} records"
@@ -88,8 +88,15 @@ def list_versions(output_dir: str, tags: dict[str, Tag] | None = None) -> list[V
     state = scan(output_dir)
     current = published_build_id(state)
     if current is None:
-        if storage.read_bytes(join(output_dir, METADATA_FILE)) is None:
-            raise UsageError(f"{output_dir} holds no published shardsmith dataset (no metadata.json)")
+        try:
+            published = read_metadata(output_dir)
+        except MetadataMissing:
+            raise UsageError(f"{output_dir} holds no published shardsmith dataset (no metadata.json)") from None
+        except MetadataError as e:  # its path and why, e.g. not valid JSON (line 1 column 29): ...
+            raise UsageError(f"{e}; it names the published version, so the versions cannot be listed") from None
+        if published.build_dir is not None:  # a build folder it names, but not one scan() accepts
+            raise UsageError(f"{join(output_dir, METADATA_FILE)} does not name a build folder of this dataset "
+                             f"({published.build_dir!r}, format {published.format!r})")
         raise UsageError(f"{output_dir} was built before builds had folders: it has one version, its files; "
                          "build it again to keep versions")
     names: dict[str, list[str]] = {}

@@ -1,9 +1,11 @@
 """A folder of class folders as input: FOLDER/<label>/<file>, or FOLDER/<split>/<label>/<file> when every top
 folder is a split's name. Images (by extension) are listed in sorted order, hidden files and folders skipped; a
-row's "line" is its image's position in that list. An image elsewhere in the folder is an error row."""
+row's "line" is its image's position in that list, and its source the folder's path ending in FOLDER_SUFFIX ("/"),
+so that an error names the image file, FOLDER/URI. An image elsewhere in the folder is an error row."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections import Counter
 from collections.abc import Iterator
@@ -13,7 +15,7 @@ from shardsmith.core.manifest.header_checks import IMAGE_EXTENSIONS
 from shardsmith.core.manifest.row_maker import STAGE, RowMaker, utf8
 from shardsmith.core.manifest.settings import ManifestFormat
 from shardsmith.core.manifest.source import Source
-from shardsmith.core.rows import ErrorRow, ManifestRow
+from shardsmith.core.rows import FOLDER_SUFFIX, ErrorRow, ManifestRow
 from shardsmith.format.naming import canonical_split, is_remote
 
 
@@ -25,8 +27,11 @@ class ClassFolders:
     extensions: tuple[str, ...] = ()
 
     def rows(self, source: Source, fmt: ManifestFormat) -> Iterator[ManifestRow | ErrorRow]:
-        maker = RowMaker(fmt, source, base_dir=source.path, not_utf8_reason="file name is not valid UTF-8")
         root = source.path.rstrip("/")
+        # The rows' source is the folder with a trailing "/": errors.jsonl and the reports then name a row by its
+        # image file (FOLDER/URI, failures.py), not by a "line" of a folder.
+        folder = dataclasses.replace(source, path=root + FOLDER_SUFFIX)
+        maker = RowMaker(fmt, folder, base_dir=root, not_utf8_reason="file name is not valid UTF-8")
         relative = sorted(path[len(root) + 1:] for path in storage.match(root + "/**"))
         images = [r for r in relative if r.lower().endswith(IMAGE_EXTENSIONS) and not _hidden(r)]
         top_dirs = {r.split("/")[0] for r in images if "/" in r}
@@ -39,7 +44,7 @@ class ClassFolders:
                 split, label = "", parts[0]
             else:
                 layout = "<split>/<label>/<file>" if split_layout else "<label>/<file>"
-                yield ErrorRow(source.path, line, utf8(rel), "", "", STAGE, "file is not in a class folder",
+                yield ErrorRow(folder.path, line, utf8(rel), "", "", STAGE, "file is not in a class folder",
                                f"expected {layout} under {root}")
                 continue
             yield maker.row(line, split, rel, label)

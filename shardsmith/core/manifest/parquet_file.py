@@ -2,11 +2,12 @@
 --label_column, the task's and --feature's), matched in any case; a label column may be a list of labels for
 --task multi_label. Row numbers count data rows from 1 (a Parquet file has no header line).
 
-Only the columns a build reads are read, one batch of ROWS_PER_READ rows at a time (pyarrow's
-ParquetFile.iter_batches, row group after row group): memory stays bounded by a row group's chunks of those
-columns, whatever the number of rows. A value that is null reads as empty (an empty URI or label is an error row);
-a split, URI or label that is a list or a struct where text is expected is an error row naming the row. pyarrow
-(installed with Beam) is imported only when a Parquet manifest is read.
+Only the columns a build reads are read, one batch of ROWS_IN_MEMORY rows at a time (pyarrow's
+ParquetFile.iter_batches, row group after row group), its pages through a READ_BUFFER_BYTES buffer: memory stays
+bounded by one batch, whatever the number of rows in the file or in one row group (pyarrow's default pre-buffering
+would fetch every column chunk whole first). Rows keep the file's order. A value that is null reads as empty (an
+empty URI or label is an error row); a split, URI or label that is a list or a struct where text is expected is an
+error row naming the row. pyarrow (installed with Beam) is imported only when a Parquet manifest is read.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ from shardsmith.core.manifest.source import Source, open_manifest
 from shardsmith.core.rows import ErrorRow, ManifestRow
 from shardsmith.errors import UsageError
 
-ROWS_PER_READ = 8192
+# Rows decoded at once, into Arrow and then Python values: with READ_BUFFER_BYTES, what bounds the reader's memory.
+ROWS_IN_MEMORY = 8192
 MAGIC = b"PAR1"
 # Column chunks are read through a buffer of this size, page by page, rather than each fetched whole first.
 READ_BUFFER_BYTES = 1 << 20
@@ -106,7 +108,7 @@ def _rows(path: str, wanted: set[str] | None, limit: int | None = None,
     with _parquet(path) as parquet:
         columns = [n for n in parquet.schema_arrow.names if wanted is None or n.lower() in wanted]
         number = 0
-        batches = parquet.iter_batches(batch_size=ROWS_PER_READ, columns=columns)
+        batches = parquet.iter_batches(batch_size=ROWS_IN_MEMORY, columns=columns)
         while True:
             try:
                 batch = next(batches, None)

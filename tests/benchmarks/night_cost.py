@@ -1,0 +1,116 @@
+"""What an `--incremental` night costs as the version grows: the same night (+NEW rows, nothing removed) on a
+version of each size, against a full build of the largest (docs/versions.md, "Cost").
+
+The corpus is small distinct JPEGs (8x8, random pixels: every image differs), so that a night's cost is the
+carry-over's per-row work and start-up, not image decoding. For each size it publishes a version of that many rows
+(a full build, `--validate header`, timed: the "full build" figure), then, alternating sizes, runs the night
+(`--incremental`, the version's manifest with NEW rows appended) into a hard-linked copy of the published folder.
+Whole processes are timed from outside (start-up included; CPU of the process tree). Not run by CI. Run from the
+repository root:
+
+    python tests/benchmarks/night_cost.py --sizes 20000 100000 --repeats 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import os
+import random
+import shutil
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from compare import become_subreaper  # noqa: E402
+from incremental import run_build  # noqa: E402
+
+LABELS = tuple(f"label{i}" for i in range(10))
+SPLITS = ("train",) * 8 + ("validation", "test")
+BUILD = ("--validate", "header", "--max_error_fraction", "0")
+
+
+def make_images(folder: Path, count: int, seed: int) -> list[list[str]]:
+    """`count` distinct 8x8 JPEGs under folder/img/ (kept between runs), as manifest rows."""
+    from PIL import Image
+
+    rows, generator = [], random.Random(seed)
+    for i in range(count):
+        uri = f"img/{i // 1000:04d}/{i:07d}.jpg"
+        path = folder / uri
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            buffer = io.BytesIO()
+            Image.frombytes("RGB", (8, 8), generator.randbytes(192)).save(buffer, "JPEG", quality=90)
+            path.write_bytes(buffer.getvalue())
+        rows.append([SPLITS[i % len(SPLITS)], uri, LABELS[i // len(SPLITS) % len(LABELS)]])
+    return rows
+
+
+def write_manifest(path: Path, rows: list[list[str]]) -> Path:
+    with path.open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["split", "image_uri", "label"])
+        writer.writerows(rows)
+    return path
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[20_000, 100_000])
+    parser.add_argument("--new", type=int, default=200, help="rows a night adds")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--workdir", type=Path, default=Path("/tmp/shardsmith-bench/night-cost"))
+    args = parser.parse_args()
+    become_subreaper()
+    largest = max(args.sizes)
+    corpus = args.workdir / "corpus"
+    rows = make_images(corpus, largest + args.new, seed=7)
+    new_rows = rows[largest:]
+    logs = args.workdir / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    published, full = {}, {}
+    for size in args.sizes:
+        out = args.workdir / f"published-{size}"
+        shutil.rmtree(out, ignore_errors=True)
+        version = write_manifest(corpus / f"version-{size}.csv", rows[:size])
+        write_manifest(corpus / f"night-{size}.csv", rows[:size] + new_rows)
+        full[size] = run_build(version, out, logs / f"full-{size}.log", *BUILD)
+        published[size] = out
+        print(f"full build of {size:,} rows: {full[size]['wall_s']:.1f} s wall, {full[size]['cpu_s']:.1f} s CPU",
+              flush=True)
+    nights: dict[int, list[dict]] = {size: [] for size in args.sizes}
+    for repetition in range(args.repeats):
+        for size in args.sizes:
+            out = args.workdir / f"night-{size}"
+            shutil.rmtree(out, ignore_errors=True)
+            shutil.copytree(published[size], out, copy_function=os.link)  # published files are never rewritten
+            result = run_build(corpus / f"night-{size}.csv", out, logs / f"night-{size}-{repetition}.log",
+                               "--incremental", *BUILD)
+            change = result["incremental"]
+            assert change["num_added_rows"] == args.new and change["num_carried_rows"] == size, change
+            shutil.rmtree(out, ignore_errors=True)
+            nights[size].append(result)
+            print(f"night on {size:>9,} rows  {result['wall_s']:6.2f} s wall  {result['cpu_s']:6.2f} s CPU", flush=True)
+    smallest = min(args.sizes)
+    base = statistics.median(r["wall_s"] for r in nights[smallest])
+    print(f"\n| version rows | night wall s (median; runs) | night CPU s (median) | vs the {smallest:,}-row night | "
+          "vs a full build of the version |")
+    print("|---:|---:|---:|---:|---:|")
+    for size in args.sizes:
+        walls = [r["wall_s"] for r in nights[size]]
+        wall = statistics.median(walls)
+        print(f"| {size:,} | {wall:.2f} ({', '.join(f'{w:.2f}' for w in walls)}) | "
+              f"{statistics.median(r['cpu_s'] for r in nights[size]):.2f} | {wall / base:.2f}x | "
+              f"{wall / full[size]['wall_s']:.2f}x (full {full[size]['wall_s']:.1f} s) |")
+    if len(args.sizes) > 1:
+        low, high = smallest, largest
+        per_row = (statistics.median(r["cpu_s"] for r in nights[high])
+                   - statistics.median(r["cpu_s"] for r in nights[low])) / (high - low)
+        print(f"\nCPU per unchanged row: {per_row * 1e6:.1f} us (the {high:,}-row night less the {low:,}-row one)")
+
+
+if __name__ == "__main__":
+    main()
