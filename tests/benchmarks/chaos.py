@@ -5,8 +5,8 @@ Each step is one of four kinds (`--json` and the step line name it):
 - build: `python -m pipeline build` of the manifest as it is (a full build, --max_error_fraction 0.25);
 - night: the manifest changes as a nightly export's would (rows added and removed, sometimes reordered, a few
   broken rows that stay broken until one is fixed, now and then a new broken row: tests/benchmarks/chaos_nights.py),
-  then `build --incremental --max_error_fraction 0.05`, with `--overwrite` where the published version was not
-  built with --incremental (or now and then anyway);
+  then `build --incremental --max_error_fraction 0.05` (into the folder of a build or a night alike), now and
+  then with `--overwrite`;
 - compact: `shardsmith compact OUT`, sometimes with `--compact_after K`;
 - tamper: the published version is changed first (a row list deleted, a line dropped from one or two swapped, a
   shard's "build" or "file" in metadata.json pointed outside the folder, metadata.json corrupted), then a night
@@ -25,9 +25,9 @@ published one or an older one) before the step and finish reading it after.
 After every step it asserts what an unattended schedule relies on:
 - the process and every process of its group ended within `--deadline_s` (no hang);
 - a step nobody disturbed exited as expected: builds and nights succeed (or are refused for a reason the step
-  expects: a published dataset without --overwrite, a version not built with --incremental, a night bringing a
-  new broken row over the 5% budget, a compaction with nothing to compact), and publish exactly when the
-  manifest's rows changed; nothing needs a person;
+  expects: a published dataset without --overwrite, a night bringing a new broken row over the 5% budget, a
+  compaction of a version in one generation), and publish exactly when the manifest's rows changed; nothing
+  needs a person;
 - the published version loads every split with the recorded counts, verify (`shardsmith verify`'s checks, run
   in this process) passes, its records are exactly the good rows of the manifest it was built from (URI, label,
   split where the row names one; a compaction's are its version's), each record's label id is its label's id,
@@ -340,7 +340,7 @@ class Chaos:
             if published is None or result.overwrite:
                 return 0, True
             if incremental is None:
-                return USAGE_EXIT, False  # into a version not built with --incremental: --overwrite once
+                return USAGE_EXIT, False  # a version from before builds listed their rows: --overwrite once
             if plan is not None and plan.new_broken:
                 return CHECK_EXIT, False  # a new failed row over the night's 5% budget
             now = self.nights.expected()
@@ -366,15 +366,11 @@ class Chaos:
             return None
         if result.command == "build":
             return None
-        not_incremental = published is not None and published.get("incremental") is None
-        result.overwrite = published is None and self.rng.random() < 0.2 or \
-            published is not None and (not_incremental and self.rng.random() < 0.9 or self.rng.random() < 0.1)
-        if result.kind == "tamper":
-            result.overwrite = False
+        result.overwrite = self.rng.random() < (0.1 if published is not None else 0.2) and result.kind != "tamper"
         if final:  # the last night must succeed: it follows what a refusal would have said
-            result.overwrite = result.overwrite or not_incremental or self.tainted is not None
+            result.overwrite = result.overwrite or self.tainted is not None
         plan = self.nights.night(before, may_break=result.kind == "night" and not result.overwrite and not final
-                                 and published is not None and not not_incremental)
+                                 and published is not None)
         if result.kind == "tamper" and plan.added == 0:
             self.nights.add_one_row()
             plan.added = 1
