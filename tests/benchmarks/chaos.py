@@ -209,6 +209,8 @@ class Chaos:
         self.tampered_versions: set[str] = set()  # versions a tamper changed: not checked as kept versions
         self.reported: set[str] = set()  # kept-version findings already reported (each once)
         self.tainted: str | None = None  # a row-list tamper that a carried shard may still meet
+        self.last_version: str | None = None  # the version published last
+        self.unpublished_from: str | None = None  # the version last published before metadata.json was moved out
 
     # Commands ---------------------------------------------------------------------------------------------------
 
@@ -518,6 +520,8 @@ class Chaos:
             if code == USAGE_EXIT and named and (self.out / named.group(1)).exists():
                 self.moved.mkdir(exist_ok=True)
                 shutil.move(self.out / named.group(1), self.moved / f"{named.group(1)}.step-{result.index}")
+                if named.group(1) == "metadata.json":
+                    self.unpublished_from = self.last_version
                 result.restored_by.append(f"moved {named.group(1)} out of the folder")
                 continue
             break
@@ -568,9 +572,21 @@ class Chaos:
                 expect.epoch = self.epoch
                 if "label ids changed" not in log:
                     result.failures.append(f"a full build renumbered labels {sorted(moved)} without saying so")
+        elif self.unpublished_from is not None:
+            # metadata.json was moved out as a refusal said: the folder's versions still use the ids of this one.
+            last = self.expected[self.unpublished_from]
+            moved = [label for label in set(labels) & set(last.labels)
+                     if labels.index(label) != last.labels.index(label)]
+            if moved:
+                self.epoch += 1
+                expect.epoch = self.epoch
+                result.failures.append(f"after metadata.json was moved out as the refusal said, version {version} "
+                                       f"numbered labels afresh ({list(labels)}), silently; the kept versions, "
+                                       f"{self.unpublished_from} among them, have {list(last.labels)}")
         if result.command == "compact" and before is None:
             result.failures.append(f"compaction published {version} over a version the harness does not know")
         self.expected[version] = expect
+        self.last_version, self.unpublished_from = version, None
 
     def open_reader(self, result: StepResult) -> Reader | None:
         """Opens a kept version (the published one or an older one) and reads its first records."""
