@@ -67,7 +67,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from chaos_nights import TAMPERS, Expected, NightPlan, Nights, Outside, tamper, version_problems  # noqa: E402
+from chaos_nights import TAMPERS, NightPlan, Nights, Outside, tamper  # noqa: E402
+from chaos_versions import Reader, Versions, version_problems  # noqa: E402
 
 ACTIONS = ("none", "kill9_launcher", "sigterm_launcher", "sigint_group", "kill9_child", "sigstop_takeover")
 KINDS = ("build", "night", "compact", "tamper")
@@ -112,18 +113,6 @@ class StepResult:
     published: str | None = None
     new_version: bool = False
     failures: list[str] = field(default_factory=list)
-
-
-@dataclass
-class Reader:
-    """A reader that opened a version before the step."""
-
-    version: str
-    via: str  # records or load
-    expected: Counter
-    got: Counter
-    iterator: object
-    shard_paths: list[str]
 
 
 def tree_hash(folder: Path) -> str:
@@ -204,13 +193,8 @@ class Chaos:
         self.user_file.write_text("a user's file beside the dataset: never touched\n")
         self.inputs_hash = tree_hash(self.data)
         self.user_bytes = self.user_file.read_bytes()
-        self.expected: dict[str, Expected] = {}  # version -> what it must hold, from the step that published it
-        self.epoch = 0
-        self.tampered_versions: set[str] = set()  # versions a tamper changed: not checked as kept versions
-        self.reported: set[str] = set()  # kept-version findings already reported (each once)
+        self.versions = Versions(self.out, self.rng)
         self.tainted: str | None = None  # a row-list tamper that a carried shard may still meet
-        self.last_version: str | None = None  # the version published last
-        self.unpublished_from: str | None = None  # the version last published before metadata.json was moved out
 
     # Commands ---------------------------------------------------------------------------------------------------
 
@@ -334,7 +318,7 @@ class Chaos:
         """(exit status, whether it publishes) for an undisturbed step, from the published version before it."""
         published = self.published()
         incremental = (published or {}).get("incremental")
-        before = self.expected.get(self.published_id() or "")
+        before = self.versions.expected.get(self.published_id() or "")
         if result.command == "build":
             refused = published is not None and not result.overwrite
             return (USAGE_EXIT, False) if refused else (0, True)
@@ -359,7 +343,7 @@ class Chaos:
     def plan_step(self, result: StepResult, final: bool) -> NightPlan | None:
         """Chooses the step's flags; for a night, changes the manifest."""
         published = self.published()
-        before = self.expected.get(self.published_id() or "")
+        before = self.versions.expected.get(self.published_id() or "")
         result.keep_builds = None if final else self.rng.choice((None, 1, 2, 3))
         if result.command == "compact":
             result.overwrite = False
@@ -405,12 +389,12 @@ class Chaos:
             result.command = kind
         result.delay_s = round(self.rng.uniform(0.2, self.typical_s or 10.0), 2)
         plan = self.plan_step(result, final)
-        reader = self.open_reader(result) if result.reader else None
+        reader = self.versions.open_reader(result) if result.reader else None
         before_id = self.published_id()
         top_before = None
         if kind == "tamper":
             result.tamper = tamper_kind or self.rng.choice(TAMPERS)
-            self.tampered_versions.add(before_id)
+            self.versions.tampered.add(before_id)
             result.tampered, rows = tamper(result.tamper, self.out, self.outside, self.rng)
             if plan is not None and rows and self.rng.random() < 0.5 and self.nights.remove(rows[0]):
                 # The night removes a row of the tampered list: its shard is rewritten from that list.
@@ -432,7 +416,7 @@ class Chaos:
         after_id = self.published_id()
         result.new_version = after_id is not None and after_id != before_id
         if result.new_version:
-            self.note_version(result, after_id, before_id, snapshot, log.read_text())
+            self.versions.note(result, after_id, before_id, snapshot, log.read_text())
             if result.command == "compact" or result.overwrite or result.command == "build":
                 self.tainted = None  # every shard of the new version is its own, with fresh row lists
         text = log.read_text()
@@ -444,7 +428,7 @@ class Chaos:
         if result.tamper_verdict == "repaired" and result.failures:
             # It published a wrong version: known now, and put right so that later steps judge their own work.
             result.tamper_verdict = "unsafe"
-            self.tampered_versions.add(after_id)
+            self.versions.tampered.add(after_id)
             result.restored = self.restore(result, "", None)
         return result
 
@@ -521,7 +505,7 @@ class Chaos:
                 self.moved.mkdir(exist_ok=True)
                 shutil.move(self.out / named.group(1), self.moved / f"{named.group(1)}.step-{result.index}")
                 if named.group(1) == "metadata.json":
-                    self.unpublished_from = self.last_version
+                    self.versions.metadata_moved_out()
                 result.restored_by.append(f"moved {named.group(1)} out of the folder")
                 continue
             break
@@ -539,111 +523,12 @@ class Chaos:
         text = log.read_text()
         after_id = self.published_id()
         if after_id is not None and after_id != before_id:
-            self.note_version(result, after_id, before_id, snapshot, text)
+            self.versions.note(result, after_id, before_id, snapshot, text)
             if result.command == "compact" or result.overwrite:
                 self.tainted = None
         elif code == 0 and result.kind == "tamper" and result.command == "night" and not result.overwrite:
             result.failures.append(f"the {result.command} run again after its refusal published nothing")
         return code, text
-
-    # Versions -----------------------------------------------------------------------------------------------------
-
-    def note_version(self, result: StepResult, version: str, before_id: str | None, snapshot: Expected,
-                     log: str) -> None:
-        """Records what the version a step published must hold, and checks its label ids against the one before."""
-        before = self.expected.get(before_id or "")
-        try:
-            labels = tuple(json.loads((self.out / "builds" / version / "metadata.json").read_text())["labels"])
-        except (OSError, ValueError, KeyError) as error:
-            result.failures.append(f"the new version {version} has no readable metadata.json: {error}")
-            return
-        expect = replace(before, labels=labels) if result.command == "compact" and before else \
-            replace(snapshot, labels=labels)
-        expect.epoch = before.epoch if before else self.epoch
-        keeps_ids = result.command in ("night", "compact")  # --incremental (with --overwrite too) and compact
-        if before is not None:
-            moved = [label for label in set(labels) & set(before.labels)
-                     if labels.index(label) != before.labels.index(label)]
-            if keeps_ids and (moved or labels[:len(before.labels)] != before.labels):
-                result.failures.append(f"version {version} ({result.command}) changed label ids of {before_id}: "
-                                       f"{list(before.labels)} -> {list(labels)}")
-            elif moved:
-                self.epoch += 1
-                expect.epoch = self.epoch
-                if "label ids changed" not in log:
-                    result.failures.append(f"a full build renumbered labels {sorted(moved)} without saying so")
-        elif self.unpublished_from is not None:
-            # metadata.json was moved out as a refusal said: the folder's versions still use the ids of this one.
-            last = self.expected[self.unpublished_from]
-            moved = [label for label in set(labels) & set(last.labels)
-                     if labels.index(label) != last.labels.index(label)]
-            if moved:
-                self.epoch += 1
-                expect.epoch = self.epoch
-                result.failures.append(f"after metadata.json was moved out as the refusal said, version {version} "
-                                       f"numbered labels afresh ({list(labels)}), silently; the kept versions, "
-                                       f"{self.unpublished_from} among them, have {list(last.labels)}")
-        if result.command == "compact" and before is None:
-            result.failures.append(f"compaction published {version} over a version the harness does not know")
-        self.expected[version] = expect
-        self.last_version, self.unpublished_from = version, None
-
-    def open_reader(self, result: StepResult) -> Reader | None:
-        """Opens a kept version (the published one or an older one) and reads its first records."""
-        import shardsmith
-        from shardsmith.read.versions import list_versions
-
-        try:
-            versions = [v.id for v in list_versions(str(self.out)) if v.id not in self.tampered_versions]
-        except Exception:  # noqa: BLE001 - no versions to read: no reader this step
-            return None
-        if not versions:
-            return None
-        version = self.rng.choice(versions)
-        result.reader_version = version
-        try:
-            expected = Counter(r["image/filename"] for r in shardsmith.records(str(self.out), "train", version=version))
-            paths = self.version_shards(version)
-        except Exception as error:  # noqa: BLE001 - a listed version that cannot be read: check_kept_versions says so
-            result.reader_outcome = f"could not open it: {type(error).__name__}: {str(error)[:200]}"
-            return None
-        if self.rng.random() < 0.3:
-            dataset = shardsmith.load(str(self.out), "train", batch_size=None, shuffle_buffer=None, features=True,
-                                      version=version)
-            iterator = (example["image/filename"].numpy() for example in dataset)
-            via = "load"
-        else:
-            iterator = iter(shardsmith.records(str(self.out), "train", version=version))
-            iterator = (record["image/filename"] for record in iterator)
-            via = "records"
-        got = Counter(name for _, name in zip(range(5), iterator, strict=False))
-        return Reader(version, via, expected, got, iterator, paths)
-
-    def version_shards(self, version: str) -> list[str]:
-        from shardsmith.format.build_folder import dataset_dir, shard_file_path
-        from shardsmith.format.metadata import read_metadata
-
-        folder = str(self.out / "builds" / version)
-        metadata = read_metadata(folder)
-        return [shard_file_path(dataset_dir(folder, metadata), shard) for _, shard in metadata.all_shards()]
-
-    def finish_reader(self, result: StepResult, reader: Reader) -> None:
-        try:
-            reader.got.update(reader.iterator)
-        except Exception as error:  # noqa: BLE001 - a reader failing loudly is right only if its version went
-            gone = [p for p in reader.shard_paths if not os.path.exists(p)]
-            if gone:
-                result.reader_outcome = (f"failed loudly ({type(error).__name__}): retention removed {len(gone)} "
-                                         "shard(s)")
-            else:
-                result.failures.append(f"a {reader.via} reader of kept version {reader.version} failed though its "
-                                       f"shards are there: {type(error).__name__}: {str(error)[:300]}")
-            return
-        if reader.got != reader.expected:
-            result.failures.append(f"a {reader.via} reader of version {reader.version} read "
-                                   f"{sum(reader.got.values())} records, not the {sum(reader.expected.values())} "
-                                   "it held (silently different)")
-        result.reader_outcome = f"read {sum(reader.got.values())} records to the end"
 
     # Checks -------------------------------------------------------------------------------------------------------
 
@@ -669,9 +554,9 @@ class Chaos:
         if metadata is not None:
             result.published = metadata.get("build_id")
             self.check_published(metadata, result)
-            self.check_kept_versions(result)
+            self.versions.check_kept(result, self.published_id())
         if reader is not None:
-            self.finish_reader(result, reader)
+            self.versions.finish_reader(result, reader)
         self.check_outside(result, "reading the dataset back (load, records, verify)")
 
     def check_published(self, metadata: dict, result: StepResult) -> None:
@@ -701,51 +586,14 @@ class Chaos:
             result.failures.append(f"verify found {report.num_problems} problem(s): "
                                    f"{[p.line() for p in report.all_problems][:3]}")
         version = metadata.get("build_id")
-        if version not in self.expected:
+        if version not in self.versions.expected:
             result.failures.append(f"the published version {version} was published by no step of this run")
             return
         try:
-            result.failures.extend(version_problems(self.out, version, self.expected[version]))
+            result.failures.extend(version_problems(self.out, version, self.versions.expected[version]))
         except Exception as error:  # noqa: BLE001
             result.failures.append(f"reading version {version}'s records failed: {type(error).__name__}: "
                                    f"{str(error)[:300]}")
-
-    def check_kept_versions(self, result: StepResult) -> None:
-        """Every version `shardsmith versions` lists still has its shards and the labels it was published with,
-        with the ids of the published version's numbering where they share it."""
-        from shardsmith.read.versions import list_versions
-
-        current = self.expected.get(self.published_id() or "")
-        for version in list_versions(str(self.out)):
-            if version.id in self.tampered_versions or version.id not in self.expected:
-                continue
-            try:
-                gone = [p for p in self.version_shards(version.id) if not os.path.exists(p)]
-                labels = tuple(json.loads((self.out / "builds" / version.id / "metadata.json").read_text())["labels"])
-            except Exception as error:  # noqa: BLE001
-                self.report_once(result, f"unreadable {version.id}",
-                                 f"kept version {version.id} cannot be read: {type(error).__name__}: {error}")
-                continue
-            if gone:
-                self.report_once(result, f"gone {version.id}", f"`shardsmith versions` lists {version.id}, whose shard "
-                                 f"{os.path.relpath(gone[0], self.out)} is gone ({len(gone)} gone)")
-            expect = self.expected[version.id]
-            if labels != expect.labels:
-                result.failures.append(f"kept version {version.id}'s labels changed: {list(expect.labels)} -> "
-                                       f"{list(labels)}")
-            if current is not None and expect.epoch == current.epoch and \
-                    any(current.labels.index(label) != labels.index(label)
-                        for label in set(labels) & set(current.labels)):
-                result.failures.append(f"kept version {version.id} gives labels other ids than the published one: "
-                                       f"{list(labels)} against {list(current.labels)}")
-
-
-    def report_once(self, result: StepResult, key: str, finding: str) -> None:
-        """A finding about a kept version, reported at the step that first shows it (it stays while kept)."""
-        if key not in self.reported:
-            self.reported.add(key)
-            result.failures.append(finding)
-
 
 def run(argv: list[str] | None = None) -> list[StepResult]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

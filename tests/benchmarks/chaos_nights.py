@@ -1,5 +1,6 @@
 """The versioned, scheduled side of the chaos benchmark (tests/benchmarks/chaos.py): a nightly export's manifest,
-tampering with a published version, and what each version must hold.
+tampering with a published version, and what a version built from a manifest must hold
+(tests/benchmarks/chaos_versions.py checks it).
 
 - `Nights`: a pool of demo images (the sample's three shapes and a fourth label, "hexagon", that nights bring in)
   and the manifest listed now. Each night's manifest is the previous one with a few rows added and a few removed
@@ -15,8 +16,6 @@ tampering with a published version, and what each version must hold.
 - `Outside`: a folder beside the dataset (where the redirected names point) holding a copy of the redirected
   files, with their access times set far back: a read of one moves its access time (relatime), a write its
   size or modification time.
-- `version_problems`: a version's records read back (shardsmith.records) and compared with `Expected`: rows,
-  label ids, errors.jsonl.
 """
 
 from __future__ import annotations
@@ -359,44 +358,3 @@ def tamper(kind: str, out: Path, outside: Outside, rng: random.Random) -> tuple[
             path.write_text(json.dumps(metadata, indent=2))
         return f"{where} metadata.json {how}", []
     raise ValueError(f"unknown tamper {kind!r}")
-
-
-# What a version holds ---------------------------------------------------------------------------------------------
-
-def version_problems(out: Path, build_id: str, expected: Expected) -> list[str]:
-    """How the version `build_id` differs from `expected`: its records (URI, label, split; each record's label id
-    is its label's id in labels), its errors.jsonl, its labels against the labels recorded when it was published."""
-    import shardsmith
-
-    metadata = json.loads((out / "builds" / build_id / "metadata.json").read_text())
-    labels = list(metadata["labels"])
-    problems = []
-    if expected.labels and tuple(labels) != expected.labels:
-        problems.append(f"version {build_id}'s labels are {labels}, {list(expected.labels)} when it was published")
-    found: Counter = Counter()
-    for split in metadata["splits"]:
-        for record in shardsmith.records(str(out), split, version=build_id):
-            uri = record["image/filename"].decode()
-            label = record["image/class/text"].decode()
-            found[(uri, label)] += 1
-            if label not in labels or record["image/class/label"] != labels.index(label):
-                problems.append(f"{uri}: label {label!r} has id {record['image/class/label']}, labels list it "
-                                f"at {labels.index(label) if label in labels else None}")
-            if expected.splits.get(uri, split) != split:
-                problems.append(f"{uri} is in {split}, the manifest says {expected.splits[uri]}")
-    if found != expected.rows:
-        missing, extra = expected.rows - found, found - expected.rows
-        problems.append(f"version {build_id}'s records are not the manifest's good rows: "
-                        f"missing {sorted(missing)[:3]} ({sum(missing.values())}), "
-                        f"extra {sorted(extra)[:3]} ({sum(extra.values())})")
-    errors_path = out / "builds" / build_id / "errors.jsonl"
-    listed = Counter()
-    if errors_path.exists():
-        for line in errors_path.read_text().splitlines():
-            entry = json.loads(line)
-            if entry.get("stage") != "duplicate":
-                listed[entry.get("uri", "")] += 1
-    if listed != expected.errors:
-        problems.append(f"version {build_id}'s errors.jsonl lists {sorted(listed.elements())}, the broken rows are "
-                        f"{sorted(expected.errors.elements())}")
-    return problems[:6]
