@@ -178,8 +178,8 @@ class Versions:
         except Exception as error:  # noqa: BLE001 - a reader failing loudly is right only if its version went
             gone = [p for p in reader.shard_paths if not os.path.exists(p)]
             if gone:
-                result.reader_outcome = (f"failed loudly ({type(error).__name__}): retention removed {len(gone)} "
-                                         "shard(s)")
+                result.reader_outcome = (f"{reader.via}: failed loudly ({type(error).__name__}): retention removed "
+                                         f"{len(gone)} shard(s)")
             else:
                 result.failures.append(f"a {reader.via} reader of kept version {reader.version} failed though its "
                                        f"shards are there: {type(error).__name__}: {str(error)[:300]}")
@@ -188,7 +188,7 @@ class Versions:
             result.failures.append(f"a {reader.via} reader of version {reader.version} read "
                                    f"{sum(reader.got.values())} records, not the {sum(reader.expected.values())} "
                                    "it held (silently different)")
-        result.reader_outcome = f"read {sum(reader.got.values())} records to the end"
+        result.reader_outcome = f"{reader.via}: read {sum(reader.got.values())} records to the end"
 
     def check_kept(self, result, published: str | None) -> None:
         """Every version `shardsmith versions` lists still has its shards and the labels it was published with,
