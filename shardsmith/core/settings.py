@@ -242,7 +242,7 @@ class RecordSettings:
             "Image mode", "bytes (default): records hold each image's bytes; path: records hold its URI, size "
             "and shape")))
     reencoding: Reencoding = nested(Reencoding, has_default=True)
-    perceptual_hash: bool = False  # --near_duplicates report: the writer hashes what it decodes
+    perceptual_hash: bool = False  # --near_duplicates report|drop: the writer signs what it writes (row lists keep it)
     min_side: int = option(0, Flag(
         "an image whose shorter side (as stored, after --max_side) is below this many pixels is an error row; "
         "0 (default): any size", group="checks", metavar="PIXELS",
