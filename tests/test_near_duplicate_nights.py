@@ -371,3 +371,18 @@ def test_a_nights_bucket_over_its_comparisons_or_candidates_is_capped_not_expand
     pairs, capped = _night_pairs(members)
     assert pairs == [] and capped[0].candidates == 30 and capped[0].to_dict()["published"] == 30
     assert MAX_BUCKET_CANDIDATES > 30
+
+
+def test_a_groups_followers_inherit_its_representatives_drop_on_its_side_of_the_pair():
+    """A new training image dropped as a copy of a published test record passes the drop to the new training
+    images of its signature; a validation image dropped as a copy of a training one, to its validation and test
+    followers (as a full build does)."""
+    from transforms.identical_groups import _inherited_decisions
+
+    decision = (2, (0, 1, "img/1.jpg"), "img/1.jpg", "test", "v1")
+    train_followers = [((0, 5, "a"), "train", "train", "img/r.jpg"), ((0, 6, "b"), "test", "train", "img/r.jpg")]
+    inherited = list(_inherited_decisions(("r", {"decisions": [decision], "followers": train_followers})))
+    assert inherited == [((0, 5, "a"), decision)]
+    validation_followers = [((0, 7, "c"), "test", "validation", "img/v.jpg")]
+    inherited = list(_inherited_decisions(("v", {"decisions": [decision], "followers": validation_followers})))
+    assert inherited == [((0, 7, "c"), decision)]
