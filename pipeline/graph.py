@@ -5,7 +5,9 @@
   (errors.jsonl, labels.txt, metadata.json), with
   AnalyzeLabels (tf.transform; AnalyzeRows with --feature), SummarizeDuplicates (hashes from the writer) and,
   with --near_duplicates, FindNearPairs/ReportNearDuplicates (near_duplicates.jsonl) beside it, and with
-  --incremental, RewriteShards (the published version's shards that hold removed rows).
+  --incremental, RewriteShards (the published version's shards that hold removed rows); an --incremental night's
+  FindNearPairs also takes the carried records' signatures (from SplitCarriedRows) and pairs its new images
+  with them.
   Every stage's rejects leave through its tagged `errors` output and meet in the report.
 """
 
@@ -20,7 +22,7 @@ from shardsmith.core.carry_over import CarriedVersion
 from shardsmith.core.label_list import FixedLabels
 from shardsmith.core.shard_file import WriterConfig
 from shardsmith.format.build_folder import build_dir
-from transforms.carry_over import RewriteShards, SplitCarriedRows, gated
+from transforms.carry_over import CARRIED_SIGNATURES, SIGNED, RewriteShards, SplitCarriedRows, gated
 from transforms.duplicates import DropDuplicates, SummarizeDuplicates
 from transforms.feature_stats import AnalyzeRows
 from transforms.gather import PerBundleFn
@@ -63,8 +65,12 @@ def build_graph(pipeline: beam.Pipeline, options: BuildOptions, sources: list[So
     rows = of_batches(images | "AssignSplits" >> beam.Map(assign_splits, placement))
     changes = None
     if diffs:
-        changes = rows | "SplitCarriedRows" >> SplitCarriedRows(options.output_dir, carried, files_dir)
+        changes = rows | "SplitCarriedRows" >> SplitCarriedRows(options.output_dir, carried, files_dir,
+                                                                signatures=checks.near_duplicates != "off")
         rows = changes["rows"]
+    published = None  # the carried records' HashedImages, compared with the new images (--near_duplicates)
+    if changes is not None and checks.near_duplicates != "off":
+        published = changes[CARRIED_SIGNATURES]
     sized = rows | "LookupSizes" >> LookupSizes(records)
     candidates = sized.rows
     stage_errors.append(sized.errors)
@@ -74,7 +80,7 @@ def build_graph(pipeline: beam.Pipeline, options: BuildOptions, sources: list[So
         stage_errors.append(distinct.errors)
     near_found = near_dropped = None
     if checks.near_duplicates == "drop":
-        near = candidates | "DropNearDuplicates" >> DropNearDuplicates(records, checks, manifest)
+        near = candidates | "DropNearDuplicates" >> DropNearDuplicates(records, checks, manifest, published)
         candidates, near_found, near_dropped = near.rows, near.found, near.errors
         stage_errors.append(near.errors)
     label_counts = candidates | "CountLabels" >> CountLabels(fixed_labels)
@@ -104,10 +110,12 @@ def build_graph(pipeline: beam.Pipeline, options: BuildOptions, sources: list[So
     duplicates = digests | "SummarizeDuplicates" >> SummarizeDuplicates(num_digests)
     report_inputs = {}
     if checks.near_duplicates == "report":
-        near_found = written.signatures | "FindNearPairs" >> FindNearPairs(checks)
+        signed = written.signatures if published is None else (written.signatures, published)
+        near_found = signed | "FindNearPairs" >> FindNearPairs(checks)
     if near_found is not None:
         report_inputs["near_duplicates"] = near_found | "ReportNearDuplicates" >> ReportNearDuplicates(
-            files_dir, checks, near_dropped)
+            files_dir, checks, near_dropped, carried.previous if published is not None else None,
+            changes[SIGNED] if published is not None else None)
     input_row_counts = (
         read_rows | "RowsPerBatch" >> beam.Map(len),
         manifest_errors | "ManifestErrorsPerBundle" >> beam.ParDo(PerBundleFn(beam.combiners.CountCombineFn())),

@@ -12,6 +12,10 @@ vocabulary.
 Row lists are input: each is counted against its shard's entry in metadata.json as it is read, and each record a
 rewrite copies is checked against its line (shardsmith/core/row_check.py); one that does not describe its shard
 fails the build (DatasetCheckFailed, one line naming the file and the line) before anything is published.
+
+With --near_duplicates, the carried records' perceptual signatures (their row lists' last field) come out too, as
+HashedImages marked published, for the night's search (transforms/near_duplicates.py), with how many carried
+records had none (a row list from a build without the flag, or rebuilt from its shard): those are not compared.
 """
 
 from __future__ import annotations
@@ -28,18 +32,21 @@ from shardsmith import storage
 from shardsmith.core import row_check
 from shardsmith.core.carry_over import CarriedVersion, RecordPlace, pair_rows
 from shardsmith.core.carry_over_spill import SpillBuffer, num_partitions, read_sections
+from shardsmith.core.near_duplicate_search import HashedImage
+from shardsmith.core.perceptual_hash import ImageSignature, signature_from_text
 from shardsmith.core.row_identity import row_identity
 from shardsmith.core.rows import ROWS_PER_BATCH, ImageDigest, ImageDigests, ManifestRow, RowBatch
 from shardsmith.core.shard_file import WriterConfig
 from shardsmith.core.shard_rewrite import rewrite_shard
 from shardsmith.format.build_folder import build_dir, carry_over_scratch
-from shardsmith.format.naming import row_list_name
-from shardsmith.format.row_list import RowListError, parse_row_list
+from shardsmith.format.naming import row_list_name, shard_generation
+from shardsmith.format.row_list import ListedRow, RowListError, parse_row_list
 from transforms.metrics import ROWS_CARRIED, ROWS_REMOVED, count
 from transforms.report import DatasetCheckFailed
 from transforms.row_coder import of_batches
 
 CARRIED, REMOVED, CARRIED_DIGESTS, RELISTED = "carried", "removed", "carried_digests", "relisted"
+CARRIED_SIGNATURES, SIGNED = "carried_signatures", "signed"
 _LOG = logging.getLogger("shardsmith")
 
 
@@ -47,11 +54,12 @@ def _keyed_rows(batch: RowBatch) -> list[tuple[str, ManifestRow]]:
     return [(row_identity(row), row) for row in batch]
 
 
-def _listed_records(shard_index: int, output_dir: str, version: CarriedVersion) -> Iterator:
+def _listed_records(shard_index: int, output_dir: str, version: CarriedVersion, signatures: bool = False) -> Iterator:
     """One carried shard's records, keyed by identity, in one list (one shard's row list in memory), once its
-    row list was counted against metadata.json. A lost row list is rebuilt from the shard's records (where they
-    hold it: shardsmith/core/row_check.py), and the shard goes out tagged `relisted` too: it is rewritten, with
-    its new row list, into the build's folder (a RecordPlace at position -1, which removes no record)."""
+    row list was counted against metadata.json; with `signatures`, each with its perceptual signature. A lost row
+    list is rebuilt from the shard's records (where they hold it: shardsmith/core/row_check.py; a rebuilt line has
+    no signature), and the shard goes out tagged `relisted` too: it is rewritten, with its new row list, into the
+    build's folder (a RecordPlace at position -1, which removes no record)."""
     carried = version.shards[shard_index]
     folder = build_dir(output_dir, carried.build)
     path = storage.join(folder, row_list_name(carried.entry.file))
@@ -68,8 +76,21 @@ def _listed_records(shard_index: int, output_dir: str, version: CarriedVersion) 
             yield beam.pvalue.TaggedOutput(RELISTED, RecordPlace(shard_index, -1, 0))
         row_check.check_count(path, len(rows), carried.entry.file, carried.entry.num_examples,
                               version.why_not_rebuilt)
-    yield [(row.identity, RecordPlace(shard_index, position, row.lines, row.size, row.sha256))
-           for position, row in enumerate(rows)]
+        places = [(row.identity, RecordPlace(shard_index, position, row.lines, row.size, row.sha256,
+                                             _signature(row, path, position, version) if signatures else None))
+                  for position, row in enumerate(rows)]
+    yield places
+
+
+def _signature(row: ListedRow, path: str, position: int, version: CarriedVersion) -> ImageSignature | None:
+    """The perceptual signature a row list's line holds (None for none); RowListError for one that is not."""
+    if not row.signature:
+        return None
+    try:
+        return signature_from_text(row.signature)
+    except ValueError as e:
+        raise RowListError(f"{path} line {position + 1} holds {e}: {row.signature[:40]!r}; "
+                           f"{row_check.fix(version.why_not_rebuilt)}") from None
 
 
 @contextmanager
@@ -112,11 +133,24 @@ class SpillFn(beam.DoFn):
 class PairPartitionFn(beam.DoFn):
     """(partition, [SpillSection, ...]) -> new rows (main, RowBatches in manifest order), removed records
     (tagged `removed`), the manifest lines carried (tagged `carried`) and the carried records' ImageDigests
-    (tagged `carried_digests`, one list: the version's duplicate summary covers them). Holds one partition in
-    memory."""
+    (tagged `carried_digests`, one list: the version's duplicate summary covers them); with `signatures`, the
+    carried records' HashedImages (tagged `carried_signatures`, lists of up to ROWS_PER_BATCH) and (records with a
+    signature, records without) (tagged `signed`). Holds one partition in memory."""
 
-    def __init__(self, version: CarriedVersion):
+    def __init__(self, version: CarriedVersion, signatures: bool = False):
         self._version = version
+        self._signatures = signatures
+
+    def _published(self, carried: list[tuple[ManifestRow, RecordPlace]]) -> Iterator:
+        signed = [self._hashed(row, place) for row, place in carried if place.signature is not None]
+        yield beam.pvalue.TaggedOutput(SIGNED, (len(signed), len(carried) - len(signed)))
+        for start in range(0, len(signed), ROWS_PER_BATCH):
+            yield beam.pvalue.TaggedOutput(CARRIED_SIGNATURES, signed[start:start + ROWS_PER_BATCH])
+
+    def _hashed(self, row: ManifestRow, place: RecordPlace) -> HashedImage:
+        shard = self._version.shards[place.shard]
+        return HashedImage(place.signature, shard.split, row.label, row.uri, row.source_index, row.line,
+                           build=shard.build, generation=shard_generation(shard.entry.file))
 
     def process(self, element) -> Iterator:
         _, sections = element
@@ -124,11 +158,13 @@ class PairPartitionFn(beam.DoFn):
         records: defaultdict[str, list[RecordPlace]] = defaultdict(list)
         for identity, item in read_sections(sections):
             (records if isinstance(item, RecordPlace) else rows)[identity].append(item)
-        carried_lines, new_rows, digests = 0, [], ImageDigests()
+        carried_lines, new_rows, digests, carried = 0, [], ImageDigests(), []
         for identity in sorted(rows.keys() | records.keys()):
             pairing = pair_rows(rows.get(identity, []), records.get(identity, []))
             carried_lines += pairing.carried_lines
             new_rows += pairing.new_rows
+            if self._signatures:
+                carried += pairing.carried
             digests += [ImageDigest(place.sha256, self._version.shards[place.shard].split, row.uri, row.source_index,
                                     row.line) for row, place in pairing.carried if place.sha256]
             for place in pairing.removed:
@@ -139,6 +175,8 @@ class PairPartitionFn(beam.DoFn):
             yield beam.pvalue.TaggedOutput(CARRIED, carried_lines)
         if digests:
             yield beam.pvalue.TaggedOutput(CARRIED_DIGESTS, digests)
+        if self._signatures:
+            yield from self._published(carried)
         new_rows.sort(key=lambda row: (row.source_index, row.line))
         for start in range(0, len(new_rows), ROWS_PER_BATCH):
             yield RowBatch(new_rows[start:start + ROWS_PER_BATCH])
@@ -161,14 +199,16 @@ class SplitCarriedRows(beam.PTransform):
     one at position -1 for each shard whose lost row list was rebuilt: the shards to rewrite), `carried_lines` and
     `removed_lines` (one-element sums; `removed_lines` is checked against --max_removed_fraction) and
     `removed_bytes` ((split, source bytes of its removed records)) and `carried_digests` (lists of the carried
-    records' ImageDigests). `files_dir`:
-    the build's folder, whose scratch folder holds the spill files."""
+    records' ImageDigests); with `signatures` (--near_duplicates), `carried_signatures` (lists of the carried
+    records' HashedImages) and `signed` (one (records with a signature, records without)). `files_dir`: the
+    build's folder, whose scratch folder holds the spill files."""
 
-    def __init__(self, output_dir: str, version: CarriedVersion, files_dir: str):
+    def __init__(self, output_dir: str, version: CarriedVersion, files_dir: str, signatures: bool = False):
         super().__init__()
         self._output_dir = output_dir
         self._version = version
         self._files_dir = files_dir
+        self._signatures = signatures
 
     def expand(self, batches):
         version, partitions = self._version, num_partitions(self._version.num_rows)
@@ -180,7 +220,7 @@ class SplitCarriedRows(beam.PTransform):
         listed = (
             batches.pipeline
             | "ListCarriedShards" >> beam.Create(range(len(version.shards)))
-            | "ReadRowLists" >> beam.FlatMap(_listed_records, self._output_dir, version).with_outputs(
+            | "ReadRowLists" >> beam.FlatMap(_listed_records, self._output_dir, version, self._signatures).with_outputs(
                 RELISTED, main="records")
         )
         record_sections = listed.records | "SpillRecords" >> beam.ParDo(SpillFn(self._files_dir, partitions))
@@ -188,8 +228,8 @@ class SplitCarriedRows(beam.PTransform):
             (row_sections, record_sections)
             | "AllSections" >> beam.Flatten()
             | "GroupByPartition" >> beam.GroupByKey()
-            | "PairRows" >> beam.ParDo(PairPartitionFn(version)).with_outputs(CARRIED, REMOVED, CARRIED_DIGESTS,
-                                                                              main="rows")
+            | "PairRows" >> beam.ParDo(PairPartitionFn(version, self._signatures)).with_outputs(
+                CARRIED, REMOVED, CARRIED_DIGESTS, CARRIED_SIGNATURES, SIGNED, main="rows")
         )
         carried_lines = paired[CARRIED] | "SumCarried" >> beam.CombineGlobally(sum)
         removed_lines = (
@@ -204,9 +244,22 @@ class SplitCarriedRows(beam.PTransform):
             | "SumRemovedBytes" >> beam.CombinePerKey(sum)
         )
         to_rewrite = (paired[REMOVED], listed[RELISTED]) | "ShardsToRewrite" >> beam.Flatten()
-        return {"rows": of_batches(paired.rows), "removed": to_rewrite, "carried_lines": carried_lines,
-                "removed_lines": removed_lines, "removed_bytes": removed_bytes,
-                "carried_digests": paired[CARRIED_DIGESTS]}
+        outputs = {"rows": of_batches(paired.rows), "removed": to_rewrite, "carried_lines": carried_lines,
+                   "removed_lines": removed_lines, "removed_bytes": removed_bytes,
+                   "carried_digests": paired[CARRIED_DIGESTS]}
+        if self._signatures:
+            outputs |= {CARRIED_SIGNATURES: paired[CARRIED_SIGNATURES],
+                        SIGNED: paired[SIGNED] | "SumSigned" >> beam.CombineGlobally(_sum_counts)}
+        return outputs
+
+
+def _sum_counts(counts) -> tuple[int, int]:
+    """(records with a signature, without), summed over the partitions."""
+    signed = unsigned = 0
+    for with_signature, without in counts:
+        signed += with_signature
+        unsigned += without
+    return signed, unsigned
 
 
 class RewriteShardFn(beam.DoFn):

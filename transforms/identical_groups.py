@@ -1,6 +1,10 @@
 """Beam stages for groups of identical signatures (shardsmith/core/identical_signatures.py) within
 transforms/near_duplicates.py: collapsing a signature's rows, summarising the groups for metadata.json, and the
-drop decisions of a group's other rows (followers), taken from its representative."""
+drop decisions of a group's other rows (followers), taken from its representative.
+
+An --incremental night's published records (HashedImage.published) are grouped apart from its new images: a
+group of published records is compared through its representative like any group, but neither summarised (it
+was, when its records were new) nor followed (a published record is never dropped)."""
 
 from __future__ import annotations
 
@@ -19,14 +23,14 @@ LEAKED_SPLITS = ("validation", "test")  # the splits whose copy of a training im
 
 
 def _collapsed_rows(keyed, with_followers: bool) -> Iterator:
-    """One signature's rows -> the rows to compare; for a collapsed group also its summary (tagged `groups`) and,
-    for `drop`, (representative key, (follower key, follower split, representative split, representative URI))
-    for each other row (tagged `followers`)."""
-    _, rows = keyed
+    """One signature's rows -> the rows to compare; for a collapsed group of new rows also its summary (tagged
+    `groups`) and, for `drop`, (representative key, (follower key, follower split, representative split,
+    representative URI)) for each other row (tagged `followers`)."""
+    (_, published), rows = keyed
     collapsed = collapse_identical(lambda: rows)
     yield from collapsed.compared
     group = collapsed.group
-    if group is None:
+    if group is None or published:
         return
     yield beam.pvalue.TaggedOutput(GROUPS, group)
     if with_followers:
@@ -68,19 +72,20 @@ def _within_group_decision(keyed) -> Iterator:
     """A follower in validation or test of a group whose representative is in train: a copy at distance 0."""
     kept_key, (key, split, kept_split, kept_uri) = keyed
     if kept_split == "train" and split in LEAKED_SPLITS:
-        yield key, (0, kept_key, kept_uri)
+        yield key, (0, kept_key, kept_uri, kept_split, "")
 
 
 def _inherited_decisions(keyed) -> Iterator:
-    """The representative's own drop decision (its closest training copy elsewhere), for each of its followers:
-    they have its signature, so they are the same distance from that copy."""
+    """The representative's own drop decision (its closest copy kept elsewhere), for each of its followers on its
+    side of the pair (validation and test; or, for a new training image dropped as a copy of a published
+    validation/test record, train): they have its signature, so they are the same distance from that copy."""
     _, grouped = keyed
     decisions = list(grouped["decisions"])
     if not decisions:
         return
     best = min(decisions)
-    for key, split, _, _ in grouped["followers"]:
-        if split in LEAKED_SPLITS:
+    for key, split, kept_split, _ in grouped["followers"]:
+        if (split == "train") == (kept_split == "train"):
             yield key, best
 
 
@@ -101,7 +106,7 @@ class CollapseIdentical(beam.PTransform):
     def expand(self, images):
         collapsed = (
             images
-            | "KeyBySignature" >> beam.Map(lambda image: (signature_key(image), image))
+            | "KeyBySignature" >> beam.Map(lambda image: ((signature_key(image), image.published), image))
             | "GroupBySignature" >> beam.GroupByKey()
             | "CollapseGroups" >> beam.FlatMap(_collapsed_rows, self._with_followers).with_outputs(
                 GROUPS, FOLLOWERS, main="compared")

@@ -13,6 +13,12 @@ blank images are one group and one row to compare, not half a million pairs. The
 about 200 bytes keyed by (band, band value); one bucket holds at most MAX_BUCKET_MEMBERS + 1 of them in a worker,
 and at most MAX_BUCKET_CANDIDATES candidates are counted before any pair is formed (bigger buckets are reported as
 capped, not expanded); the listing keeps the MAX_LISTED_PAIRS closest pairs, the counts cover them all.
+
+An --incremental night compares its new images with each other and with the published version's records, whose
+signatures its row lists keep (transforms/carry_over.py reads them, as the carried SHA-256s): never two published
+records (shardsmith/core/published_pairs.py bounds such a bucket as a full build's is). Published records are
+grouped by signature apart from new images, so the groups summarised are the night's; `drop` never drops a
+published record (`leaked_copy`).
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import heapq
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import NamedTuple
 
 import apache_beam as beam
@@ -41,11 +48,18 @@ from shardsmith.core.near_duplicate_search import (
     bucket_candidates,
     confirmed_pairs,
     drop_reason,
+    kept_side,
     leaked_copy,
     num_bands_for,
     take_bucket,
 )
 from shardsmith.core.perceptual_hash import ImageSignature, signature_of_bytes
+from shardsmith.core.published_pairs import (
+    MAX_BUCKET_COMPARISONS,
+    confirmed_published_pairs,
+    count_published_candidates,
+    take_new,
+)
 from shardsmith.core.rows import ROWS_PER_BATCH, ErrorRow, ManifestRow, RowBatch
 from shardsmith.core.settings import CheckSettings, RecordSettings
 from shardsmith.format.build_folder import write_atomically
@@ -86,6 +100,31 @@ def _bucket_pairs(keyed, max_distance: int) -> Iterator:
         yield pair.pair_key, pair
 
 
+def _night_bucket_pairs(keyed, max_distance: int) -> Iterator:
+    """A bucket of an --incremental night: its new images' pairs with each other and with its published records
+    (shardsmith/core/published_pairs.py); a bucket without a new image has no pair to look for."""
+    (band, value), members = keyed
+    bucket = take_new(members, MAX_BUCKET_MEMBERS)
+    if not bucket.num_new:
+        return
+    examples = tuple(m.uri for m in bucket.new[:CAPPED_BUCKET_EXAMPLES])
+    if bucket.num_new > MAX_BUCKET_MEMBERS or bucket.comparisons > MAX_BUCKET_COMPARISONS:
+        yield beam.pvalue.TaggedOutput(CAPPED, CappedBucket(band, value, bucket.size, examples,
+                                                            published=bucket.num_published))
+        return
+    within = bucket_candidates(bucket.new, max_distance, MAX_BUCKET_CANDIDATES)
+    published = lambda: (m for m in members if m.published)  # noqa: E731 (iterated twice: counted, then paired)
+    count = within.count
+    if not within.over(MAX_BUCKET_CANDIDATES):
+        count += count_published_candidates(bucket.new, published, max_distance)
+    if count > MAX_BUCKET_CANDIDATES:
+        yield beam.pvalue.TaggedOutput(CAPPED, CappedBucket(band, value, bucket.size, examples, count,
+                                                            bucket.num_published))
+        return
+    for pair in chain(confirmed_pairs(within), confirmed_published_pairs(bucket.new, published, max_distance)):
+        yield pair.pair_key, pair
+
+
 def _first(keyed) -> NearPair:
     _, pairs = keyed
     return next(iter(pairs))  # the same pair from every band it was found in
@@ -101,7 +140,8 @@ class NearPairs(NamedTuple):
 class FindNearPairs(beam.PTransform):
     """HashedImages (one by one, or lists of them) -> every pair within `checks.near_duplicate_distance`, once
     (a collapsed group's representative standing for its rows), the groups of identical signatures, and the
-    buckets too big to expand."""
+    buckets too big to expand. An --incremental night's input is (its HashedImages, lists of the published
+    records'): its pairs are those with a new image."""
 
     def __init__(self, checks: CheckSettings, lists: bool = True, with_followers: bool = False):
         super().__init__()
@@ -111,14 +151,21 @@ class FindNearPairs(beam.PTransform):
 
     def expand(self, images):
         num_bands = num_bands_for(self._max_distance)
+        published = None
+        if isinstance(images, tuple):
+            images, published = images
         if self._lists:
             images = images | "OnePerImage" >> beam.FlatMap(lambda images: images)
+        if published is not None:
+            published = published | "OnePerPublishedRecord" >> beam.FlatMap(lambda images: images)
+            images = (images, published) | "WithPublishedRecords" >> beam.Flatten()
         collapsed = images | "CollapseIdentical" >> CollapseIdentical(self._with_followers)
+        in_bucket = _bucket_pairs if published is None else _night_bucket_pairs
         found = (
             collapsed.compared
             | "KeyByBand" >> beam.FlatMap(_keyed_bands, num_bands)
             | "GroupByBand" >> beam.GroupByKey()
-            | "PairsInBucket" >> beam.FlatMap(_bucket_pairs, self._max_distance).with_outputs(CAPPED, main="pairs")
+            | "PairsInBucket" >> beam.FlatMap(in_bucket, self._max_distance).with_outputs(CAPPED, main="pairs")
         )
         pairs = found.pairs | "GroupSamePair" >> beam.GroupByKey() | "OnePerPair" >> beam.Map(_first)
         return NearPairs(pairs, found[CAPPED], collapsed.groups, collapsed.followers)
@@ -130,6 +177,7 @@ class NearDuplicateSummary:
     split_pairs: Counter = field(default_factory=Counter)  # "train-test" / "within train" -> pairs
     num_label_mismatches: int = 0
     num_low_detail: int = 0
+    num_published: int = 0  # pairs of a new image and a published record (an --incremental night's)
     closest: list = field(default_factory=list)  # heap of (-sort_key..) holding the MAX_LISTED_PAIRS closest
 
 
@@ -144,6 +192,7 @@ class SummarizePairsFn(beam.CombineFn):
         summary.split_pairs[pair.splits] += 1
         summary.num_label_mismatches += pair.labels_differ
         summary.num_low_detail += pair.low_detail
+        summary.num_published += pair.first.published or pair.second.published
         summary.closest.append(pair)
         if len(summary.closest) > 2 * MAX_LISTED_PAIRS:
             summary.closest = heapq.nsmallest(MAX_LISTED_PAIRS, summary.closest, key=NearPair.sort_key)
@@ -156,6 +205,7 @@ class SummarizePairsFn(beam.CombineFn):
             merged.split_pairs.update(s.split_pairs)
             merged.num_label_mismatches += s.num_label_mismatches
             merged.num_low_detail += s.num_low_detail
+            merged.num_published += s.num_published
             merged.closest = heapq.nsmallest(MAX_LISTED_PAIRS, merged.closest + s.closest, key=NearPair.sort_key)
         return merged
 
@@ -164,9 +214,19 @@ class SummarizePairsFn(beam.CombineFn):
         return summary
 
 
+@dataclass(frozen=True)
+class PublishedRecords:
+    """What an --incremental night compared its new images with: the published version, and how many of its
+    (carried) records had a signature in their row lists and were compared, and how many had none."""
+
+    version: str
+    compared: int = 0
+    not_compared: int = 0
+
+
 def write_near_duplicates(summary: NearDuplicateSummary, capped: list[CappedBucket], files_dir: str, mode: str,
-                          max_distance: int, num_dropped: int,
-                          groups: GroupsSummary | None = None) -> NearDuplicatesEntry:
+                          max_distance: int, num_dropped: int, groups: GroupsSummary | None = None,
+                          published: PublishedRecords | None = None) -> NearDuplicatesEntry:
     """Writes near_duplicates.jsonl (closest pairs first) and returns metadata.json's `near_duplicates` entry."""
     groups = groups or GroupsSummary()
     write_atomically(join(files_dir, NEAR_DUPLICATES_FILE), near_duplicates_bytes(p.to_dict() for p in summary.closest))
@@ -196,19 +256,31 @@ def write_near_duplicates(summary: NearDuplicateSummary, capped: list[CappedBuck
         num_identical_groups=groups.num_groups,
         num_identical_images=groups.num_images,
         identical_groups=[g.to_dict() for g in groups.largest],
+        **({} if published is None else {
+            "published_version": published.version, "num_published_compared": published.compared,
+            "num_published_not_compared": published.not_compared, "num_published_pairs": summary.num_published,
+            "max_bucket_comparisons": MAX_BUCKET_COMPARISONS}),
     )
+
+
+def _published_records(counts: tuple[int, int], version: str) -> PublishedRecords:
+    return PublishedRecords(version, *counts)
 
 
 class ReportNearDuplicates(beam.PTransform):
     """NearPairs -> a one-element PCollection: metadata.json's NearDuplicatesEntry, after
-    near_duplicates.jsonl is written into the build's folder."""
+    near_duplicates.jsonl is written into the build's folder. An --incremental night passes the version its new
+    images were compared with and a one-element PCollection of (published records compared, not compared)."""
 
-    def __init__(self, files_dir: str, checks: CheckSettings, dropped=None):
+    def __init__(self, files_dir: str, checks: CheckSettings, dropped=None, published_version: str | None = None,
+                 published_counts=None):
         super().__init__()
         self._files_dir = files_dir
         self._mode = checks.near_duplicates
         self._max_distance = checks.near_duplicate_distance
         self._dropped = dropped  # ErrorRows of dropped copies, or None
+        self._published_version = published_version
+        self._published_counts = published_counts
 
     def expand(self, found: NearPairs):
         summary = (found.pairs
@@ -224,9 +296,13 @@ class ReportNearDuplicates(beam.PTransform):
             num_dropped = side(self._dropped
                                | "CountDroppedPerBundle" >> beam.ParDo(PerBundleFn(beam.combiners.CountCombineFn()))
                                | "CountDropped" >> Gather(sum))
+        published = None
+        if self._published_counts is not None:
+            published = side(self._published_counts
+                             | "PublishedRecords" >> beam.Map(_published_records, self._published_version))
         return summary | "WriteNearDuplicatesJsonl" >> beam.Map(
             write_near_duplicates, side(capped), self._files_dir, self._mode, self._max_distance, num_dropped,
-            side(groups))
+            side(groups), published)
 
 
 def row_key(row: ManifestRow) -> tuple[int, int, str]:
@@ -265,9 +341,11 @@ class PerceptualSignatureFn(ThreadPoolDoFn):
 
 
 def _drop_decision(pair: NearPair) -> Iterator:
+    """(key of the copy to drop, (distance, kept key, kept URI, kept split, kept record's build if published))."""
     copy = leaked_copy(pair)
     if copy is not None:
-        yield copy.key, (pair.distance, pair.first.key, pair.first.uri)
+        kept = kept_side(pair, copy)
+        yield copy.key, (pair.distance, kept.key, kept.uri, kept.split, kept.build)
 
 
 def _keep_or_drop(keyed) -> Iterator:
@@ -277,9 +355,9 @@ def _keep_or_drop(keyed) -> Iterator:
         if not decisions:
             yield row
             continue
-        distance, _, kept_uri = decisions[0]  # the closest training copy, then the first by key
+        distance, _, kept_uri, kept_split, kept_build = decisions[0]  # the closest copy kept, then the first by key
         yield rejected(ErrorRow.for_row(row, STAGE, "near duplicate dropped (--near_duplicates drop)",
-                                        drop_reason(kept_uri, distance)))
+                                        drop_reason(kept_uri, distance, kept_split, kept_build)))
 
 
 class NearDistinct(NamedTuple):
@@ -290,10 +368,13 @@ class NearDistinct(NamedTuple):
 
 class DropNearDuplicates(beam.PTransform):
     """RowBatches -> RowBatches without the validation/test copies of training images (error rows instead),
-    and the pairs found. Rows go through a GroupByKey one by one: this mode reads every image twice anyway."""
+    and the pairs found. Rows go through a GroupByKey one by one: this mode reads every image twice anyway.
+    An --incremental night passes `published`, lists of the published records' HashedImages: a new image paired
+    with one across train and validation/test is dropped, whichever its split."""
 
-    def __init__(self, records: RecordSettings, checks: CheckSettings, manifest: ManifestFormat):
+    def __init__(self, records: RecordSettings, checks: CheckSettings, manifest: ManifestFormat, published=None):
         super().__init__()
+        self._published = published
         self._max_image_bytes = records.max_image_bytes
         self._allowed_prefixes = manifest.allowed_prefixes  # checked again where each image is opened
         self._checks = checks
@@ -302,7 +383,8 @@ class DropNearDuplicates(beam.PTransform):
     def expand(self, batches):
         hash_rows = PerceptualSignatureFn(self._max_image_bytes, self._max_pixels, self._allowed_prefixes)
         keyed = batches | "HashImages" >> beam.ParDo(hash_rows).with_outputs("hashes", main="rows")
-        found = keyed.hashes | "FindNearPairs" >> FindNearPairs(self._checks, lists=False, with_followers=True)
+        hashes = keyed.hashes if self._published is None else (keyed.hashes, self._published)
+        found = hashes | "FindNearPairs" >> FindNearPairs(self._checks, lists=False, with_followers=True)
         pair_decisions = found.pairs | "LeakedCopies" >> beam.FlatMap(_drop_decision)
         followers = (pair_decisions, found.followers) | "LeakedFollowers" >> FollowerDecisions()
         decisions = (pair_decisions, followers) | "AllDecisions" >> beam.Flatten()

@@ -37,7 +37,7 @@ from transforms.place import ShardPlan
 from transforms.row_coder import of_digests
 
 DIGESTS = "digests"
-SIGNATURES = "signatures"  # --near_duplicates report: lists of HashedImage, one per shard
+SIGNATURES = "signatures"  # --near_duplicates: lists of HashedImage, one per shard
 # Shards handed to the writer processes beyond one each: keeps them busy without holding every shard's rows.
 EXTRA_SHARDS_QUEUED_PER_PROCESS = 1
 # With the default writer processes, a build that places at most this many images of at most this many source
@@ -52,7 +52,7 @@ _LOG = logging.getLogger("shardsmith")
 
 class WriteShardFn(beam.DoFn):
     """((split, shard), lists of PlacedRows) -> ShardResult, with ErrorRows (tagged `errors`) for rejected
-    images, the shard's list of ImageDigests (tagged `digests`) and, with --near_duplicates report, of
+    images, the shard's list of ImageDigests (tagged `digests`) and, with --near_duplicates, of
     HashedImages (tagged `signatures`). Counts records_written_<split>,
     bytes_written_<split>, errors_load and image_bytes (transforms/metrics.py) as each shard's outputs leave.
 

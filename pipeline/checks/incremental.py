@@ -39,9 +39,6 @@ def carried_version(options: BuildOptions, label_file: FixedLabels | None = None
         raise UsageError("--on_duplicate drop cannot be combined with --incremental yet (it would have to drop "
                          "published records): use --on_duplicate error to fail on a new copy of any image of the "
                          "version, or keep to list such copies in metadata.json")
-    if options.checks.near_duplicates != "off":
-        raise UsageError("--near_duplicates cannot be combined with --incremental yet: near-duplicates are "
-                         "searched within one build's rows")
     try:
         published = read_metadata(out)
     except MetadataMissing:

@@ -76,7 +76,9 @@ def build_options_from(args: argparse.Namespace) -> BuildOptions:
     span flags. Raises UsageError (one line) for the first mistake."""
     try:
         values = _parsed_values(args, build_flags())
-        values[("records", "perceptual_hash")] = values[("checks", "near_duplicates")] == "report"
+        # The writer signs what it writes whenever near-duplicates are looked for: `report` compares those
+        # signatures, and both modes keep them in the row lists, for the next --incremental night.
+        values[("records", "perceptual_hash")] = values[("checks", "near_duplicates")] != "off"
         options = compose(BuildOptions, values)
         check_feature_names(options.manifest)
     except ValueError as e:

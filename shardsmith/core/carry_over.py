@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from shardsmith.core.perceptual_hash import ImageSignature
 from shardsmith.core.rows import ManifestRow, ShardResult
 from shardsmith.core.shard_file import STAGE as LOAD_STAGE
 from shardsmith.format.metadata_schema import IncrementalEntry, Metadata, ShardEntry, SplitEntry
@@ -58,13 +59,15 @@ class CarriedVersion:
 class RecordPlace:
     """Where a record of the published version is: the index of its shard in `CarriedVersion.shards` and its
     position in the shard, with the manifest lines it stands for, its image's size (source bytes) and SHA-256 (""
-    when its row list predates the field)."""
+    when its row list predates the field), and, when an --incremental night looks for near-duplicates, its
+    perceptual signature (None when its row list holds none)."""
 
     shard: int
     position: int
     lines: int
     size: int = 0
     sha256: str = ""
+    signature: ImageSignature | None = None
 
 
 @dataclass(frozen=True)

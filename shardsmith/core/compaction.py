@@ -131,8 +131,8 @@ def _placement(published: Metadata) -> PlacementSettings:
 @dataclass(frozen=True)
 class RecordRef:
     """Where a compaction row's record is: its source shard (index into `CompactionSource.shards`), its framed
-    bytes' offset and length there (its index file's line), and the row list's identity, line count and image
-    SHA-256."""
+    bytes' offset and length there (its index file's line), and the row list's identity, line count, image
+    SHA-256 and perceptual signature (text; "" for none), which the compacted row list keeps."""
 
     shard: int
     offset: int
@@ -141,10 +141,11 @@ class RecordRef:
     identity: str
     sha256: str = ""
     position: int = 0  # the record's place in its source shard: its row list's line is position + 1
+    signature: str = ""
 
     def text(self) -> str:
         return json.dumps([self.shard, self.offset, self.length, self.lines, self.identity, self.sha256,
-                           self.position])
+                           self.position, self.signature])
 
     @classmethod
     def of(cls, row: ManifestRow) -> RecordRef:
@@ -204,7 +205,7 @@ def record_rows(source: CompactionSource, shard_index: int, files_dir: str) -> I
     for position, (row, (offset, length)) in enumerate(zip(listed, index, strict=True)):
         if row.label not in label_ids:
             raise RowListError(f"{shard.path} record {position} has label {row.label!r}, not one of the version's")
-        ref = RecordRef(shard_index, offset, length, row.lines, row.identity, row.sha256, position)
+        ref = RecordRef(shard_index, offset, length, row.lines, row.identity, row.sha256, position, row.signature)
         batch.append(ManifestRow(shard.path, 0, shard.first_line + position, row.uri, ref.text(), shard.split,
                                  row.label, row.size, label_ids[row.label]))
         if len(batch) == ROWS_PER_BATCH:

@@ -92,7 +92,7 @@ def write_compacted_shard(config: CompactionWriter, split: str, shard: int,
         with output.open_temporary() as out:
             for placed, ref, framed in zip(ordered, refs, _framed_in_order(config, refs), strict=True):
                 row = placed.row
-                line = ListedRow(ref.identity, ref.lines, row.label, row.size, row.uri, ref.sha256)
+                line = ListedRow(ref.identity, ref.lines, row.label, row.size, row.uri, ref.sha256, ref.signature)
                 row_check.check_record(memoryview(framed)[HEADER_BYTES:len(framed) - FOOTER_BYTES], line,
                                        config.row_lists[ref.shard], ref.position, config.why_not_rebuilt)
                 out.write(framed)

@@ -68,6 +68,14 @@ class HashedImage:
     source_index: int
     line: int
     identical_images: int = 1  # > 1: the representative of that many rows with this signature (identical_groups.py)
+    # A record of the published version an --incremental night adds to (its signature from its row list): the
+    # build whose folder holds it and its generation; "" and 0 for a row of this build.
+    build: str = ""
+    generation: int = 0
+
+    @property
+    def published(self) -> bool:
+        return bool(self.build)
 
     @property
     def phash(self) -> int:
@@ -86,6 +94,8 @@ class HashedImage:
         """A pair's side in near_duplicates.jsonl; a group's representative also says how many rows it stands for."""
         side = {"uri": self.uri, "split": self.split, "label": self.label, "source_index": self.source_index,
                 "line": self.line}
+        if self.published:
+            side["published"] = {"build": self.build, "generation": self.generation}
         return side | ({"identical_images": self.identical_images} if self.identical_images > 1 else {})
 
 
@@ -165,9 +175,11 @@ class CappedBucket:
     size: int
     examples: tuple[str, ...]  # the first few URIs by key
     candidates: int = -1  # > MAX_BUCKET_CANDIDATES: capped for its candidates (counted up to there), not its size
+    published: int = -1  # an --incremental night's bucket: how many of `size` are published records
 
     def to_dict(self) -> dict:
         counted = {"candidates": self.candidates} if self.candidates >= 0 else {}
+        counted |= {"published": self.published} if self.published >= 0 else {}
         return {"band": self.band, "value": self.value, "size": self.size} | counted | {"examples": list(self.examples)}
 
 
@@ -274,12 +286,22 @@ def pairs_in_bucket(members: list[HashedImage], max_distance: int) -> Iterator[N
 
 def leaked_copy(pair: NearPair) -> HashedImage | None:
     """The row `--near_duplicates drop` turns into an error: the validation or test copy of a training image;
-    None for pairs without a training copy, or within one split."""
-    if pair.first.split == "train" and pair.second.split in ("validation", "test"):
+    None for pairs without a training copy, or within one split. A published record (an --incremental night's
+    pair with the version it adds to) is never dropped: of a new image and a published one, the new one is the
+    copy, whichever split it is in."""
+    if pair.first.split != "train" or pair.second.split not in ("validation", "test"):
+        return None
+    if not pair.second.published:
         return pair.second
-    return None
+    return None if pair.first.published else pair.first
 
 
-def drop_reason(kept_uri: str, distance: int) -> str:
+def kept_side(pair: NearPair, copy: HashedImage) -> HashedImage:
+    """The other side of a pair whose `leaked_copy` is `copy`."""
+    return pair.second if copy is pair.first else pair.first
+
+
+def drop_reason(kept_uri: str, distance: int, kept_split: str = "train", kept_build: str = "") -> str:
     """What errors.jsonl says of a dropped copy, beside the reason `near duplicate dropped`."""
-    return f"near duplicate of {kept_uri} in train (distance {distance})"
+    published = f", published in build {kept_build}" if kept_build else ""
+    return f"near duplicate of {kept_uri} in {kept_split}{published} (distance {distance})"

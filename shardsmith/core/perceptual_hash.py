@@ -16,6 +16,9 @@ hash alike. Computed from a reduced decode; about 90 bytes, never pixels.
 - `detail`: how many of the thumbnail's 16 blocks of 8x8 have texture; a pair of low-detail images is flagged
   in the report (most false pairs are such images).
 
+As text (`signature_text`, in a row list: shardsmith/format/row_list.py), a signature is the base64 of its 80
+bytes: the pHash (8 bytes, big-endian), the structure (63), the colour (8) and the detail (1); 108 characters.
+
 Cost: a JPEG is decoded in Pillow's draft mode (libjpeg's DCT scaling, 1/2 to 1/8 of full size); other formats
 are decoded in full and shrunk with `Image.reduce` before the thumbnail. When the writer has already decoded the
 pixels (--validate decode), `signature_of_image` reuses them. docs/near_duplicates.md has the measurements.
@@ -23,6 +26,8 @@ pixels (--validate decode), `signature_of_image` reuses them. docs/near_duplicat
 
 from __future__ import annotations
 
+import base64
+import binascii
 from dataclasses import dataclass
 
 from shardsmith.core.load_images import DEFAULT_MAX_PIXELS, open_image
@@ -40,6 +45,9 @@ COLOUR_SCALE = 64  # opponent colour / mean brightness, as a signed byte: a step
 COLOUR_CELLS = 2  # the image is cut into COLOUR_CELLS x COLOUR_CELLS quarters for its colour
 DETAIL_BLOCK = 8  # thumbnail blocks of 8x8 pixels: 16 of them
 DETAIL_MIN_STD = 4.0  # grey levels a block must vary by (standard deviation) to count as textured
+STRUCTURE_BYTES = LOW_FREQUENCIES * LOW_FREQUENCIES - 1
+COLOUR_BYTES = COLOUR_CELLS * COLOUR_CELLS * 2
+SIGNATURE_BYTES = HASH_BITS // 8 + STRUCTURE_BYTES + COLOUR_BYTES + 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +66,28 @@ class ImageSignature:
         import numpy as np
 
         return np.frombuffer(self.colour, dtype=np.int8).astype(np.float64).reshape(-1, 2) / COLOUR_SCALE
+
+
+def signature_text(signature: ImageSignature) -> str:
+    """The signature as a row list holds it (the module says how); `signature_from_text` reads it back."""
+    data = (signature.phash.to_bytes(HASH_BITS // 8, "big") + signature.structure + signature.colour
+            + bytes([signature.detail]))
+    return base64.b64encode(data).decode("ascii")
+
+
+def signature_from_text(text: str) -> ImageSignature:
+    """The signature `signature_text` wrote; ValueError for text that is not one (a row list is input)."""
+    try:
+        data = base64.b64decode(text.encode("ascii"), validate=True)
+    except (UnicodeEncodeError, binascii.Error):
+        raise ValueError("not a perceptual signature (base64 expected)") from None
+    detail_at = SIGNATURE_BYTES - 1
+    if len(data) != SIGNATURE_BYTES or data[detail_at] > (THUMBNAIL_SIDE // DETAIL_BLOCK) ** 2:
+        raise ValueError(f"not a perceptual signature ({SIGNATURE_BYTES} bytes expected, detail at most 16)")
+    structure_at = HASH_BITS // 8
+    colour_at = structure_at + STRUCTURE_BYTES
+    return ImageSignature(int.from_bytes(data[:structure_at], "big"), data[structure_at:colour_at],
+                          data[colour_at:detail_at], data[detail_at])
 
 
 def signature_of_image(image) -> ImageSignature | None:

@@ -242,7 +242,7 @@ class RecordSettings:
             "Image mode", "bytes (default): records hold each image's bytes; path: records hold its URI, size "
             "and shape")))
     reencoding: Reencoding = nested(Reencoding, has_default=True)
-    perceptual_hash: bool = False  # --near_duplicates report: the writer hashes what it decodes
+    perceptual_hash: bool = False  # --near_duplicates report|drop: the writer signs what it writes (row lists keep it)
     min_side: int = option(0, Flag(
         "an image whose shorter side (as stored, after --max_side) is below this many pixels is an error row; "
         "0 (default): any size", group="checks", metavar="PIXELS",
@@ -265,7 +265,8 @@ class CheckSettings:
     near_duplicates: str = option("off", Flag(
         "resized, re-encoded, brightened or slightly cropped copies (perceptual hash): off (default; finding them "
         "needs every image's pixels), report lists the pairs in near_duplicates.jsonl, drop also turns the "
-        "validation/test copy of a training image into an error row (costs a second read of every image)",
+        "validation/test copy of a training image into an error row (costs a second read of every image); with "
+        "--incremental, new images are compared with the published version's too",
         group="checks", choices=NEAR_DUPLICATE_MODES, recorded_if=lambda checks: checks.near_duplicates != "off",
         template=Template(
             "Near-duplicate images", "off (default), report: list resized/re-encoded/brightened copies in "

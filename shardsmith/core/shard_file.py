@@ -33,7 +33,13 @@ from shardsmith.core.load_images import (
 )
 from shardsmith.core.masks import mask_png
 from shardsmith.core.near_duplicate_search import HashedImage
-from shardsmith.core.perceptual_hash import MIN_REDUCED_SIDE, ImageSignature, signature_of_bytes, signature_of_image
+from shardsmith.core.perceptual_hash import (
+    MIN_REDUCED_SIDE,
+    ImageSignature,
+    signature_of_bytes,
+    signature_of_image,
+    signature_text,
+)
 from shardsmith.core.reencode import reencode
 from shardsmith.core.row_identity import row_identity
 from shardsmith.core.rows import ErrorRow, ImageDigest, ImageDigests, PlacedRow, ShardResult
@@ -75,7 +81,7 @@ class ShardOutcome:
     errors: list[ErrorRow] = field(default_factory=list)
     digests: ImageDigests = field(default_factory=ImageDigests)
     image_sizes: list[int] = field(default_factory=list)  # source bytes of each written image (Beam metrics)
-    signatures: list[HashedImage] = field(default_factory=list)  # --near_duplicates report: signature and row
+    signatures: list[HashedImage] = field(default_factory=list)  # --near_duplicates: signature and row
 
 
 @dataclass(slots=True)  # one per image: a frozen dataclass's constructor would cost several times as much
@@ -184,9 +190,10 @@ def write_shard_file(config: WriterConfig, split: str, shard: int, dealt: Iterab
                     first_key = loaded.sha256
                 label_counts[row.label] += 1
                 num_rows += len(row.lines)
-                if config.list_rows:
+                if config.list_rows:  # the signature too, so that a later night compares new images with it
                     listed.append(ListedRow(row_identity(row), len(row.lines), row.label, row.size, row.uri,
-                                            loaded.sha256))
+                                            loaded.sha256, signature_text(loaded.signature) if loaded.signature
+                                            else ""))
                 written.add()
                 if faults_armed:
                     fault_injection.reached("mid_shard")

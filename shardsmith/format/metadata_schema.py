@@ -250,6 +250,15 @@ class NearDuplicatesEntry(_Entry):
     num_identical_groups: int = 0
     num_identical_images: int = 0  # rows in those groups
     identical_groups: list[dict] = field(default_factory=list)  # the largest: size, splits, examples
+    # Only an --incremental night's entry has these (None, not written, for a build of all its rows): the version
+    # its new images were compared with, its records compared (their row lists hold a signature) and not (lists
+    # from a build without --near_duplicates, or rebuilt from a shard), the pairs of a new image and a published
+    # record, and the hash comparisons a bucket may cost before it is capped.
+    published_version: str | None = None
+    num_published_compared: int | None = None
+    num_published_not_compared: int | None = None
+    num_published_pairs: int | None = None
+    max_bucket_comparisons: int | None = None
 
     def split_pairs_text(self) -> str:
         """'train-test 2, validation-test 1': the split pairs that hold pairs, in the entry's order."""

@@ -1,13 +1,17 @@
 """A shard's row list (`rows/<shard file>.jsonl` in the build's folder, written by every build): one line per
 record of the shard, in record order,
 
-    ["<row identity>", <manifest lines>, "<label>", <source bytes>, "<uri>", "<sha256>"]\\n
+    ["<row identity>", <manifest lines>, "<label>", <source bytes>, "<uri>", "<sha256>"(, "<signature>")]\\n
 
 a JSON array: the row's identity (shardsmith/core/row_identity.py), how many manifest lines its record stands
 for (one, or a detection image's box lines), the label its shard's `label_counts` counted it under (the one
-placement stratified by), the size of its image file as placement saw it, its URI as the manifest wrote it, and
-the SHA-256 of its image file (the record's `image/key/sha256`: later versions' duplicate checks compare new
-images with it). Lists written before the SHA-256 was listed have five fields; they parse with `sha256` "".
+placement stratified by), the size of its image file as placement saw it, its URI as the manifest wrote it, the
+SHA-256 of its image file (the record's `image/key/sha256`: later versions' duplicate checks compare new
+images with it) and, from a build with --near_duplicates, its image's perceptual signature as text
+(shardsmith/core/perceptual_hash.py `signature_text`: later nights' near-duplicate searches compare new images
+with it). Lists written before the SHA-256 was listed have five fields and parse with `sha256` ""; a line
+without a signature (a build without --near_duplicates, a list rebuilt from its shard's records) parses with
+`signature` "", and its record is left out of near-duplicate comparisons.
 Line i describes record i, so a later build knows which records to keep when it rewrites the shard without
 removed rows, what the rewritten shard's counts are, and where placement would put each record (compaction),
 without parsing a record.
@@ -30,7 +34,8 @@ class RowListError(ValueError):
 @dataclass(frozen=True)
 class ListedRow:
     """One record's row: its identity, the manifest lines it stands for, the label it is counted under, its
-    image file's size, its URI as written and its image's SHA-256 ("" in a list written before it was listed)."""
+    image file's size, its URI as written, its image's SHA-256 ("" in a list written before it was listed) and its
+    perceptual signature as text ("" when its build did not sign images)."""
 
     identity: str
     lines: int
@@ -38,9 +43,14 @@ class ListedRow:
     size: int
     uri: str
     sha256: str = ""
+    signature: str = ""
 
     def line(self) -> str:
-        fields = [self.identity, self.lines, self.label, self.size, self.uri] + ([self.sha256] if self.sha256 else [])
+        fields = [self.identity, self.lines, self.label, self.size, self.uri]
+        if self.sha256 or self.signature:
+            fields.append(self.sha256)
+        if self.signature:
+            fields.append(self.signature)
         return json.dumps(fields, ensure_ascii=False) + "\n"
 
 
@@ -50,17 +60,19 @@ def row_list_bytes(rows: Iterable[ListedRow]) -> bytes:
 
 def parse_row_list(data: bytes, path: str) -> list[ListedRow]:
     """The rows listed in a row list's bytes, in record order; RowListError naming `path` and the line for one
-    that is not `[identity, lines, label, size, uri, sha256]` (or the first five)."""
+    that is not `[identity, lines, label, size, uri, sha256, signature]` (or the first five or six). The signature
+    is checked to be text here, and decoded (and checked) where it is compared."""
     rows = []
     for number, line in enumerate(data.decode("utf-8", "replace").splitlines(), start=1):
         try:
             identity, lines, label, size, uri, *rest = json.loads(line)
-            sha256 = rest[0] if len(rest) == 1 else None if rest else ""
+            sha256, signature = (*rest, "", "")[:2] if len(rest) <= 2 else (None, None)
             if not (isinstance(identity, str) and isinstance(lines, int) and isinstance(label, str)
-                    and isinstance(size, int) and isinstance(uri, str) and isinstance(sha256, str)):
+                    and isinstance(size, int) and isinstance(uri, str) and isinstance(sha256, str)
+                    and isinstance(signature, str)):
                 raise ValueError
         except (ValueError, TypeError):
-            raise RowListError(f"{path} line {number} is not [identity, lines, label, size, uri, sha256]: "
+            raise RowListError(f"{path} line {number} is not [identity, lines, label, size, uri, sha256, signature]: "
                                f"{line[:80]!r}") from None
-        rows.append(ListedRow(identity, lines, label, size, uri, sha256))
+        rows.append(ListedRow(identity, lines, label, size, uri, sha256, signature))
     return rows

@@ -296,6 +296,9 @@ def near_duplicate_pairs(output_dir: str, metadata: Metadata, path: str, max_pai
             else:
                 ax.text(0.5, 0.5, "not in the dataset\n(dropped or path mode)", ha="center", va="center", fontsize=8)
             mark = "  LABELS DIFFER" if pair["labels_differ"] and col == 1 else ""
+            published = side.get("published")
+            if published:  # an --incremental night's pair with a record of an earlier generation
+                mark = f"  (published, generation {published.get('generation')}){mark}"
             ax.set_title(f"{side['split']} / {side['label']}{mark}\n{side['uri'][-40:]}", fontsize=7)
         if pairs:
             axes[row][0].set_ylabel(f"distance {pairs[row]['distance']}", fontsize=9)

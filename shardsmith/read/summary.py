@@ -115,15 +115,25 @@ def near_duplicates_section(metadata: Metadata, files_dir: str) -> list[str]:
         line += f"; {near.num_low_detail_pairs} between low-detail images (review those first)"
     if near.num_label_mismatches:
         line += f"; {near.num_label_mismatches} with different labels (likely label errors)"
+    night = near.published_version is not None
+    if night:
+        line += (f"; new images compared with {near.num_published_compared} records of version "
+                 f"{near.published_version}, {near.num_published_pairs} pairs with them")
+        if near.num_published_not_compared:
+            line += (f"; {near.num_published_not_compared} of its records not compared (row lists without "
+                     f"signatures: build with --near_duplicates to sign them)")
     if near.num_dropped:
-        line += f"; {near.num_dropped} validation/test copies dropped"
+        line += f"; {near.num_dropped} {'new' if night else 'validation/test'} copies dropped"
     if near.num_identical_groups == 1:
         line += f"; 1 group of {near.num_identical_images} identical-looking images (compared once)"
     elif near.num_identical_groups:
         line += (f"; {near.num_identical_groups} groups of identical-looking images, {near.num_identical_images} "
                  f"in all, the largest {near.identical_groups[0]['size']} (each compared once)")
     if near.num_capped_buckets:
-        line += (f"; {near.num_capped_buckets} hash buckets over {near.max_bucket_members} images or "
+        over = f"{near.max_bucket_members} images"
+        if night:
+            over = f"{near.max_bucket_members} new images, {near.max_bucket_comparisons} comparisons"
+        line += (f"; {near.num_capped_buckets} hash buckets over {over} or "
                  f"{near.max_bucket_candidates} candidate pairs not compared (e.g. near-blank images)")
     return [line + f"; see {join(files_dir, near.file)}"]
 
