@@ -460,3 +460,29 @@ def test_a_nights_counts_mean_the_same_in_metadata_the_summary_the_metrics_and_v
             for v in listed] == [(6, 5, 0, 65, 1), (61, 60, 0, 60, 1)]
     lines = shardsmith_cli_ok(shardsmith, "versions", out).out.splitlines()
     assert "+5 -0 records" in lines[0] and "full build" in lines[1] and "1 errors" in lines[1]
+
+
+def test_a_version_kept_only_for_the_shards_it_lends_is_retired_not_listed_half_readable(pool, shardsmith,
+                                                                                         tmp_path):
+    """keep_builds 1: version B's folder stays while the current version carries shards from it, but B carries
+    shards of A, which goes: B is no longer a version (not listed; readers say it is no longer kept)."""
+    from shardsmith.read.version_lookup import VersionNotFound
+
+    out = tmp_path / "out"
+    assert build(shardsmith, pool.manifest("a", pool.rows[:60]), out, "--keep_builds", "3").code == 0
+    a = metadata(out)["build_id"]
+    assert build(shardsmith, pool.manifest("b", pool.rows[:66]), out, "--keep_builds", "3").code == 0
+    b = metadata(out)["build_id"]
+    firsts = {json.loads(path.read_text().splitlines()[0])[4] for path in (out / BUILDS_DIR / a / "rows").iterdir()}
+    night = [row for row in pool.rows[:66] if row[1] not in firsts]  # every shard of A is rewritten
+    done = build(shardsmith, pool.manifest("c", night), out, "--keep_builds", "1", "--max_removed_fraction", "0.5")
+    assert done.code == 0, done.err
+    c = metadata(out)["build_id"]
+    assert not (out / BUILDS_DIR / a).exists()
+    assert any(shard.get("build") == b for s in metadata(out)["splits"].values() for shard in s["shards"])
+    listed = json.loads(shardsmith_cli_ok(shardsmith, "versions", out, "--json").out)
+    assert [v["id"] for v in listed] == [c]
+    with pytest.raises(VersionNotFound, match=f"version {b} is no longer kept in .*--keep_builds 1"):
+        records(out, "train", version=b)
+    assert uris(out, "train") == sorted(uri for s, uri, _ in night if s == "train")
+    assert "every check holds" in shardsmith_cli_ok(shardsmith, "verify", out).out

@@ -350,7 +350,9 @@ def retire_builds(output_dir: str, current: str | None = None, keep: int | None 
     folder holds shards of a kept version (an --incremental version lists shards of earlier generations): a file
     goes only when no kept version lists it. Published versions removed are first added to retired.json. Call
     only while holding the folder's lock: an unfinished build is then one whose run is over. Returns the ids
-    removed; what a person left in their folders stays, said in one log line."""
+    removed; what a person left in their folders stays, said in one log line. A version beyond `keep` whose folder
+    stays only for the shards a kept version carries from it is retired all the same: its metadata.json goes (it
+    is no longer listed or opened as a version), its shards stay until no kept version lists them."""
     state = scan(output_dir)
     try:
         tagged = {tag.version for tag in read_tags(output_dir).values()}
@@ -370,7 +372,13 @@ def retire_builds(output_dir: str, current: str | None = None, keep: int | None 
                                for build_id in kept_versions | pinned))
     removing = [build_id for build_id in sorted(state.builds, reverse=True)
                 if build_id not in kept_versions | pinned | referenced]
-    record_retired(output_dir, [build_id for build_id in removing if finished(state, build_id)], now_utc(), keep)
+    # Versions no longer kept whose folders stay for the shards a kept version carries: the earlier builds they
+    # carry from may go, so they stop being versions (their metadata.json goes first, as in remove_build).
+    shards_only = [build_id for build_id in sorted(referenced - kept_versions - pinned, reverse=True)
+                   if build_id in state.builds and finished(state, build_id)]
+    record_retired(output_dir, [build_id for build_id in removing if finished(state, build_id)] + shards_only,
+                   now_utc(), keep)
+    storage.delete([join(build_dir(output_dir, build_id), METADATA_FILE) for build_id in shards_only])
     for build_id in removing:
         left = set(state.builds[build_id]) - set(remove_build(output_dir, build_id, state.builds[build_id]))
         if left:
