@@ -486,3 +486,24 @@ def test_a_version_kept_only_for_the_shards_it_lends_is_retired_not_listed_half_
         records(out, "train", version=b)
     assert uris(out, "train") == sorted(uri for s, uri, _ in night if s == "train")
     assert "every check holds" in shardsmith_cli_ok(shardsmith, "verify", out).out
+
+
+def test_an_unreadable_metadata_json_says_how_to_restore_it_and_a_rebuild_keeps_the_kept_versions_ids(
+        pool, shardsmith, tmp_path):
+    out = tmp_path / "out"
+    no_cats = [r for r in pool.rows if r[2] != "cat"]
+    assert build(shardsmith, pool.manifest("a", no_cats), out).code == 0
+    assert build(shardsmith, pool.manifest("b", pool.rows), out).code == 0
+    published = metadata(out)["build_id"]
+    top = out / METADATA_FILE
+    top.write_bytes(top.read_bytes()[:200])  # truncated
+    done = build(shardsmith, pool.manifest("b", pool.rows), out)
+    assert done.code == 2
+    assert f"restore it from builds/{published}/metadata.json" in done.err and "Traceback" not in done.err
+    top.rename(tmp_path / "metadata.json.moved")  # the other way out the message gives
+    done = build(shardsmith, pool.manifest("b", pool.rows), out, "--overwrite")
+    assert done.code == 0, done.err
+    assert metadata(out)["labels"] == ["dog", "emu", "cat"]
+    done = shardsmith("build", "--manifest", pool.manifest("b", pool.rows), "--output_dir", out, "--name", "pets",
+                      "--overwrite")
+    assert done.code == 0 and "label ids changed" in done.out

@@ -13,7 +13,7 @@ from shardsmith.core.carry_over import CarriedShard, CarriedVersion
 from shardsmith.core.label_list import FixedLabels
 from shardsmith.core.row_check import unrecoverable
 from shardsmith.errors import UsageError
-from shardsmith.format.build_folder import checked_version_id
+from shardsmith.format.build_folder import checked_version_id, newest_version, scan
 from shardsmith.format.metadata import read_metadata
 from shardsmith.format.metadata_schema import Metadata, MetadataMissing
 from shardsmith.format.naming import BUILDS_DIR, LABELS_FILE
@@ -46,7 +46,9 @@ def carried_version(options: BuildOptions, label_file: FixedLabels | None = None
     if published is not None and label_file is not None and not options.overwrite:
         _check_extends(published, label_file)
     if published is None or options.overwrite:  # a rebuild keeps the published ids too (carried_labels)
-        labels = tuple(published.labels) if published is not None else ()
+        newest = newest_version(out, scan(out)) if published is None else None  # no metadata.json: the newest kept
+        base = published or (newest[1] if newest is not None else None)
+        labels = tuple(base.labels) if base is not None else ()
         return CarriedVersion(None, 1, labels=labels, max_removed_fraction=options.max_removed_fraction)
     return _adding_to(published, options)
 

@@ -21,8 +21,10 @@ from shardsmith.core.manifest import Source, input_problem
 from shardsmith.errors import UsageError
 from shardsmith.format.build_folder import (
     BuildRecord,
+    FolderState,
     left_behind_line,
     new_build_id,
+    newest_version,
     published_build_id,
     retire_builds,
     scan,
@@ -44,7 +46,8 @@ def _inside(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
-def _refusal(out: str, foreign: list[str]) -> str:
+def _refusal(out: str, state: FolderState) -> str:
+    foreign = state.foreign
     earlier_layout = False
     if METADATA_FILE in foreign:
         with contextlib.suppress(MetadataError):
@@ -52,6 +55,12 @@ def _refusal(out: str, foreign: list[str]) -> str:
     if earlier_layout:
         return (f"{out} holds a dataset written by an earlier shardsmith (its files at the top level, no "
                 f"{BUILDS_DIR}/ folder); it is left untouched: build into a new --output_dir")
+    newest = newest_version(out, state) if foreign == [METADATA_FILE] else None
+    if newest is not None:
+        folder = f"{BUILDS_DIR}/{newest[0]}"
+        return (f"{out}/{METADATA_FILE} cannot be read as shardsmith's, and every build's folder keeps its own copy: "
+                f"restore it from {folder}/{METADATA_FILE} (with \"build_dir\": \"{folder}\"), or move it out of "
+                f"the folder and run again (a rebuild keeps the label ids of version {newest[0]})")
     shown = ", ".join(foreign[:4]) + (f" and {len(foreign) - 4} more" if len(foreign) > 4 else "")
     move = f"move {foreign[0]}" if len(foreign) == 1 else f"move these {len(foreign)} files"
     return (f"{out} holds files that no shardsmith build wrote ({shown}); shardsmith builds only into an empty "
@@ -97,7 +106,7 @@ def prepare_output_dir(options: BuildOptions, sources: list[Source], label_file:
     check_inputs(options, sources)
     state = scan(out)
     if state.foreign:
-        raise UsageError(_refusal(out, state.foreign))
+        raise UsageError(_refusal(out, state))
     build_id = new_build_id()
     try:
         make_folders(out, exist_ok=True)
@@ -109,7 +118,7 @@ def prepare_output_dir(options: BuildOptions, sources: list[Source], label_file:
     try:
         state = scan(out)  # again, now that no other build can change it
         if state.foreign:
-            raise UsageError(_refusal(out, state.foreign))
+            raise UsageError(_refusal(out, state))
         if state.published is not None and not (options.overwrite or options.incremental):
             raise UsageError(f"{out} already holds a shardsmith dataset (build {published_build_id(state)}); "
                              "pass --overwrite to publish a new build in its place, or --incremental to add to it")
@@ -125,4 +134,5 @@ def prepare_output_dir(options: BuildOptions, sources: list[Source], label_file:
     except BaseException:
         lock.release()
         raise
-    return lock, carried, tuple(state.published.labels) if state.published is not None else ()
+    newest = newest_version(out, state)
+    return lock, carried, tuple(newest[1].labels) if newest is not None else ()

@@ -240,6 +240,22 @@ def _published_metadata(output_dir: str) -> Metadata | None:
     return metadata
 
 
+def newest_version(output_dir: str, state: FolderState) -> tuple[str, Metadata] | None:
+    """(build id, metadata) of the published version, or, when the top-level metadata.json is missing or
+    unreadable, of the newest finished build whose own copy reads (what a rebuild must keep label ids of); None
+    in a folder without a version."""
+    published = published_build_id(state)
+    if state.published is not None and published is not None:
+        return published, state.published
+    for build_id in sorted(state.builds, reverse=True):
+        if finished(state, build_id):
+            try:
+                return build_id, read_metadata(build_dir(output_dir, build_id))
+            except ValueError:  # MetadataError, MetadataMissing: not one to go by
+                continue
+    return None
+
+
 def finished(state: FolderState, build_id: str) -> bool:
     """Whether the build was published (now or before a later one): its own metadata.json is written and the
     top-level one staged for it was renamed into place."""
