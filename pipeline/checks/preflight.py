@@ -59,8 +59,9 @@ def _refusal(out: str, state: FolderState) -> str:
     if newest is not None:
         folder = f"{BUILDS_DIR}/{newest[0]}"
         return (f"{out}/{METADATA_FILE} cannot be read as shardsmith's, and every build's folder keeps its own copy: "
-                f"restore it from {folder}/{METADATA_FILE} (with \"build_dir\": \"{folder}\"), or move it out of "
-                f"the folder and run again (a rebuild keeps the label ids of version {newest[0]})")
+                f"restore it from {folder}/{METADATA_FILE} (with \"build_dir\": \"{folder}\"), or move "
+                f"{METADATA_FILE} out of the folder and run again (a rebuild keeps the label ids of version "
+                f"{newest[0]})")
     shown = ", ".join(foreign[:4]) + (f" and {len(foreign) - 4} more" if len(foreign) > 4 else "")
     move = f"move {foreign[0]}" if len(foreign) == 1 else f"move these {len(foreign)} files"
     return (f"{out} holds files that no shardsmith build wrote ({shown}); shardsmith builds only into an empty "

@@ -221,10 +221,12 @@ class Chaos:
         return command
 
     def published(self) -> dict | None:
+        """The top-level metadata.json, or None when there is none or it is not a JSON object (a tamper left)."""
         try:
-            return json.loads((self.out / "metadata.json").read_text())
+            metadata = json.loads((self.out / "metadata.json").read_text())
         except (FileNotFoundError, ValueError):
             return None
+        return metadata if isinstance(metadata, dict) else None
 
     def published_id(self) -> str | None:
         metadata = self.published()
