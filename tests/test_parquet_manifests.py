@@ -211,4 +211,6 @@ def test_one_large_row_group_is_read_a_bounded_batch_at_a_time(tmp_path):
     uris = pq.read_table(manifest, columns=["image_uri"]).column(0).to_pylist()
     assert measured["rows"] == 200_000
     assert measured["sha256"] == hashlib.sha256(b"".join(uri.encode() + b"\n" for uri in uris)).hexdigest()
-    assert measured["growth_mb"] < chunk_mb / 4, measured
+    # Bounded reading grew 6 MB alone and 30 MB beside the whole suite (the allocator keeps freed batches);
+    # reading the group whole holds at least chunk_mb.
+    assert measured["growth_mb"] < chunk_mb / 2, measured
