@@ -230,6 +230,14 @@ def test_a_lost_row_list_is_rebuilt_from_its_shards_records_into_the_new_build(r
     built(shardsmith, tmp_path, intact, "d2", night)
     for split in SPLITS:
         assert file_names(intact, split) == file_names(out, split)
+    # A night with nothing new publishes the repair too (else every later night would rebuild the list again),
+    # and the next one then finds nothing to change.
+    row_list(out, meta, "train", 1).unlink()
+    repaired = built(shardsmith, tmp_path, out, "d3", night)
+    assert repaired["build_id"] != meta["build_id"] and repaired["num_examples"] == len(night)
+    assert row_list(out, repaired, "train", 1).read_bytes() == written
+    done = build(shardsmith, tmp_path, out, "d3", night)
+    assert done.code == 0 and f"nothing changed since version {repaired['build_id']}" in done.out, done.err
 
 
 def test_compaction_rebuilds_a_lost_row_list_and_writes_the_same_bytes(rows, shardsmith, tmp_path):

@@ -172,7 +172,7 @@ def check_and_write_metadata(
             f"splits), e.g. {duplicates.groups[0][1][0][1]} and {duplicates.groups[0][1][1][1]}; "
             "--on_duplicate error (use drop to keep one copy, keep to allow them)"
         )
-    if config.carried is not None and _unchanged(config.carried, shards, removed_lines, metadata):
+    if config.carried is not None and not rewritten and _unchanged(config.carried, shards, removed_lines, metadata):
         config.lock.check()
         # A retried scheduled run, or a night without news: publishing would only push a real version out of
         # --keep_builds. The build's folder goes as an unfinished one does.
@@ -203,7 +203,8 @@ def check_and_write_metadata(
 
 def _unchanged(carried: CarriedVersion, new_shards: list[ShardResult], removed_lines: int, version: Metadata) -> bool:
     """Whether an --incremental version would hold exactly what the published one holds: no record added, none
-    removed, the same labels."""
+    removed, the same labels (the caller also requires that no shard was rewritten: a shard whose lost row list
+    was rebuilt is rewritten with it, and publishing that repair spares every later night the same work)."""
     return (not carried.is_first and removed_lines == 0 and not any(s.num_examples for s in new_shards)
             and tuple(version.labels) == carried.labels)
 
