@@ -312,3 +312,22 @@ def test_feature_values_reads_what_parse_example_reads():
     parsed = parse_example(record)
     assert feature_values(record, (FILENAME, SHA256, LABEL_TEXT, "image/not-there")) == {
         key: parsed[key] for key in (FILENAME, SHA256, LABEL_TEXT)}
+
+
+def test_retention_keeps_what_the_top_level_metadata_lists_whatever_the_versions_own_copy_says(rows, shardsmith,
+                                                                                                tmp_path):
+    """Retention reads each kept version's own metadata.json; the published one's top-level copy, which readers
+    follow, counts too: an own copy edited to list no shard must not make the next build remove a folder the
+    published version carries shards from."""
+    out = tmp_path / "out"
+    first = built(shardsmith, tmp_path, out, "d1", rows[:60], "--keep_builds", "1")
+    second = built(shardsmith, tmp_path, out, "d2", rows[:66], "--keep_builds", "1")  # carries d1's shards
+    assert any(shard.get("build") == first["build_id"] for s in second["splits"].values() for shard in s["shards"])
+    own = out / BUILDS_DIR / second["build_id"] / METADATA_FILE
+    edited = json.loads(own.read_text())
+    edited["splits"] = {}
+    own.write_text(json.dumps(edited))
+    built(shardsmith, tmp_path, out, "d3", rows[:70], "--keep_builds", "1")
+    for split in SPLITS:
+        assert file_names(out, split) == sorted(uri for s, uri, _ in rows[:70] if s == split), split
+    assert "every check holds" in shardsmith("verify", out).out

@@ -368,7 +368,9 @@ def retire_builds(output_dir: str, current: str | None = None, keep: int | None 
     only while holding the folder's lock: an unfinished build is then one whose run is over. Returns the ids
     removed; what a person left in their folders stays, said in one log line. A version beyond `keep` whose folder
     stays only for the shards a kept version carries from it is retired all the same: its metadata.json goes (it
-    is no longer listed or opened as a version), its shards stay until no kept version lists them."""
+    is no longer listed or opened as a version), its shards stay until no kept version lists them. What the
+    top-level metadata.json lists counts as well as each kept version's own copy: an own copy edited to list
+    less never makes retention remove a folder the published version reads."""
     state = scan(output_dir)
     try:
         tagged = {tag.version for tag in read_tags(output_dir).values()}
@@ -386,6 +388,8 @@ def retire_builds(output_dir: str, current: str | None = None, keep: int | None 
     pinned = tagged & set(state.builds)
     referenced = set().union(*(_referenced_by(output_dir, build_id, build_id in pinned)
                                for build_id in kept_versions | pinned))
+    if state.published is not None:  # the copy readers follow, whatever the version's own copy says
+        referenced |= builds_referenced(state.published)
     removing = [build_id for build_id in sorted(state.builds, reverse=True)
                 if build_id not in kept_versions | pinned | referenced]
     # Versions no longer kept whose folders stay for the shards a kept version carries: the earlier builds they
