@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from shardsmith import storage
-from shardsmith.format.naming import BUILD_ID, RETIRED_FILE, is_remote, join
+from shardsmith.format.naming import BUILD_ID, RETIRED_FILE, join
 
 MAX_RETIRED = 200
 _MAX_BYTES = 1 << 20
@@ -38,11 +38,8 @@ def read_retired(output_dir: str, read_bytes: Callable[[str], bytes | None] | No
     reads a remote file (load()'s TensorFlow reader); a local one is read without following a symbolic link."""
     path = _path(output_dir)
     try:
-        if read_bytes is None or not is_remote(path):
-            data = storage.read_small_file(path, _MAX_BYTES)
-        else:
-            data = read_bytes(path)
-        entries = json.loads(data.decode("utf-8"))["retired"] if data and len(data) <= _MAX_BYTES else []
+        data = storage.read_small_file(path, _MAX_BYTES, read_bytes)
+        entries = json.loads(data.decode("utf-8"))["retired"] if data else []
     except (OSError, ValueError, KeyError, TypeError, UnicodeDecodeError, RecursionError):
         return {}
     found = {}

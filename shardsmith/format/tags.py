@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from shardsmith import storage
-from shardsmith.format.naming import BUILD_ID, TAG_NAME, TAGS_FILE, is_remote, join
+from shardsmith.format.naming import BUILD_ID, TAG_NAME, TAGS_FILE, join
 
 MAX_TAGS_BYTES = 1 << 20  # a thousand tags take about 100 kB
 
@@ -82,12 +82,7 @@ def read_tags(output_dir: str, read_bytes: Callable[[str], bytes | None] | None 
     a symbolic link."""
     path = tags_path(output_dir)
     try:
-        if read_bytes is None or not is_remote(path):
-            data = storage.read_small_file(path, MAX_TAGS_BYTES)
-        else:
-            data = read_bytes(path)
-            if data is not None and len(data) > MAX_TAGS_BYTES:
-                raise ValueError(f"{path} holds more than {MAX_TAGS_BYTES} bytes")
+        data = storage.read_small_file(path, MAX_TAGS_BYTES, read_bytes)
     except (OSError, ValueError) as e:
         raise TagsUnreadable(str(e).splitlines()[0] if str(e) else f"{path} cannot be read") from None
     return {} if data is None else parse_tags(data, path)

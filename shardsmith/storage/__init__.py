@@ -24,7 +24,7 @@ import os
 import secrets
 import shutil
 import stat
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import BinaryIO, NamedTuple
 
 from shardsmith.storage.local_files import NotARegularFile, kind_of, open_regular_file
@@ -244,11 +244,15 @@ def read_bytes(path: str) -> bytes | None:
         return f.read()
 
 
-def read_small_file(path: str, max_bytes: int) -> bytes | None:
+def read_small_file(path: str, max_bytes: int,
+                    read_remote: Callable[[str], bytes | None] | None = None) -> bytes | None:
     """A whole file of at most `max_bytes`, or None if it does not exist: for small files at the output folder's
     top that anyone could have put there. Locally a symbolic link is never followed and only a regular file is
-    read (NotARegularFile otherwise); a larger file raises ValueError before it is read."""
-    if not is_remote(path):
+    read (NotARegularFile otherwise); a larger file raises ValueError. `read_remote(path)` reads a remote file
+    instead of this module (load()'s TensorFlow reader), its size checked once read."""
+    if is_remote(path) and read_remote is not None:
+        data = read_remote(path)
+    elif not is_remote(path):
         try:
             fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
         except FileNotFoundError:
@@ -268,8 +272,8 @@ def read_small_file(path: str, max_bytes: int) -> bytes | None:
         if size(path) > max_bytes:
             raise ValueError(f"{path} holds more than {max_bytes} bytes")
         data = read_bytes(path)
-        if data is None:
-            return None
+    if data is None:
+        return None
     if len(data) > max_bytes:
         raise ValueError(f"{path} holds more than {max_bytes} bytes")
     return data
