@@ -40,6 +40,7 @@ from shardsmith.format.metadata import labels_bytes
 from shardsmith.format.metadata_schema import Metadata, NearDuplicatesEntry, SplitEntry
 from shardsmith.format.naming import ERRORS_FILE, LABELS_FILE, join
 from shardsmith.format.tfds import tfds_metadata_files
+from transforms.duplicates import STAGE as DUPLICATE_STAGE
 from transforms.duplicates import DuplicateSummary
 from transforms.error_parts import ErrorSummary, WriteErrors
 from transforms.gather import Gather
@@ -140,7 +141,7 @@ def check_and_write_metadata(
     if config.carried is not None:
         if not config.carried.is_first:
             failed_again = count_failed_again(join(build_dir(config.output_dir, config.carried.previous), ERRORS_FILE),
-                                              join(config.files_dir, ERRORS_FILE))
+                                              join(config.files_dir, ERRORS_FILE), DUPLICATE_STAGE)
         metadata = merged_version(metadata, config.carried, dict(rewritten), carried_lines, removed_lines,
                                   removed_bytes, failed_again)
         count(ROWS_NEW, num_input_rows - carried_lines)

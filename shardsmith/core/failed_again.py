@@ -10,7 +10,7 @@ A failed line's *failure key* is what the row said: its URI as written, its spli
 in the manifest, so reordered or appended manifests change nothing; a manifest line that could not be parsed has
 no URI and is keyed by its split and label as read, usually empty). Keys pair as multisets: three lines of one key
 that failed before and five that fail now are three failed again and two new failures. Rows dropped on purpose
-(`--on_duplicate drop`'s stage) are not failures and are left out on both sides.
+(`--on_duplicate drop`'s stage, which the caller names) are not failures and are left out on both sides.
 
 Memory: one 16-byte key (and its count) per line of the published version's errors.jsonl; the night's errors.jsonl
 is streamed line by line. A published errors.jsonl that is missing or has a line that is not an error row counts
@@ -25,10 +25,10 @@ from collections import Counter
 from collections.abc import Iterator
 
 from shardsmith import storage
+from shardsmith.core.failures import error_row
 from shardsmith.core.rows import ErrorRow
 
 KEY_BYTES = 16
-DROPPED_ON_PURPOSE = "duplicate"  # transforms/duplicates.py's STAGE: --on_duplicate drop's rows are not failures
 
 
 def failure_key(uri: str, split: str, label: str) -> bytes:
@@ -42,8 +42,9 @@ def error_key(error: ErrorRow) -> bytes:
     return failure_key(error.uri, error.split, error.label)
 
 
-def _failed_lines(path: str) -> Iterator[bytes]:
-    """The failure keys of an errors.jsonl's failed lines, streamed; lines that are not error rows are skipped."""
+def _failed_lines(path: str, dropped_stage: str) -> Iterator[bytes]:
+    """The failure keys of an errors.jsonl's lines, streamed, but those of `dropped_stage` (rows dropped on
+    purpose); lines that are not error rows are skipped."""
     if storage.is_remote(path) and not storage.exists(path):
         return
     try:
@@ -53,23 +54,23 @@ def _failed_lines(path: str) -> Iterator[bytes]:
     with reader:
         for line in iter(reader.readline, b""):
             try:
-                fields = json.loads(line)
-                uri, split, label, stage = fields["uri"], fields["split"], fields["label"], fields["stage"]
-            except (ValueError, TypeError, KeyError):
+                error = error_row(json.loads(line))
+            except ValueError:  # json.JSONDecodeError among them
                 continue
-            if isinstance(uri, str) and isinstance(split, str) and isinstance(label, str) \
-                    and stage != DROPPED_ON_PURPOSE:
-                yield failure_key(uri, split, label)
+            if isinstance(error.uri, str) and isinstance(error.split, str) and isinstance(error.label, str) \
+                    and error.stage != dropped_stage:
+                yield error_key(error)
 
 
-def count_failed_again(published_errors: str, night_errors: str) -> int:
+def count_failed_again(published_errors: str, night_errors: str, dropped_stage: str) -> int:
     """How many failed lines of the errors.jsonl at `night_errors` failed in the one at `published_errors` too,
-    pairing keys as multisets (see the module)."""
-    before = Counter(_failed_lines(published_errors))
+    pairing keys as multisets (see the module); lines of `dropped_stage` (--on_duplicate drop's) are not
+    failures on either side."""
+    before = Counter(_failed_lines(published_errors, dropped_stage))
     if not before:
         return 0
     again = 0
-    for key in _failed_lines(night_errors):
+    for key in _failed_lines(night_errors, dropped_stage):
         if before[key] > 0:
             before[key] -= 1
             again += 1
