@@ -13,7 +13,7 @@ from shardsmith.core.carry_over import CarriedShard, CarriedVersion
 from shardsmith.core.label_list import FixedLabels
 from shardsmith.core.row_check import unrecoverable
 from shardsmith.errors import UsageError
-from shardsmith.format.build_folder import checked_version_id, newest_version, scan
+from shardsmith.format.build_folder import checked_version_id
 from shardsmith.format.metadata import read_metadata
 from shardsmith.format.metadata_schema import Metadata, MetadataMissing
 from shardsmith.format.naming import BUILDS_DIR, LABELS_FILE
@@ -25,11 +25,13 @@ MUST_MATCH = ("name", "split_ratios", "seed", "compression", "image_mode", "max_
 REBUILD = "rebuild it in full once with --incremental --overwrite"
 
 
-def carried_version(options: BuildOptions, label_file: FixedLabels | None = None) -> CarriedVersion | None:
+def carried_version(options: BuildOptions, label_file: FixedLabels | None = None,
+                    newest: Metadata | None = None) -> CarriedVersion | None:
     """The version a build adds to: with --incremental, the published one, or, in a folder without one (or
     with --overwrite), a first version that keeps the published label ids; without the flag, a first version
     numbered as a full build numbers (every build lists its rows, so any published build can start a schedule).
-    `label_file`: --label_file's list, which must extend the published ids unless --overwrite. UsageError (one
+    `label_file`: --label_file's list, which must extend the published ids unless --overwrite. `newest`: the
+    newest version's metadata (build_folder.newest_version), whose ids a first version keeps. UsageError (one
     line, saying what to do) when the published version cannot be added to with these options. Call while
     holding the lock."""
     if not options.incremental:  # a full build: a first version whose rows are listed, so a night can follow
@@ -46,8 +48,7 @@ def carried_version(options: BuildOptions, label_file: FixedLabels | None = None
     if published is not None and label_file is not None and not options.overwrite:
         _check_extends(published, label_file)
     if published is None or options.overwrite:  # a rebuild keeps the published ids too (carried_labels)
-        newest = newest_version(out, scan(out)) if published is None else None  # no metadata.json: the newest kept
-        base = published or (newest[1] if newest is not None else None)
+        base = published or newest  # no metadata.json at the top: the newest kept version's ids
         labels = tuple(base.labels) if base is not None else ()
         return CarriedVersion(None, 1, labels=labels, max_removed_fraction=options.max_removed_fraction)
     return _adding_to(published, options)

@@ -123,7 +123,8 @@ def prepare_output_dir(options: BuildOptions, sources: list[Source], label_file:
         if state.published is not None and not (options.overwrite or options.incremental):
             raise UsageError(f"{out} already holds a shardsmith dataset (build {published_build_id(state)}); "
                              "pass --overwrite to publish a new build in its place, or --incremental to add to it")
-        carried = carried_version(options, label_file)
+        newest = newest_version(out, state)
+        carried = carried_version(options, label_file, newest[1] if newest is not None else None)
         removed = retire_builds(out)
         if removed:
             _LOG.info("removed %d unfinished build(s) of earlier runs in %s: %s", len(removed), out,
@@ -135,5 +136,4 @@ def prepare_output_dir(options: BuildOptions, sources: list[Source], label_file:
     except BaseException:
         lock.release()
         raise
-    newest = newest_version(out, state)
     return lock, carried, tuple(newest[1].labels) if newest is not None else ()
