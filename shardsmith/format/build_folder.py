@@ -338,18 +338,25 @@ def own_copy(published: Metadata) -> Metadata:
     return replace(published, build_id=None, build_dir=".")
 
 
-def remove_build(output_dir: str, build_id: str, files: list[str]) -> list[str]:
+def remove_build(output_dir: str, build_id: str, files: list[str], only: str | None = None) -> list[str]:
     """Removes the files of one build that its record lists as written, then its written list, then the record,
     then (locally) the folders left empty. Files the record does not list stay, and so does the folder holding
-    them. Returns what was removed, relative to the build's folder."""
+    them. With `only`, removes that one file if the record lists it, and nothing else. Returns what was removed,
+    relative to the build's folder."""
     folder = build_dir(output_dir, build_id)
     data = storage.read_bytes(join(folder, BUILD_RECORD))
+    if data is None and only is not None:
+        return []  # no record: nothing it lists
     if data is None:  # killed while writing its record: only that temporary file can be there
         owned = [f for f in files if f.startswith(f"{TEMP_PREFIX}{BUILD_RECORD}.")]
     else:
         record = BuildRecord.from_json(data)
         if record.build_id != build_id:
             raise NotOurFolder(f"{folder}/{BUILD_RECORD} names build {record.build_id!r}, not {build_id!r}")
+        if only is not None:
+            owned = [f for f in record.covered(files) if f == only]
+            storage.delete([join(folder, f) for f in owned])
+            return owned
         # metadata.json first (a folder without it never looks finished), the written list after the files it
         # lists (a kill part-way leaves a record that still covers what is left), the record last.
         owned = sorted(record.covered(files), key=lambda f: (f != METADATA_FILE, f.startswith(f"{WRITTEN_DIR}/")))
@@ -398,7 +405,8 @@ def retire_builds(output_dir: str, current: str | None = None, keep: int | None 
                    if build_id in state.builds and finished(state, build_id)]
     record_retired(output_dir, [build_id for build_id in removing if finished(state, build_id)] + shards_only,
                    now_utc(), keep)
-    storage.delete([join(build_dir(output_dir, build_id), METADATA_FILE) for build_id in shards_only])
+    for build_id in shards_only:
+        remove_build(output_dir, build_id, state.builds[build_id], only=METADATA_FILE)
     for build_id in removing:
         left = set(state.builds[build_id]) - set(remove_build(output_dir, build_id, state.builds[build_id]))
         if left:
