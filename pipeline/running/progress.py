@@ -159,13 +159,19 @@ class Progress:
             self._stream = self._own_stream = _stderr_copy()
         tty = _isatty(self._stream)
         if tty:
-            self._view = _TerminalLine(self._stream)
-            _log_above(self._redirect, self._stream)
+            self._view = _TerminalLine(self._stream)  # draws the line at once
         else:
             self._view = _LogLines(self._stream, non_tty_interval())
-        pace = TTY_REFRESH_S if tty else min(TTY_REFRESH_S, non_tty_interval())
-        self._thread = threading.Thread(target=self._watch, args=(pace,), name="shardsmith-progress", daemon=True)
-        self._thread.start()
+        try:
+            if tty:
+                _log_above(self._redirect, self._stream)
+            pace = TTY_REFRESH_S if tty else min(TTY_REFRESH_S, non_tty_interval())
+            self._thread = threading.Thread(target=self._watch, args=(pace,), name="shardsmith-progress",
+                                            daemon=True)
+            self._thread.start()
+        except BaseException:  # a Ctrl-C before the with-block's body: __exit__ will not run; clear the line
+            self._close_view()
+            raise
         return self
 
     def _watch(self, pace: float) -> None:
@@ -175,6 +181,10 @@ class Progress:
     def __exit__(self, *exc) -> None:
         self._stop.set()
         self._thread.join()
+        self._close_view()
+
+    def _close_view(self) -> None:
+        """Draws the last counts and clears the live line, then removes what __enter__ set up."""
         if os.environ.get(signal.PROGRESS_DIR_ENV) == self._folder:
             del os.environ[signal.PROGRESS_DIR_ENV]
         self._view.close(Counts.read(self._folder))
