@@ -158,10 +158,11 @@ def test_ctrl_c_in_each_phase_exits_130_in_one_line_and_the_rerun_publishes(tmp_
             mark = build.interrupt()
             resume()
             code = build.finish()
-            if not (code == 0 and (out / "metadata.json").exists()):
+            if not (code in (0, 130) and (out / "metadata.json").exists()):
                 break
-            # The build ran through the phase and published before Ctrl-C: on a loaded machine the progress line
-            # the phase waits for can come late, the writing not. Nothing was interrupted; start over.
+            # The build ran through the phase and published before Ctrl-C (which then met it exiting, or not at
+            # all): on a loaded machine the progress line the phase waits for can come late, the writing not.
+            # Nothing was interrupted mid-phase; start over.
             shutil.rmtree(out)
         else:
             pytest.fail(f"{phase}: the build published before Ctrl-C reached it, {PHASE_ATTEMPTS} times")
