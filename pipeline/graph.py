@@ -7,7 +7,9 @@
   with --near_duplicates, FindNearPairs/ReportNearDuplicates (near_duplicates.jsonl) beside it, and with
   --incremental, RewriteShards (the published version's shards that hold removed rows); an --incremental night's
   FindNearPairs also takes the carried records' signatures (from SplitCarriedRows) and pairs its new images
-  with them.
+  with them. A night whose one manifest only had rows appended since the version (ReadManifest says so) parses
+  only those and the failed ones, pairs nothing, and finds the published copies of its new images
+  (PublishedCopies) for the version's duplicate summary.
   Every stage's rejects leave through its tagged `errors` output and meet in the report.
 """
 
@@ -20,10 +22,18 @@ from shardsmith.core import progress_signal
 from shardsmith.core.build_lock import LockGuard
 from shardsmith.core.carry_over import CarriedVersion
 from shardsmith.core.label_list import FixedLabels
+from shardsmith.core.manifest import LINE_FORMATS
 from shardsmith.core.shard_file import WriterConfig
 from shardsmith.format.build_folder import build_dir
-from transforms.carry_over import CARRIED_SIGNATURES, SIGNED, RewriteShards, SplitCarriedRows, gated
-from transforms.duplicates import DropDuplicates, SummarizeDuplicates
+from transforms.carry_over import (
+    CARRIED_SIGNATURES,
+    SIGNED,
+    PublishedCopies,
+    RewriteShards,
+    SplitCarriedRows,
+    gated,
+)
+from transforms.duplicates import DropDuplicates, SummarizeDuplicates, with_published
 from transforms.feature_stats import AnalyzeRows
 from transforms.gather import PerBundleFn
 from transforms.group_boxes import GroupBoxRows
@@ -53,11 +63,18 @@ def build_graph(pipeline: beam.Pipeline, options: BuildOptions, sources: list[So
     lock = LockGuard(options.output_dir, build_id)  # checked before each write into files_dir
     # Only the list of manifest paths is inlined; the rows are read by workers, and travel in RowBatches.
     diffs = carried is not None and not carried.is_first  # the carry-over's partitioned join fans rows out
-    read_rows, manifest_errors = (
+    # One line manifest: its version records what was read of it, and a night reads only what was appended to it.
+    one_line_manifest = len(sources) == 1 and sources[0].kind in LINE_FORMATS and manifest.task != "detection"
+    records_manifest = carried is not None and one_line_manifest
+    appended_plan = carried.appended if diffs and records_manifest and checks.near_duplicates == "off" else None
+    read = (
         pipeline
         | "ListSources" >> beam.Create(sources)
-        | "ReadManifest" >> ReadManifest(manifest, fan_out=fan_out and not diffs)
+        | "ReadManifest" >> ReadManifest(manifest, fan_out=fan_out and not diffs, digests=records_manifest,
+                                          appended=appended_plan)
     )
+    read_rows, manifest_errors = read.rows, read.errors
+    appended = None if appended_plan is None else read.source_reads | "ReadAsAppended" >> beam.Map(lambda r: r.appended)
     images, stage_errors = read_rows, [manifest_errors]
     if manifest.task == "detection":
         images, box_errors = read_rows | "GroupBoxRows" >> GroupBoxRows(manifest)
@@ -66,7 +83,8 @@ def build_graph(pipeline: beam.Pipeline, options: BuildOptions, sources: list[So
     changes = None
     if diffs:
         changes = rows | "SplitCarriedRows" >> SplitCarriedRows(options.output_dir, carried, files_dir,
-                                                                signatures=checks.near_duplicates != "off")
+                                                                signatures=checks.near_duplicates != "off",
+                                                                appended=appended)
         rows = changes["rows"]
     published = None  # the carried records' HashedImages, compared with the new images (--near_duplicates)
     if changes is not None and checks.near_duplicates != "off":
@@ -103,11 +121,19 @@ def build_graph(pipeline: beam.Pipeline, options: BuildOptions, sources: list[So
     num_placed = plan | "NumPlacedRows" >> beam.Map(lambda p: sum(s.num_examples for s in p.splits.values()))
     _ = num_placed | "NoteProgressTotal" >> beam.Map(progress_signal.set_total)  # a watching launcher's total
     digests, num_digests = written.digests, num_placed
+    touched = None  # an appended night's published records identical to a new image
     if changes is not None:  # the version's duplicates: the carried records' images count too
-        digests = (written.digests, changes["carried_digests"]) | "AllDigests" >> beam.Flatten()
+        both = (written.digests, changes["carried_digests"])
+        if appended is not None:
+            touched = written.digests | "PublishedCopies" >> PublishedCopies(options.output_dir, carried, appended)
+            both += (touched,)
+        digests = both | "AllDigests" >> beam.Flatten()
         num_digests = num_placed | "WithCarriedRows" >> beam.Map(
             lambda placed, carried: placed + carried, beam.pvalue.AsSingleton(changes["carried_lines"]))
     duplicates = digests | "SummarizeDuplicates" >> SummarizeDuplicates(num_digests)
+    if touched is not None:
+        duplicates = duplicates | "WithPublished" >> beam.Map(
+            with_published, beam.pvalue.AsSingleton(appended), beam.pvalue.AsList(touched), carried.duplicates)
     report_inputs = {}
     if checks.near_duplicates == "report":
         signed = written.signatures if published is None else (written.signatures, published)
@@ -119,7 +145,10 @@ def build_graph(pipeline: beam.Pipeline, options: BuildOptions, sources: list[So
     input_row_counts = (
         read_rows | "RowsPerBatch" >> beam.Map(len),
         manifest_errors | "ManifestErrorsPerBundle" >> beam.ParDo(PerBundleFn(beam.combiners.CountCombineFn())),
+        read.source_reads | "RowsSkipped" >> beam.Map(lambda r: r.skipped),  # an appended manifest's carried rows
     ) | "AllInputRows" >> beam.Flatten()
+    if records_manifest:
+        report_inputs["source_reads"] = read.source_reads
     if changes is not None:
         rewritten = (changes["removed"], changes["removed_lines"]) | "RewriteShards" >> RewriteShards(
             writer, options.output_dir, carried)

@@ -118,7 +118,8 @@ def test_compaction_writes_the_full_builds_shards_and_keeps_earlier_versions(row
     assert meta["incremental"] == {"previous": previous, "num_carried_rows": 85, "num_added_rows": 0,
                                    "num_added_records": 0, "num_failed_again": 0, "num_removed_rows": 0,
                                    "num_removed_records": 0, "num_rewritten_shards": num_old_shards,
-                                   "num_images_read": 0, "generation": 4, "generations": 1}
+                                   "num_images_read": 0, "generation": 4, "generations": 1,
+                                   "manifest": before["incremental"]["manifest"], "appended": False}
     assert meta["num_examples"] == meta["num_input_rows"] == 85 and meta["num_errors"] == 0
     assert [s["num_shards"] for s in meta["splits"].values()] == [3, 1, 1]
     assert all("build" not in shard for s in meta["splits"].values() for shard in s["shards"])

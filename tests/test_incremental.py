@@ -5,6 +5,7 @@ version lists."""
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import os
 import shutil
@@ -93,14 +94,18 @@ def test_only_new_rows_are_read_and_removed_rows_vanish_for_every_reader(pool, s
     kept = first[4:]
     for _, uri, _ in kept:
         (pool.root / uri).rename(pool.root / (uri + ".moved"))
-    done = build(shardsmith, pool.manifest("day2", kept + later), out)
+    day2 = pool.manifest("day2", kept + later)
+    done = build(shardsmith, day2, out)
     assert done.code == 0, done.err
     meta = metadata(out)
     change = meta["incremental"]
     rewritten = change.pop("num_rewritten_shards")
+    data = Path(day2).read_bytes()  # what the version records of the manifest it read, for the next night
+    assert change.pop("manifest") == {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest(),
+                                      "lines": data.count(b"\n"), "rows": 86}
     assert change == {"previous": v1, "num_carried_rows": 56, "num_added_rows": 30, "num_added_records": 30,
                       "num_failed_again": 0, "num_removed_rows": 4, "num_removed_records": 4,
-                      "num_images_read": 30, "generation": 2, "generations": 2}
+                      "num_images_read": 30, "generation": 2, "generations": 2, "appended": False}
     assert 1 <= rewritten <= 4
     assert meta["num_input_rows"] == 86 and meta["num_examples"] == 86 and meta["num_errors"] == 0
     assert ("rows carried over 56 (not read), added 30 (30 new records, 0 errors), removed 4 (" in done.out

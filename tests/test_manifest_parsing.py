@@ -568,7 +568,7 @@ def test_read_manifest_pipeline_over_csv_jsonl_and_folder(tmp_path):
         ManifestRow(str(folder) + "/", 2, 1, "cat/5.jpg", str(folder / "cat/5.jpg"), "", "cat"),
     ]
     with test_pipeline.TestPipeline(runner=FnApiRunner()) as p:
-        batches, errors = p | beam.Create(sources) | ReadManifest(DEFAULT)
+        batches, errors, _ = p | beam.Create(sources) | ReadManifest(DEFAULT)
         assert_that(batches | beam.FlatMap(lambda batch: batch), equal_to(expected_rows), label="Rows")
         assert_that(errors, _dump_to(str(tmp_path / "errors.pkl")), label="Errors")
     errors = sorted(pickle.loads((tmp_path / "errors.pkl").read_bytes()), key=ErrorRow.sort_key)
@@ -602,7 +602,7 @@ def test_read_manifest_pipeline_every_row_exactly_once_at_scale(tmp_path):
         assert sorted(e.line for e in actual) == [i + 2 for i in range(3000) if i % 97 == 0]
 
     with test_pipeline.TestPipeline(runner=FnApiRunner()) as p:
-        rows, errors = p | beam.Create([Source(str(path), 0, "csv")]) | ReadManifest(DEFAULT)
+        rows, errors, _ = p | beam.Create([Source(str(path), 0, "csv")]) | ReadManifest(DEFAULT)
         assert_that(rows, check_rows, label="Rows")
         assert_that(errors, check_errors, label="Errors")
 

@@ -30,7 +30,7 @@ from apache_beam.transforms.window import GlobalWindows
 
 from shardsmith import storage
 from shardsmith.core import row_check
-from shardsmith.core.carry_over import CarriedVersion, RecordPlace, pair_rows
+from shardsmith.core.carry_over import CarriedShard, CarriedVersion, RecordPlace, pair_rows
 from shardsmith.core.carry_over_spill import SpillBuffer, num_partitions, read_sections
 from shardsmith.core.near_duplicate_search import HashedImage
 from shardsmith.core.perceptual_hash import ImageSignature, signature_from_text
@@ -40,7 +40,7 @@ from shardsmith.core.shard_file import WriterConfig
 from shardsmith.core.shard_rewrite import rewrite_shard
 from shardsmith.format.build_folder import build_dir, carry_over_scratch
 from shardsmith.format.naming import row_list_name, shard_generation
-from shardsmith.format.row_list import ListedRow, RowListError, parse_row_list
+from shardsmith.format.row_list import ListedRow, RowListError, parse_row_list, rows_with_sha256
 from transforms.metrics import ROWS_CARRIED, ROWS_REMOVED, count
 from transforms.report import DatasetCheckFailed
 from transforms.row_coder import of_batches
@@ -54,15 +54,21 @@ def _keyed_rows(batch: RowBatch) -> list[tuple[str, ManifestRow]]:
     return [(row_identity(row), row) for row in batch]
 
 
-def _listed_records(shard_index: int, output_dir: str, version: CarriedVersion, signatures: bool = False) -> Iterator:
+def _listed_records(shard_index: int, output_dir: str, version: CarriedVersion, signatures: bool = False,
+                    appended: bool = False) -> Iterator:
     """One carried shard's records, keyed by identity, in one list (one shard's row list in memory), once its
     row list was counted against metadata.json; with `signatures`, each with its perceptual signature. A lost row
     list is rebuilt from the shard's records (where they hold it: shardsmith/core/row_check.py; a rebuilt line has
     no signature), and the shard goes out tagged `relisted` too: it is rewritten, with its new row list, into the
-    build's folder (a RecordPlace at position -1, which removes no record)."""
+    build's folder (a RecordPlace at position -1, which removes no record). When the manifest was read as
+    `appended` (its rows are the new ones and the version's failed ones: there is nothing to pair), only the
+    row list's lines are counted, before anything is written."""
     carried = version.shards[shard_index]
     folder = build_dir(output_dir, carried.build)
     path = storage.join(folder, row_list_name(carried.entry.file))
+    if appended:
+        _count_lines(path, carried, version)
+        return
     with row_lists_checked():
         data = storage.read_bytes(path)
         if data is not None:
@@ -203,15 +209,18 @@ class SplitCarriedRows(beam.PTransform):
     records' HashedImages) and `signed` (one (records with a signature, records without)). `files_dir`: the
     build's folder, whose scratch folder holds the spill files."""
 
-    def __init__(self, output_dir: str, version: CarriedVersion, files_dir: str, signatures: bool = False):
+    def __init__(self, output_dir: str, version: CarriedVersion, files_dir: str, signatures: bool = False,
+                 appended=None):
         super().__init__()
         self._output_dir = output_dir
         self._version = version
         self._files_dir = files_dir
         self._signatures = signatures
+        self._appended = appended  # one bool: the manifest was read as appended (ReadManifest's SourceRead)
 
     def expand(self, batches):
         version, partitions = self._version, num_partitions(self._version.num_rows)
+        appended = () if self._appended is None else (beam.pvalue.AsSingleton(self._appended),)
         row_sections = (
             batches
             | "KeyByIdentity" >> beam.Map(_keyed_rows)
@@ -220,8 +229,8 @@ class SplitCarriedRows(beam.PTransform):
         listed = (
             batches.pipeline
             | "ListCarriedShards" >> beam.Create(range(len(version.shards)))
-            | "ReadRowLists" >> beam.FlatMap(_listed_records, self._output_dir, version, self._signatures).with_outputs(
-                RELISTED, main="records")
+            | "ReadRowLists" >> beam.FlatMap(_listed_records, self._output_dir, version, self._signatures,
+                                             *appended).with_outputs(RELISTED, main="records")
         )
         record_sections = listed.records | "SpillRecords" >> beam.ParDo(SpillFn(self._files_dir, partitions))
         paired = (
@@ -231,7 +240,11 @@ class SplitCarriedRows(beam.PTransform):
             | "PairRows" >> beam.ParDo(PairPartitionFn(version, self._signatures)).with_outputs(
                 CARRIED, REMOVED, CARRIED_DIGESTS, CARRIED_SIGNATURES, SIGNED, main="rows")
         )
-        carried_lines = paired[CARRIED] | "SumCarried" >> beam.CombineGlobally(sum)
+        carried = paired[CARRIED]
+        if self._appended is not None:  # an appended manifest's skipped rows are the version's record lines
+            skipped = self._appended | "AppendedCarried" >> beam.Map(lambda read: version.num_rows if read else 0)
+            carried = (carried, skipped) | "AllCarried" >> beam.Flatten()
+        carried_lines = carried | "SumCarried" >> beam.CombineGlobally(sum)
         removed_lines = (
             paired[REMOVED]
             | "RemovedLines" >> beam.Map(lambda place: place.lines)
@@ -302,3 +315,54 @@ def gated(collection, check, label: str):
     """`collection`, each element passed on only after the one-element `check` was computed (a side input)."""
     return collection | label >> beam.Map(lambda value, _checked: value, beam.pvalue.AsSingleton(check))
 
+
+
+def _published_copies(shard_index: int, output_dir: str, version: CarriedVersion, appended: bool,
+                      new_digests: list[list[ImageDigest]]) -> Iterator[ImageDigests]:
+    """The records of one carried shard whose image is identical to one of the night's new images (their
+    ImageDigests, in one list), from its row list's SHA-256s, once the list was counted against metadata.json;
+    nothing unless the manifest was read as `appended` (else the pairing gives every carried record's)."""
+    new = {digest.sha256 for digests in new_digests for digest in digests}
+    if not appended or not new:
+        return
+    carried = version.shards[shard_index]
+    path = storage.join(build_dir(output_dir, carried.build), row_list_name(carried.entry.file))
+    data = _count_lines(path, carried, version)
+    with row_lists_checked():
+        copies = ImageDigests(ImageDigest(row.sha256, carried.split, row.uri, 0, 0)
+                              for row in rows_with_sha256(data, new, path))
+    if copies:
+        yield copies
+
+
+def _count_lines(path: str, carried: CarriedShard, version: CarriedVersion) -> bytes:
+    """A row list's bytes, once its lines were counted against its shard's records (DatasetCheckFailed)."""
+    with row_lists_checked():
+        data = storage.read_bytes(path)
+        if data is None:
+            raise RowListError(f"{path} was removed while the build ran (it was there when the build started): "
+                               "run the build again; a night that finds it missing rebuilds it from its shard")
+        row_check.check_count(path, data.count(b"\n"), carried.entry.file, carried.entry.num_examples,
+                              version.why_not_rebuilt)
+    return data
+
+
+class PublishedCopies(beam.PTransform):
+    """The night's new ImageDigests (lists) -> lists of ImageDigests of the carried records identical to one of
+    them, when the manifest was read as appended (`appended`, one bool): what the version's duplicate summary
+    needs of the records the night did not pair (transforms/duplicates.py `with_published`). Memory: the new
+    images' SHA-256s and one row list per worker."""
+
+    def __init__(self, output_dir: str, version: CarriedVersion, appended):
+        super().__init__()
+        self._output_dir = output_dir
+        self._version = version
+        self._appended = appended
+
+    def expand(self, new_digests):
+        return (
+            new_digests.pipeline
+            | "ListPublishedShards" >> beam.Create(range(len(self._version.shards)))
+            | "ScanRowLists" >> beam.FlatMap(_published_copies, self._output_dir, self._version,
+                                             beam.pvalue.AsSingleton(self._appended), beam.pvalue.AsList(new_digests))
+        )

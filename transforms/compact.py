@@ -111,7 +111,8 @@ def compacted_metadata(compaction: Compaction, shards: list[ShardResult], plan: 
         incremental=IncrementalEntry(
             previous=source.version, num_carried_rows=source.num_rows, num_added_records=0, num_removed_records=0,
             num_rewritten_shards=len(source.shards),
-            generation=published.incremental.generation + 1, generations=1))
+            generation=published.incremental.generation + 1, generations=1,
+            manifest=published.incremental.manifest))
 
 
 def _errors_chunks(path: str) -> Iterator[bytes]:

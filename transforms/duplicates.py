@@ -27,6 +27,7 @@ from shardsmith.core.manifest import ManifestFormat
 from shardsmith.core.rows import ROWS_PER_BATCH, ErrorRow, ImageDigest, ImageDigests, ManifestRow, RowBatch
 from shardsmith.core.settings import RecordSettings
 from shardsmith.format.metadata_schema import DuplicateCopy, DuplicateGroup, DuplicatesEntry
+from shardsmith.format.naming import SPLITS
 from transforms import ERRORS
 from transforms.gather import Gather, PerBundleFn, combine_all
 from transforms.metrics import rejected
@@ -118,7 +119,42 @@ def _copies(keyed: tuple[int, Iterable[list[ImageDigest]]]) -> Iterator[list[Ima
             by_hash.setdefault(digest.sha256, []).append(digest)
     for copies in by_hash.values():
         if len(copies) > 1:
-            yield sorted(copies, key=ImageDigest.keep_order)
+            yield sorted(copies, key=_listed_order)
+
+
+def _listed_order(digest: ImageDigest) -> tuple[int, str]:
+    """The order of a group's copies in the summary: by split (train, validation, test), then URI. Never by
+    manifest line: a night that reads only appended rows knows the published copies' URIs, not their lines."""
+    return SPLITS.index(digest.split), digest.uri
+
+
+def with_published(night: DuplicateSummary, appended: bool, touched: list[list[ImageDigest]],
+                   published: DuplicatesEntry | None) -> DuplicateSummary:
+    """The version's summary, for a night that read only appended rows (`appended`): `night` summarizes the new
+    images and `touched`, the published records identical to one of them (transforms/carry_over.py
+    PublishedCopies). The version's is the published summary, less what `touched` made on its own, plus `night`:
+    groups only grow, so the smallest hashes of the result are among the published examples and `night`'s.
+    `night` unchanged for a night that paired every row (its summary covers the version)."""
+    if not appended or published is None:
+        return night
+    copies = [digest for digests in touched for digest in digests]
+    alone = DuplicateSummary()
+    for _, group in _copies((0, [copies])):
+        alone = SummarizeFn().add_input(alone, group)
+    touched_hashes = {digest.sha256 for digest in copies}
+    pairs = Counter(published.split_pairs)
+    pairs.subtract(alone.split_pairs)
+    pairs.update(night.split_pairs)
+    kept = [(group.sha256, [(copy.split, copy.uri) for copy in group.copies]) for group in published.examples
+            if group.sha256 not in touched_hashes]
+    return DuplicateSummary(
+        num_groups=published.num_groups - alone.num_groups + night.num_groups,
+        num_extra_copies=published.num_extra_copies - alone.num_extra_copies + night.num_extra_copies,
+        num_groups_across_splits=(published.num_groups_across_splits - alone.num_groups_across_splits
+                                  + night.num_groups_across_splits),
+        split_pairs={key: n for key, n in pairs.items() if n > 0},
+        groups=sorted(kept + night.groups)[:MAX_REPORTED_GROUPS],
+    )
 
 
 class SummarizeDuplicates(beam.PTransform):

@@ -129,7 +129,7 @@ def build_metadata(
 def check_and_write_metadata(
     _, config: ReportConfig, shards, plan, vocabulary, errors, num_input_rows, duplicates, _transform_written,
     _errors_written=(), near_duplicates: NearDuplicatesEntry | None = None, carried_lines: int = 0,
-    removed_lines: int = 0, rewritten=(), removed_bytes: dict[str, int] | None = None,
+    removed_lines: int = 0, rewritten=(), removed_bytes: dict[str, int] | None = None, source_reads=(),
 ) -> Metadata:
     """Checks the accounting, the error budget and (with --on_duplicate error) duplicates; writes labels.txt,
     removes leftover temporary files, and writes metadata.json last. With --incremental, the version holds the
@@ -142,8 +142,10 @@ def check_and_write_metadata(
         if not config.carried.is_first:
             failed_again = count_failed_again(join(build_dir(config.output_dir, config.carried.previous), ERRORS_FILE),
                                               join(config.files_dir, ERRORS_FILE), DUPLICATE_STAGE)
+        reads = list(source_reads)  # the one line manifest's digest, recorded for the next night
+        read = reads[0] if len(reads) == 1 else None
         metadata = merged_version(metadata, config.carried, dict(rewritten), carried_lines, removed_lines,
-                                  removed_bytes, failed_again)
+                                  removed_bytes, failed_again, read and read.digest, bool(read and read.appended))
         count(ROWS_NEW, num_input_rows - carried_lines)
     accounted = metadata.num_example_rows + errors.num_errors
     if accounted != num_input_rows:
@@ -214,7 +216,8 @@ class WriteReport(beam.PTransform):
     """Inputs: a dict of PCollections: shards, plan, vocabulary, errors (a tuple: each stage's ErrorRows, not
     flattened), input_row_counts (numbers that add up to the input rows), duplicates, transform_written; and
     near_duplicates (metadata.json's NearDuplicatesEntry, made after near_duplicates.jsonl is written) with
-    --near_duplicates report|drop."""
+    --near_duplicates report|drop; source_reads (ReadManifest's SourceReads) where the build records its
+    manifest's digest."""
 
     def __init__(self, config: ReportConfig):
         super().__init__()
@@ -243,5 +246,6 @@ class WriteReport(beam.PTransform):
                 **({"carried_lines": side(inputs["carried_lines"]), "removed_lines": side(inputs["removed_lines"]),
                     "removed_bytes": beam.pvalue.AsDict(inputs["removed_bytes"]),
                     "rewritten": beam.pvalue.AsList(inputs["rewritten"])} if "carried_lines" in inputs else {}),
+                **({"source_reads": beam.pvalue.AsList(inputs["source_reads"])} if "source_reads" in inputs else {}),
             )
         )

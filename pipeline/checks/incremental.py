@@ -1,7 +1,8 @@
 """`--incremental`, on the launching machine: the published version a build adds to, read while the build holds
 the folder's lock (the file opened, not the path checked earlier), and the usage errors that stop it before
-anything is written. Reads metadata.json only: no row list, no shard, no image. Every build id and file name it
-takes from metadata.json is checked first (`checked_names`), so a build never reads outside the output folder.
+anything is written. Reads metadata.json and lists the version's build folders: no row list, no shard, no image.
+Every build id and file name it takes from metadata.json is checked first (`checked_names`), so a build never
+reads outside the output folder.
 """
 
 from __future__ import annotations
@@ -9,14 +10,16 @@ from __future__ import annotations
 import json
 
 from pipeline.options.build_options import BuildOptions
+from shardsmith import storage
 from shardsmith.core.carry_over import CarriedShard, CarriedVersion
 from shardsmith.core.label_list import FixedLabels
+from shardsmith.core.manifest import AppendedPlan, valid_digest
 from shardsmith.core.row_check import unrecoverable
 from shardsmith.errors import UsageError
-from shardsmith.format.build_folder import checked_version_id
+from shardsmith.format.build_folder import build_dir, checked_version_id
 from shardsmith.format.metadata import read_metadata
 from shardsmith.format.metadata_schema import Metadata, MetadataMissing
-from shardsmith.format.naming import BUILDS_DIR, LABELS_FILE
+from shardsmith.format.naming import BUILDS_DIR, ERRORS_FILE, LABELS_FILE, row_list_name
 
 # Recorded options that decide a record's bytes or a row's split: an incremental build must use the published
 # version's, or its new records would not belong with the carried ones.
@@ -96,7 +99,26 @@ def _adding_to(published: Metadata, options: BuildOptions) -> CarriedVersion:
         source_bytes={split: entry.source_bytes for split, entry in published.splits.items()},
         compression=published.compression_or_default,
         why_not_rebuilt=unrecoverable(published.task_or_default, (published.options or {}).get("features")),
+        appended=_appended_plan(options.output_dir, published, build_id, shards),
+        duplicates=published.duplicates,
     )
+
+
+def _appended_plan(out: str, published: Metadata, build_id: str, shards: tuple[CarriedShard, ...]
+                   ) -> AppendedPlan | None:
+    """How a night reads the manifest when it only has rows appended (shardsmith/core/manifest/appended.py):
+    None when the version recorded no manifest (several, a folder, Parquet, a file without a final line end), or
+    a shard's row list is missing (then the night pairs every row, and rewrites that shard with its list)."""
+    digest = published.incremental.manifest if published.incremental is not None else None
+    if not valid_digest(digest) or published.num_example_rows is None:
+        return None
+    listed: dict[str, set[str]] = {}
+    for shard in shards:
+        if shard.build not in listed:
+            listed[shard.build] = set(storage.list_files(build_dir(out, shard.build)))
+        if row_list_name(shard.entry.file) not in listed[shard.build]:
+            return None
+    return AppendedPlan(digest, published.num_example_rows, storage.join(build_dir(out, build_id), ERRORS_FILE))
 
 
 def checked_names(output_dir: str, published: Metadata) -> str:

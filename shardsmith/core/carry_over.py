@@ -18,10 +18,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from shardsmith.core.manifest import AppendedPlan
 from shardsmith.core.perceptual_hash import ImageSignature
 from shardsmith.core.rows import ManifestRow, ShardResult
 from shardsmith.core.shard_file import STAGE as LOAD_STAGE
-from shardsmith.format.metadata_schema import IncrementalEntry, Metadata, ShardEntry, SplitEntry
+from shardsmith.format.metadata_schema import (
+    DuplicatesEntry,
+    IncrementalEntry,
+    ManifestDigestEntry,
+    Metadata,
+    ShardEntry,
+    SplitEntry,
+)
 from shardsmith.format.naming import SPLITS, shard_generation
 
 
@@ -49,6 +57,9 @@ class CarriedVersion:
     # Why a lost row list cannot be rebuilt from its shard's records ("" where it can: shardsmith/core/row_check.py)
     why_not_rebuilt: str = ""
     compression: str = "none"  # the version's shards'
+    # How a night reads a manifest that only had rows appended (None: every row is paired)
+    appended: AppendedPlan | None = None
+    duplicates: DuplicatesEntry | None = None  # the version's, which a night that reads only its new rows adds to
 
     @property
     def is_first(self) -> bool:
@@ -90,12 +101,15 @@ def pair_rows(rows: list[ManifestRow], records: list[RecordPlace]) -> Pairing:
 
 
 def merged_version(new: Metadata, version: CarriedVersion, rewritten: dict[int, ShardResult], carried_lines: int,
-                   removed_lines: int, removed_bytes: dict[str, int] | None = None, failed_again: int = 0) -> Metadata:
+                   removed_lines: int, removed_bytes: dict[str, int] | None = None, failed_again: int = 0,
+                   manifest: ManifestDigestEntry | None = None, appended: bool = False) -> Metadata:
     """The metadata.json of the version an --incremental build makes: `new` (what the build's own rows made:
     its splits hold the new generation's shards) with the carried shards in front of each split's, in the
     published version's order (rewritten ones in place of theirs), and the counts of the whole version
     (`removed_bytes`: the source bytes of the removed records, per split; `failed_again`: error lines that failed
-    in the published version too, shardsmith/core/failed_again.py).
+    in the published version too, shardsmith/core/failed_again.py; `manifest`: what the build read of its one
+    line manifest, which the next night compares its manifest with, shardsmith/core/manifest/appended.py;
+    `appended`: the build parsed only the lines appended to the version's manifest and its failed ones).
 
     The counts, each with one meaning (docs/versions.md, "Counts"): rows are manifest lines; every row is carried
     (its record is kept) or added (read: a record or an error); added records are the new generation's records;
@@ -130,6 +144,8 @@ def merged_version(new: Metadata, version: CarriedVersion, rewritten: dict[int, 
             num_rewritten_shards=len(rewritten), num_images_read=images_read,
             generation=version.generation,
             generations=len(generations) or 1,
+            manifest=manifest,
+            appended=appended,
         ),
     )
 

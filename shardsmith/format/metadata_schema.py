@@ -266,9 +266,24 @@ class NearDuplicatesEntry(_Entry):
 
 
 @dataclass(kw_only=True)
+class ManifestDigestEntry(_Entry):
+    """`incremental.manifest`: the one manifest file a version was built from, as read: its first `bytes` bytes
+    (ending with a line end), their SHA-256, the lines they hold and the data rows among them. A night whose
+    manifest starts with these bytes reads only what follows them (and the rows that failed): shardsmith/core/
+    manifest/appended.py."""
+
+    bytes: int
+    sha256: str
+    lines: int
+    rows: int
+
+
+@dataclass(kw_only=True)
 class IncrementalEntry(_Entry):
     """`incremental`: a version made by `--incremental` (its shards' rows are listed, so the next incremental
     build can tell new rows from carried ones): the version it was built on and how the rows changed."""
+
+    NESTED: ClassVar[dict[str, Any]] = {"manifest": _entry(ManifestDigestEntry)}
 
     previous: str | None = None  # the version this one was built on; None: the first, a full build
     num_carried_rows: int = 0  # manifest rows whose records the previous version holds: kept, not read
@@ -281,6 +296,8 @@ class IncrementalEntry(_Entry):
     num_images_read: int = 0  # images this build read: its new records and the images rejected as read
     generation: int = 1  # this build's generation: its new shards' names carry the number (from 2 on)
     generations: int = 1  # generations whose shards make up this version
+    manifest: ManifestDigestEntry | None = None  # None: several manifests, a folder, Parquet, or none recorded
+    appended: bool = False  # the manifest started with the previous version's: only the lines after it were parsed
 
 
 @dataclass(kw_only=True)

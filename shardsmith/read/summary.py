@@ -186,7 +186,8 @@ def version_line(metadata: Metadata, build_id: str | None) -> str | None:
         again = f", {change.num_failed_again:,} of them failed in {change.previous} too" if change.num_failed_again \
             else ""
         added = f" ({change.num_added_records:,} new records, {metadata.error_count:,} errors{again})"
-    return (f"{which}, added to {change.previous}: rows carried over {change.num_carried_rows:,} (not read), added "
+    how = "not read; the manifest only had rows appended: they alone were parsed" if change.appended else "not read"
+    return (f"{which}, added to {change.previous}: rows carried over {change.num_carried_rows:,} ({how}), added "
             f"{change.num_added_rows:,}{added}, removed {change.num_removed_rows:,} "
             f"({change.num_rewritten_shards} shard(s) rewritten without them); images read "
             f"{change.num_images_read:,}; {change.generations} generation(s)")

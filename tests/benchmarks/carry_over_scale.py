@@ -93,7 +93,7 @@ def child(folder: Path) -> None:
     started = time.monotonic()
     with beam.Pipeline(runner=FnApiRunner()) as pipeline:
         sources = pipeline | beam.Create(resolve_sources(options.manifests))
-        rows, _ = sources | ReadManifest(options.manifest, fan_out=False)  # as an --incremental build reads
+        rows, _, _ = sources | ReadManifest(options.manifest, fan_out=False)  # as an --incremental build reads
         split = rows | beam.Map(assign_splits, options.placement) | SplitCarriedRows(str(out), version, str(files_dir))
         new = split["rows"] | beam.Map(len) | beam.CombineGlobally(sum)
         _ = new | beam.Map(lambda n: print(f"RESULT new rows {n}", flush=True))

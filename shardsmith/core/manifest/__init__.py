@@ -12,9 +12,17 @@ The modules, by role:
 - shared: settings (ManifestFormat, how URIs resolve), source (Source, open_manifest: the one way a manifest file
   is opened), sources (resolve_sources: --manifest values to Sources), row_maker (a row from its values, checked),
   text_lines (a text manifest's lines in bounded memory), header_checks (mistakes the first bytes, column names
-  and rows show).
+  and rows show), appended (what a read of a line manifest saw; how a night parses only what was appended).
 """
 
+from shardsmith.core.manifest.appended import (
+    LINE_FORMATS,
+    AppendedPlan,
+    LineSelection,
+    ManifestChanged,
+    ManifestRead,
+    valid_digest,
+)
 from shardsmith.core.manifest.formats import ManifestParser, input_problem, sample_columns, source_kind
 from shardsmith.core.manifest.header_checks import looks_like_image_path
 from shardsmith.core.manifest.settings import ManifestFormat, resolve_uri
@@ -22,6 +30,12 @@ from shardsmith.core.manifest.source import Source
 from shardsmith.core.manifest.sources import resolve_sources
 
 __all__ = [
+    "LINE_FORMATS",
+    "AppendedPlan",
+    "LineSelection",
+    "ManifestChanged",
+    "ManifestRead",
+    "valid_digest",
     "ManifestFormat",
     "ManifestParser",
     "Source",

@@ -12,9 +12,10 @@ from __future__ import annotations
 import csv
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from shardsmith.core.annotations import AUTOML_BOX_FIELDS
+from shardsmith.core.manifest.appended import LineSelection, ManifestRead
 from shardsmith.core.manifest.header_checks import (
     COLUMN_ALIASES,
     SAMPLE_ROWS,
@@ -38,10 +39,13 @@ class CsvManifest:
     kind = "csv"
     extensions = (".csv",)
 
-    def rows(self, source: Source, fmt: ManifestFormat) -> Iterator[ManifestRow | ErrorRow]:
+    def rows(self, source: Source, fmt: ManifestFormat, read: ManifestRead | None = None
+             ) -> Iterator[ManifestRow | ErrorRow]:
         maker = RowMaker(fmt, source)
         layout = _CsvLayout()
-        return parsed_lines(maker, lambda line, text: _csv_line(maker, line, text, layout))
+        if read is not None and read.selection is not None:
+            read.selection = _read_layout(maker, layout, read.selection)
+        return parsed_lines(maker, lambda line, text: _csv_line(maker, line, text, layout), read)
 
     def input_problem(self, path: str, fmt: ManifestFormat) -> str | None:
         """A binary file, a header without the needed columns, or columns that look swapped."""
@@ -120,6 +124,18 @@ class _CsvLayout:
 
     first: list[str] | None = None
     positions: tuple[int | None, int, int | None] | None = None
+
+
+def _read_layout(maker: RowMaker, layout: _CsvLayout, selection: LineSelection) -> LineSelection:
+    """Fills `layout` from the file's first well-formed line, for a read that skips it (an appended manifest's
+    first lines); returns the selection with that line uncounted when it is a header, not a data row."""
+    for line, text in manifest_lines(maker.source.path):
+        if text is None or not text.strip():
+            continue
+        _csv_line(maker, line, text, layout)
+        if layout.first is not None:
+            return replace(selection, uncounted=line) if layout.positions is not None else selection
+    return selection
 
 
 def _position(header: list[str], column: str) -> int | None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Protocol
 
+from shardsmith.core.manifest.appended import ManifestRead
 from shardsmith.core.manifest.class_folders import ClassFolders
 from shardsmith.core.manifest.csv_file import CsvManifest
 from shardsmith.core.manifest.jsonl_file import JsonlManifest
@@ -58,8 +59,12 @@ class ManifestParser:
     def __init__(self, fmt: ManifestFormat):
         self._fmt = fmt
 
-    def parse(self, source: Source) -> Iterator[ManifestRow | ErrorRow]:
-        return READERS[source.kind].rows(source, self._fmt)
+    def parse(self, source: Source, read: ManifestRead | None = None) -> Iterator[ManifestRow | ErrorRow]:
+        """With `read` (a line format's source only: appended.LINE_FORMATS), the bytes read go to it and only
+        the lines its selection parses are parsed."""
+        if read is None:
+            return READERS[source.kind].rows(source, self._fmt)
+        return READERS[source.kind].rows(source, self._fmt, read)
 
 
 def input_problem(source: Source, fmt: ManifestFormat) -> str | None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 
+from shardsmith.core.manifest.appended import ManifestRead
 from shardsmith.core.manifest.header_checks import binary_problem
 from shardsmith.core.manifest.row_maker import RowMaker
 from shardsmith.core.manifest.settings import ManifestFormat
@@ -24,10 +25,11 @@ class JsonlManifest:
     kind = "jsonl"
     extensions = (".jsonl", ".ndjson", ".json")
 
-    def rows(self, source: Source, fmt: ManifestFormat) -> Iterator[ManifestRow | ErrorRow]:
+    def rows(self, source: Source, fmt: ManifestFormat, read: ManifestRead | None = None
+             ) -> Iterator[ManifestRow | ErrorRow]:
         maker = RowMaker(fmt, source)
         keys = (fmt.split_column, fmt.uri_column, fmt.label_column)
-        return parsed_lines(maker, lambda line, text: _jsonl_line(maker, line, text, keys))
+        return parsed_lines(maker, lambda line, text: _jsonl_line(maker, line, text, keys), read)
 
     def input_problem(self, path: str, fmt: ManifestFormat) -> str | None:
         return binary_problem(path)

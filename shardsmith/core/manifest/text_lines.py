@@ -11,6 +11,7 @@ import codecs
 from collections.abc import Callable, Iterator
 from typing import BinaryIO
 
+from shardsmith.core.manifest.appended import ManifestRead, lines_of
 from shardsmith.core.manifest.row_maker import RowMaker
 from shardsmith.core.manifest.source import open_manifest
 from shardsmith.core.rows import ErrorRow, ManifestRow
@@ -21,18 +22,23 @@ MAX_MANIFEST_LINE_BYTES = 1 << 20
 MANIFEST_READ_CHUNK_BYTES = 64 << 10
 
 
-def manifest_lines(path: str) -> Iterator[tuple[int, str | None]]:
+def manifest_lines(path: str, read: ManifestRead | None = None) -> Iterator[tuple[int, str | None]]:
     """(line number, text without its line end) for each line of a manifest, or (line number, None) for a line
     longer than MAX_MANIFEST_LINE_BYTES, which is skipped to its end unread. A UTF-8 BOM at the start is dropped;
-    undecodable bytes become U+FFFD, so that one bad line is one error row, not a dead job."""
+    undecodable bytes become U+FFFD, so that one bad line is one error row, not a dead job. With `read`, every
+    byte read goes to it, and only the lines its selection parses come out (appended.py)."""
     with open_manifest(path) as raw:
-        for number, line in enumerate(bounded_lines(raw, MAX_MANIFEST_LINE_BYTES), start=1):
+        numbered = enumerate(bounded_lines(raw if read is None else read.reader(raw), MAX_MANIFEST_LINE_BYTES),
+                             start=1)
+        for number, line in numbered if read is None else lines_of(read, numbered):
             if line is None:
                 yield number, None
                 continue
             if number == 1 and line.startswith(codecs.BOM_UTF8):
                 line = line[len(codecs.BOM_UTF8):]
             yield number, line.decode("utf-8", "replace")
+        if read is not None:
+            read.finish()
 
 
 def bounded_lines(raw: BinaryIO, limit: int, chunk_bytes: int = MANIFEST_READ_CHUNK_BYTES) -> Iterator[bytes | None]:
@@ -55,10 +61,12 @@ def bounded_lines(raw: BinaryIO, limit: int, chunk_bytes: int = MANIFEST_READ_CH
         yield None if skipping or len(line) > limit else line
 
 
-def parsed_lines(maker: RowMaker, parse_line: Callable[[int, str], ManifestRow | ErrorRow | None]) -> Iterator:
-    """`parse_line(line, text)` over each non-blank line of the maker's source, its exceptions and over-long lines
-    made error rows of their line: whatever a line holds, the rest of the manifest is read."""
-    for line, text in manifest_lines(maker.source.path):
+def parsed_lines(maker: RowMaker, parse_line: Callable[[int, str], ManifestRow | ErrorRow | None],
+                 read: ManifestRead | None = None) -> Iterator:
+    """`parse_line(line, text)` over each non-blank line of the maker's source (with `read`, of those its
+    selection parses), its exceptions and over-long lines made error rows of their line: whatever a line holds,
+    the rest of the manifest is read."""
+    for line, text in manifest_lines(maker.source.path, read):
         if text is None:
             yield maker.line_error(line, f"line is longer than {MAX_MANIFEST_LINE_BYTES >> 20} MiB",
                                    f"at most {MAX_MANIFEST_LINE_BYTES} bytes per line")

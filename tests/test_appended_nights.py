@@ -1,0 +1,139 @@
+"""A night whose manifest only had rows appended parses only those and the rows that failed, and publishes the same
+version, byte for byte, as the full pairing of every row (shardsmith/core/manifest/appended.py)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from shardsmith.core.manifest import AppendedPlan, ManifestChanged, ManifestRead, valid_digest
+from shardsmith.core.manifest.text_lines import manifest_lines
+from shardsmith.format.metadata_schema import ManifestDigestEntry
+from shardsmith.format.naming import BUILD_RECORD, BUILDS_DIR, METADATA_FILE
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+def write_csv(path: Path, rows: list[tuple[str, str, str]], line_end: str = "\n") -> Path:
+    path.write_text("".join(f"{','.join(row)}{line_end}" for row in [("split", "image_uri", "label"), *rows]))
+    return path
+
+
+def write_jsonl(path: Path, rows: list[tuple[str, str, str]], line_end: str = "\n") -> Path:
+    path.write_text("".join(json.dumps({"split": s, "image_uri": u, "label": label}) + line_end
+                            for s, u, label in rows))
+    return path
+
+
+def night(shardsmith, manifest: Path, out: Path) -> dict:
+    done = shardsmith("build", "--manifest", manifest, "--output_dir", out, "--name", "pets", "--incremental",
+                      "--num_shards", "train=2,validation=1,test=1", "--max_error_fraction", "0.5")
+    assert done.code == 0, done.err + done.out
+    return json.loads((out / METADATA_FILE).read_text())
+
+
+def build_files(out: Path, meta: dict) -> dict[str, bytes]:
+    """The files the version's build wrote, by name (metadata.json and the build's record, which name it, apart)."""
+    folder = out / BUILDS_DIR / meta["build_id"]
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
+            if p.is_file() and p.name not in (METADATA_FILE, BUILD_RECORD)}
+
+
+def comparable(meta: dict) -> dict:
+    """metadata.json less what names the build and how the night read its manifest."""
+    meta = json.loads(json.dumps(meta))
+    for key in ("build_id", "build_dir"):
+        meta.pop(key, None)
+    for key in ("manifest", "appended"):
+        meta["incremental"].pop(key, None)
+    return meta
+
+
+@pytest.mark.parametrize("write", [write_csv, write_jsonl], ids=["csv", "jsonl"])
+def test_an_appended_night_parses_only_new_and_failed_rows_and_publishes_what_the_full_pairing_does(
+        write, version_rows, shardsmith, tmp_path):
+    rows = version_rows()
+    broken = ("train", str(tmp_path / "fixed-tonight.jpg"), "cat")  # fails in the first version, fixed later
+    still_broken = ("train", str(tmp_path / "missing.jpg"), "dog")
+    copy = ("test", str(tmp_path / "copy-of-first.jpg"), "cat")  # a new copy of a published image
+    shutil.copyfile(rows[0][1], copy[1])
+    first = [*rows[:60], broken, still_broken]
+    out = tmp_path / "out"
+    manifest = write(tmp_path / ("m.csv" if write is write_csv else "m.jsonl"), first)
+    meta = night(shardsmith, manifest, out)
+    data = manifest.read_bytes()
+    assert meta["incremental"]["manifest"] == {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest(),
+                                               "lines": data.count(b"\n"), "rows": 62}
+    assert meta["num_errors"] == 2
+    shutil.copyfile(rows[1][1], broken[1])
+    paired = tmp_path / "paired"
+    shutil.copytree(out, paired)
+
+    tonight = [*first, *rows[60:], copy]
+    write(manifest, tonight)
+    appended = night(shardsmith, manifest, out)
+    assert appended["incremental"]["appended"] is True
+    # The same rows, every line ending in \r\n: the bytes differ, so every row is paired as before.
+    write(manifest, tonight, "\r\n")
+    full = night(shardsmith, manifest, paired)
+    assert full["incremental"]["appended"] is False
+
+    assert comparable(appended) == comparable(full)
+    assert build_files(out, appended) == build_files(paired, full)
+    change = appended["incremental"]
+    assert (change["num_carried_rows"], change["num_added_rows"], change["num_added_records"]) == (60, 33, 32)
+    assert (change["num_failed_again"], appended["num_errors"], appended["num_input_rows"]) == (1, 1, 93)
+    assert appended["duplicates"]["num_groups"] == 2  # the new copy, and the fixed image (a copy of another)
+
+
+def test_a_manifest_whose_old_lines_changed_is_paired_in_full(version_rows, shardsmith, tmp_path):
+    rows = version_rows()
+    out, manifest = tmp_path / "out", tmp_path / "m.csv"
+    night(shardsmith, write_csv(manifest, rows[:60]), out)
+    write_csv(manifest, [*rows[:10], *rows[11:60], *rows[60:70]])  # one row removed, ten appended
+    meta = night(shardsmith, manifest, out)
+    assert meta["incremental"]["appended"] is False
+    assert (meta["incremental"]["num_removed_rows"], meta["num_examples"]) == (1, 69)
+
+
+def test_a_night_after_a_version_whose_errors_do_not_add_up_reads_its_manifest_whole(
+        version_rows, shardsmith, tmp_path):
+    rows = version_rows()
+    out, manifest = tmp_path / "out", tmp_path / "m.csv"
+    missing = ("train", str(tmp_path / "missing.jpg"), "dog")
+    meta = night(shardsmith, write_csv(manifest, [*rows[:60], missing]), out)
+    (out / BUILDS_DIR / meta["build_id"] / "errors.jsonl").write_text("")  # its failed row's line is lost
+    write_csv(manifest, [*rows[:60], missing, *rows[60:65]])
+    meta = night(shardsmith, manifest, out)
+    assert meta["incremental"]["appended"] is False
+    assert (meta["num_examples"], meta["num_errors"], meta["num_input_rows"]) == (65, 1, 66)
+
+
+def test_a_read_fails_when_the_bytes_it_checked_change_before_it_parses_them(tmp_path):
+    manifest = write_csv(tmp_path / "m.csv", [("train", "a.jpg", "cat"), ("train", "b.jpg", "dog")])
+    data = manifest.read_bytes()
+    digest = ManifestDigestEntry(bytes=len(data), sha256=hashlib.sha256(data).hexdigest(), lines=3, rows=2)
+    errors = tmp_path / "errors.jsonl"
+    errors.write_text("")
+    plan = AppendedPlan(digest, num_rows=2, errors_path=str(errors))
+    selection = plan.selection(str(manifest))
+    assert selection is not None and not selection.parses(3) and selection.parses(4)
+    manifest.write_bytes(data.replace(b"b.jpg", b"c.jpg") + b"train,d.jpg,emu\n")
+    read = ManifestRead(selection, expected=digest.sha256, expected_bytes=digest.bytes)
+    with pytest.raises(ManifestChanged):
+        list(manifest_lines(str(manifest), read))
+    assert plan.selection(str(manifest)) is None  # checked again, the changed file is read whole
+
+
+@pytest.mark.parametrize("digest", [
+    None, {"bytes": 10}, ManifestDigestEntry(bytes=-1, sha256="0" * 64, lines=1, rows=1),
+    ManifestDigestEntry(bytes=10, sha256="../x", lines=1, rows=1),
+    ManifestDigestEntry(bytes=10, sha256="0" * 64, lines=True, rows=1),
+])
+def test_a_recorded_digest_that_is_not_one_is_never_trusted(digest):
+    assert not valid_digest(digest)
+    assert valid_digest(ManifestDigestEntry(bytes=10, sha256="0" * 64, lines=1, rows=1))
