@@ -11,7 +11,7 @@ Flatten: each stage's errors are written as sorted part files by WriteErrorParts
 rejected them, and only the parts' paths meet; errors.jsonl is then a streamed k-way merge of the parts
 (transforms/error_parts.py). On Beam's local runner a
 Flatten is materialised (each input writes into one buffer read by the next stage), so flattening the error
-rows first would hold all of them in memory; measured in docs/performance.md ("Error rows").
+rows first would hold all of them in memory; measured in docs/performance.md ("Memory").
 """
 
 from __future__ import annotations
