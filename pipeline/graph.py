@@ -157,7 +157,7 @@ def build_graph(pipeline: beam.Pipeline, options: BuildOptions, sources: list[So
     report = ReportConfig(
         output_dir=options.output_dir, build_id=build_id, name=options.name, seed=placement.seed,
         checks=checks, records=records, task=manifest.task, features=manifest.features,
-        recorded_options=options.recorded(), keep_builds=options.keep_builds, carried=carried,
+        recorded_options=options.recorded(), retention=options.retention, carried=carried,
     )
     return {
         "shards": written.shards,

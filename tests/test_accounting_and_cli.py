@@ -1,4 +1,5 @@
-"""Every input row ends as a record or an error line; user mistakes get one line, not a traceback."""
+"""Every input row ends as a record or an error line, and a build whose records and errors do not add up to its
+input rows publishes nothing; user mistakes get one line, not a traceback."""
 
 from __future__ import annotations
 
@@ -9,7 +10,16 @@ from pathlib import Path
 
 import pytest
 
+from shardsmith.core.build_lock import acquire_lock, release_lock
+from shardsmith.core.rows import ShardResult
+from shardsmith.core.settings import CheckSettings, RecordSettings
 from shardsmith.format.build_folder import published_dir
+from shardsmith.format.metadata import read_metadata
+from transforms.duplicates import DuplicateSummary
+from transforms.error_parts import ErrorSummary
+from transforms.labels import Vocabulary
+from transforms.place import ShardPlan, SplitPlan
+from transforms.report import DatasetCheckFailed, ReportConfig, build_metadata, check_and_write_metadata
 
 ERROR_FIELDS = {"source", "line", "uri", "split", "label", "stage", "reason"}
 
@@ -168,3 +178,55 @@ def test_errors_jsonl_written_in_parts_is_the_same_sorted_file(bad_rows_manifest
     assert len(errors) == 2 * num_bad
     keys = [(e["source"], e["line"], e["uri"], e["stage"], e["reason"]) for e in errors]
     assert keys == sorted(keys) and {e["source"] for e in errors} == {str(manifest), str(second)}
+
+
+def _report_inputs(out: Path) -> dict:
+    """The report's inputs as a finished build handed them over, rebuilt from its metadata.json: each shard's
+    result, the plan, the vocabulary, the error summary and the input row count."""
+    metadata = read_metadata(str(out))
+    shards = [ShardResult(split, index, len(entry.shards), shard.file, shard.num_examples, shard.num_bytes,
+                          dict(shard.label_counts), sha256=shard.sha256, first_key=shard.first_key,
+                          index_file=shard.index)
+              for split, entry in metadata.splits.items() for index, shard in enumerate(entry.shards)]
+    plan = ShardPlan({split: SplitPlan(entry.num_placed, entry.source_bytes, entry.num_shards)
+                      for split, entry in metadata.splits.items()}, {})
+    config = ReportConfig(output_dir=str(out), build_id=metadata.build_id, name=metadata.name, seed=metadata.seed,
+                          checks=CheckSettings(max_error_fraction=0.5),
+                          records=RecordSettings(compression=metadata.compression_or_default),
+                          recorded_options=metadata.options)
+    return {"config": config, "shards": shards, "plan": plan,
+            "vocabulary": Vocabulary(tuple(metadata.labels), metadata.labels_taken_from,
+                                     tuple(metadata.label_image_counts)),
+            "errors": ErrorSummary(metadata.num_errors, dict(metadata.errors_by_reason)),
+            "num_input_rows": metadata.num_input_rows, "duplicates": DuplicateSummary()}
+
+
+@pytest.mark.parametrize("lost", ["a shard's result", "a shard's result twice"])
+def test_records_and_errors_that_do_not_add_up_to_the_rows_fail_before_publishing(lost, bad_rows_manifest,
+                                                                                   shardsmith, tmp_path):
+    """The accounting check's failure branch, with a real build's counts: the report is handed every shard's
+    result but one (rows lost on the way), or one of them twice (rows duplicated). It must refuse in one line and
+    publish nothing, even while the build holds the folder's lock and would otherwise publish."""
+    manifest, num_good, num_bad = bad_rows_manifest
+    out = tmp_path / "out"
+    assert shardsmith("build", "--manifest", manifest, "--output_dir", out, "--name", "ds",
+                      "--max_error_fraction", "0.5").code == 0
+    inputs = _report_inputs(out)
+    config, shards = inputs["config"], inputs["shards"]
+    whole = build_metadata(config, shards, inputs["plan"], inputs["vocabulary"], inputs["errors"],
+                           inputs["num_input_rows"])
+    assert whole.num_example_rows + inputs["errors"].num_errors == inputs["num_input_rows"] == num_good + num_bad
+    handed = shards[1:] if lost == "a shard's result" else shards + shards[:1]
+    published = (out / "metadata.json").read_bytes()
+    acquire_lock(str(out), config.build_id)
+    try:
+        with pytest.raises(DatasetCheckFailed) as failed:
+            check_and_write_metadata(None, config, handed, inputs["plan"], inputs["vocabulary"], inputs["errors"],
+                                     inputs["num_input_rows"], inputs["duplicates"], ())
+    finally:
+        release_lock(str(out), config.build_id)
+    records = sum(shard.num_examples for shard in handed)
+    assert str(failed.value) == (
+        f"shardsmith check failed: {num_good + num_bad} input rows but {records} in records + {num_bad} errors = "
+        f"{records + num_bad}; rows were lost or duplicated, do not use this output")
+    assert (out / "metadata.json").read_bytes() == published

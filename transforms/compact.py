@@ -31,7 +31,7 @@ from shardsmith.core.build_lock import LockGuard, release_lock
 from shardsmith.core.compaction import CompactionSource, readable_path, record_rows, row_list_path
 from shardsmith.core.compaction_writer import CompactionWriter, write_compacted_shard
 from shardsmith.core.rows import RowBatch, ShardResult
-from shardsmith.core.settings import CheckSettings, RecordSettings
+from shardsmith.core.settings import CheckSettings, RecordSettings, RetentionSettings
 from shardsmith.core.shard_file import WriterConfig
 from shardsmith.format.build_folder import (
     COPY_CHUNK_BYTES,
@@ -62,7 +62,7 @@ class Compaction:
 
     source: CompactionSource
     build_id: str
-    keep_builds: int
+    retention: RetentionSettings  # --keep_builds
 
     @property
     def files_dir(self) -> str:
@@ -89,7 +89,7 @@ class Compaction:
             seed=self.source.placement.seed, checks=CheckSettings(),
             records=RecordSettings(compression=published.compression_or_default,
                                    image_mode=published.image_mode or "bytes"),
-            task=published.task_or_default, recorded_options=published.options or {}, keep_builds=self.keep_builds)
+            task=published.task_or_default, recorded_options=published.options or {}, retention=self.retention)
 
 
 def compacted_metadata(compaction: Compaction, shards: list[ShardResult], plan: ShardPlan) -> Metadata:
@@ -154,9 +154,9 @@ def publish_compaction(_, compaction: Compaction, shards: list[ShardResult], pla
     lock.check()
     output_dir = compaction.source.output_dir
     publish(output_dir, compaction.build_id, metadata, before_switch=lambda: fault_injection.reached("before_switch"))
-    retired = retire_builds(output_dir, compaction.build_id, compaction.keep_builds)
+    retired = retire_builds(output_dir, compaction.build_id, compaction.retention.keep_builds)
     if retired:
-        _LOG.info("removed %d build(s) beyond --keep_builds=%d: %s", len(retired), compaction.keep_builds,
+        _LOG.info("removed %d build(s) beyond --keep_builds=%d: %s", len(retired), compaction.retention.keep_builds,
                   ", ".join(retired))
     release_lock(output_dir, compaction.build_id)
     return metadata

@@ -11,7 +11,7 @@ Flatten: each stage's errors are written as sorted part files by WriteErrorParts
 rejected them, and only the parts' paths meet; errors.jsonl is then a streamed k-way merge of the parts
 (transforms/error_parts.py). On Beam's local runner a
 Flatten is materialised (each input writes into one buffer read by the next stage), so flattening the error
-rows first would hold all of them in memory; measured in docs/performance.md ("Error rows").
+rows first would hold all of them in memory; measured in docs/performance.md ("Memory").
 """
 
 from __future__ import annotations
@@ -26,9 +26,8 @@ from shardsmith.core.build_lock import LockGuard, release_lock
 from shardsmith.core.carry_over import CarriedVersion, merged_version
 from shardsmith.core.failed_again import count_failed_again
 from shardsmith.core.rows import ShardResult
-from shardsmith.core.settings import CheckSettings, RecordSettings
+from shardsmith.core.settings import CheckSettings, RecordSettings, RetentionSettings
 from shardsmith.format.build_folder import (
-    DEFAULT_KEEP_BUILDS,
     build_dir,
     publish,
     remove_temporary_files,
@@ -73,7 +72,7 @@ class ReportConfig:
     task: str = "classification"
     features: tuple[tuple[str, str], ...] = ()  # (column, --feature type)
     recorded_options: dict = field(default_factory=dict)  # shardsmith's own options, written as they are
-    keep_builds: int = DEFAULT_KEEP_BUILDS
+    retention: RetentionSettings = RetentionSettings()  # --keep_builds
     carried: CarriedVersion | None = None  # --incremental: the version this build adds to
 
     @property
@@ -196,9 +195,9 @@ def check_and_write_metadata(
     if errors.explanation:  # also in a remote job's log, where no summary is printed
         _LOG.info("built %s with %d of %d rows failed: %s", config.name, num_failed, num_input_rows,
                   errors.explanation)
-    retired = retire_builds(config.output_dir, config.build_id, config.keep_builds)
+    retired = retire_builds(config.output_dir, config.build_id, config.retention.keep_builds)
     if retired:
-        _LOG.info("removed %d build(s) beyond --keep_builds=%d: %s", len(retired), config.keep_builds,
+        _LOG.info("removed %d build(s) beyond --keep_builds=%d: %s", len(retired), config.retention.keep_builds,
                   ", ".join(retired))
     release_lock(config.output_dir, config.build_id)
     return metadata

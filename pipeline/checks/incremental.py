@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from pipeline.options.build_options import BuildOptions
+from pipeline.options.build_options import BuildOptions, recorded_flags
 from shardsmith import storage
 from shardsmith.core.carry_over import CarriedShard, CarriedVersion
 from shardsmith.core.label_list import FixedLabels
@@ -21,10 +21,9 @@ from shardsmith.format.metadata import read_metadata
 from shardsmith.format.metadata_schema import Metadata, MetadataMissing
 from shardsmith.format.naming import BUILDS_DIR, ERRORS_FILE, LABELS_FILE, row_list_name
 
-# Recorded options that decide a record's bytes or a row's split: an incremental build must use the published
-# version's, or its new records would not belong with the carried ones.
-MUST_MATCH = ("name", "split_ratios", "seed", "compression", "image_mode", "max_side", "reencode", "jpeg_quality",
-              "task", "list_delimiter", "features")
+# Recorded options that decide a record's bytes or a row's split (declared `same_in_every_version`), in
+# metadata.json's order: an incremental build must use the published version's.
+MUST_MATCH = tuple(flag.recorded_key for flag in recorded_flags() if flag.flag.same_in_every_version)
 REBUILD = "rebuild it in full once with --incremental --overwrite"
 
 

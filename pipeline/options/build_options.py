@@ -1,7 +1,8 @@
 """BuildOptions: `shardsmith build`'s options as the settings each stage takes whole (shardsmith/core/settings.py),
 plus the flags only the launcher reads (inputs, output folder, its lock, scratch space), declared here on their
 fields like the settings' own (shardsmith/core/flag.py). Guarantee: `recorded()` is made from the declarations,
-in metadata.json's order, so a new recorded flag needs no line here.
+in metadata.json's order, so a new recorded flag needs no line here; `recorded_flags()` lists the recorded flags
+in that order.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from shardsmith.core.build_lock import LOCK_STALE_AFTER_S
 from shardsmith.core.flag import (
     GCS_FOLDER,
     GCS_PATH,
+    Declared,
     Flag,
     Template,
     checked,
@@ -23,8 +25,13 @@ from shardsmith.core.flag import (
     recorded_values,
 )
 from shardsmith.core.manifest import ManifestFormat
-from shardsmith.core.settings import CheckSettings, ManifestSettings, PlacementSettings, RecordSettings
-from shardsmith.format.build_folder import DEFAULT_KEEP_BUILDS
+from shardsmith.core.settings import (
+    CheckSettings,
+    ManifestSettings,
+    PlacementSettings,
+    RecordSettings,
+    RetentionSettings,
+)
 from shardsmith.format.naming import NAME_MAX_BYTES, is_remote, longest_file_name
 
 DEFAULT_MAX_REMOVED_FRACTION = 0.1  # --incremental: more removed rows than this look like a truncated manifest
@@ -109,7 +116,7 @@ class BuildOptions:
         "dataset name, the prefix of every shard file", group="output", required=True, parse=check_name,
         template=Template(
             "Dataset name", "Prefix of every shard file: letters, digits, '.', '_' or '-', starting with a letter "
-            "or digit, no '..'. Example: flowers", r"[A-Za-z0-9](\.?[A-Za-z0-9_-])*\.?")))
+            "or digit, no '..'. Example: flowers", r"[A-Za-z0-9](\.?[A-Za-z0-9_-])*\.?"), same_in_every_version=True))
     manifest: ManifestFormat = nested(ManifestSettings, ManifestFormat)
     placement: PlacementSettings = nested(PlacementSettings)
     records: RecordSettings = nested(RecordSettings)
@@ -143,14 +150,7 @@ class BuildOptions:
         group="output", recorded=None, template=Template(
             "Break a stale lock", "true: take over the output folder's lock when its holder sent no heartbeat "
             f"for {LOCK_STALE_AFTER_S // 60} minutes; default false")))
-    keep_builds: int = option(DEFAULT_KEEP_BUILDS, Flag(
-        "published builds kept in the output folder's builds/, the new one included (default {default}); older "
-        "ones are removed when a build is published, except tagged ones (`shardsmith tag`)", group="output",
-        metavar="K", recorded=None,
-        parse=checked(lambda kept: kept >= 1, "--keep_builds must be at least 1 (the build being published)"),
-        template=Template(
-            "Builds kept", "published builds kept under output_dir/builds, the new one included (default "
-            "{default})", r"[1-9][0-9]{0,3}")))
+    retention: RetentionSettings = nested(RetentionSettings, has_default=True)  # --keep_builds
     incremental: bool = option(False, Flag(
         "add to the dataset published in --output_dir: only manifest rows it does not hold are read; rows it holds "
         "that the manifest lacks are removed; label ids keep their meaning (a folder without a dataset: a first, "
@@ -176,6 +176,11 @@ class BuildOptions:
     def recorded(self) -> dict:
         """The options as recorded in metadata.json: what shapes the output, not where it ran. Written, never
         read back by the build."""
-        values = recorded_values(self, declared(BuildOptions))
-        rank = {key: position for position, key in enumerate(RECORDED_ORDER)}
-        return dict(sorted(values.items(), key=lambda item: rank.get(item[0], len(rank))))
+        return recorded_values(self, recorded_flags())
+
+
+def recorded_flags() -> list[Declared]:
+    """BuildOptions' recorded flags, in metadata.json's order: RECORDED_ORDER, then the rest as declared."""
+    rank = {key: position for position, key in enumerate(RECORDED_ORDER)}
+    return sorted((flag for flag in declared(BuildOptions) if flag.flag.recorded is not None),
+                  key=lambda flag: rank.get(flag.recorded_key, len(rank)))

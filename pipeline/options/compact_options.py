@@ -1,7 +1,8 @@
 """CompactOptions: `shardsmith compact`'s options, declared on their fields like the build's (shardsmith/core/flag.py),
 so that its argparse (pipeline/compact.py), the compaction Flex Template's parameters (flex_template.py) and the
 template entry point (pipeline/entrypoint.py) come from one declaration each. The flags compaction shares with
-the build (--keep_builds, --break_lock) are the build's own declarations, taken from BuildOptions' fields.
+the build are declared once: --keep_builds by RetentionSettings (shardsmith/core/settings.py), which both
+commands hold, and --break_lock on BuildOptions' field, taken from there.
 
 Also the entry point's `command` parameter: the one template parameter that is no command's flag. The image
 has one entry file; the compaction template's spec declares `command` as required with `compact` its only
@@ -14,8 +15,8 @@ import dataclasses
 from dataclasses import MISSING, dataclass
 
 from pipeline.options.build_options import BuildOptions, output_folder
-from shardsmith.core.flag import COUNT, FLAG, GCS_FOLDER, Flag, Template, checked, option
-from shardsmith.format.build_folder import DEFAULT_KEEP_BUILDS
+from shardsmith.core.flag import COUNT, FLAG, GCS_FOLDER, Flag, Template, checked, nested, option
+from shardsmith.core.settings import RetentionSettings
 
 # The entry point's parameter that picks the command (`--command=compact`); absent, the command is `build`.
 COMMAND = "command"
@@ -39,7 +40,7 @@ class CompactOptions:
         parse=output_folder, recorded=None, template=Template(
             "Output folder", "Cloud Storage folder holding a dataset built with incremental=true: its published "
             "version is compacted into a new one. Example: gs://my-bucket/datasets/flowers", GCS_FOLDER)))
-    keep_builds: int = option(DEFAULT_KEEP_BUILDS, build_flag("keep_builds"))
+    retention: RetentionSettings = nested(RetentionSettings, has_default=True)  # --keep_builds, as the build's
     compact_after: int | None = option(None, Flag(
         "compact only when a split's shards come from more than K generations; otherwise exit 0 and write "
         "nothing (for a scheduled DAG that runs compact after every build)", metavar="K", recorded=None,

@@ -44,7 +44,7 @@ def writer_processes(options: PipelineOptions, requested: int) -> int:
     """Shard writer processes for this run: only a run in one process (`runs_in_one_process`) needs them. By
     default one per core (never more than the build has shards: write_shards.py). One more than cores kept both
     cores busier while the last shards were written, but cost more CPU and memory than it saved
-    (docs/performance.md, "The writer's repeated fields, the CSV line, and one writer more than cores")."""
+    (docs/performance.md, "Settings that matter")."""
     if not runs_in_one_process(options):
         return 0
     if requested >= 0:

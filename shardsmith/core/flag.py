@@ -46,6 +46,9 @@ class Flag:
     recorded: str | None = ""  # its key among metadata.json's options; "": the field's name; None: not recorded
     recorded_if: Callable[[Any], bool] | None = None  # asked of the settings object that holds the field
     as_json: Callable[[Any], Any] | None = None  # the recorded value, when not the field's value with lists
+    # A recorded value that decides a record's bytes or a row's split: an --incremental build must have the
+    # published version's, or its new records would not belong with the carried ones.
+    same_in_every_version: bool = False
 
 
 def checked(test: Callable[[Any], bool], message: str) -> Callable[[Any], Any]:

@@ -31,19 +31,19 @@ class Reencoding:
         "them; 0 (default): keep sizes", group="output", metavar="PIXELS",
         parse=checked(lambda side: side >= 0, "--max_side must be 0 (keep sizes) or a number of pixels"),
         template=Template("Max side", "shrink images whose longer side is larger to this many pixels and "
-                          "re-encode them; 0 (default): keep sizes", r"[0-9]+")))
+                          "re-encode them; 0 (default): keep sizes", r"[0-9]+"), same_in_every_version=True))
     # none: only images resized, rotated or unreadable by TensorFlow are re-encoded, as JPEG if they were JPEG,
     # else PNG
     format: str = option("none", Flag(
         "re-encode every image as jpeg or png (none, the default: only images resized, rotated, or in formats "
         "TensorFlow cannot decode, such as TIFF)", name="reencode", recorded="reencode", group="output",
         choices=REENCODE_FORMATS, template=Template("Re-encode", "none (default), jpeg or png: re-encode every "
-                                                    "image")))
+                                                    "image"), same_in_every_version=True))
     jpeg_quality: int = option(DEFAULT_JPEG_QUALITY, Flag(
         "JPEG quality of re-encoded images, 1-95 (default {default})", group="output", metavar="Q",
         parse=checked(lambda quality: 1 <= quality <= 95, "--jpeg_quality must be between 1 and 95"),
         template=Template("JPEG quality", "JPEG quality of re-encoded images, 1-95 (default {default})",
-                          r"([1-9]|[1-8][0-9]|9[0-5])")))
+                          r"([1-9]|[1-8][0-9]|9[0-5])"), same_in_every_version=True))
 
     @property
     def active(self) -> bool:

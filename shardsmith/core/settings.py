@@ -30,6 +30,7 @@ from shardsmith.core.flag import (
 from shardsmith.core.load_images import DEFAULT_MAX_PIXELS, VALIDATE_MODES
 from shardsmith.core.near_duplicate_search import DEFAULT_MAX_DISTANCE, MAX_DISTANCE
 from shardsmith.core.reencode import Reencoding
+from shardsmith.format.build_folder import DEFAULT_KEEP_BUILDS
 from shardsmith.format.example import IMAGE_MODES, KEY_PREFIX, TASKS
 from shardsmith.format.naming import SPLIT_ALIASES, SPLITS, canonical_split
 
@@ -160,13 +161,13 @@ class ManifestSettings:
         "class-mask PNG per image in --mask_column", group="inputs", choices=TASKS, template=Template(
             "Task", "classification (one label per image, the default), multi_label (several labels in the label "
             "column), detection (boxes: AutoML Vision object-detection CSV or JSONL) or segmentation (a class-mask "
-            "PNG per image in the mask column)")))
+            "PNG per image in the mask column)"), same_in_every_version=True))
     list_delimiter: str = option(";", Flag(
         "separates the labels of a multi_label row and the values of a *_list feature", group="inputs",
         metavar="C", parse=checked(lambda c: len(c) == 1 and c not in "\r\n\"",
                                    "--list_delimiter must be one character (not a quote or a line break)"),
         template=Template("List delimiter", "One character between the labels of a multi_label row and the "
-                          "values of a list feature (default: {default})", r'[^\r\n"]')))
+                          "values of a list feature (default: {default})", r'[^\r\n"]'), same_in_every_version=True))
     mask_column: str = option("mask_uri", Flag(
         "segmentation: the column of mask URIs", group="inputs", template=Template(
             "Mask column", "segmentation: header name of the mask URI column (default: {default})", r"[^,\r\n]+")))
@@ -176,7 +177,7 @@ class ManifestSettings:
         repeatable=True, parse=parse_features, template=Template(
             "Extra features", f"Extra manifest columns to store, NAME:TYPE with TYPE one of "
             f"{', '.join(FEATURE_TYPES)}; several separated by commas. Example: age:int,tags:string_list",
-            r"[A-Za-z_][A-Za-z0-9_./-]*:(" + "|".join(FEATURE_TYPES) + ")")))
+            r"[A-Za-z_][A-Za-z0-9_./-]*:(" + "|".join(FEATURE_TYPES) + ")"), same_in_every_version=True))
 
 
 def check_feature_names(manifest: ManifestSettings) -> None:
@@ -197,12 +198,12 @@ class PlacementSettings:
     seed: int = option(DEFAULT_SEED, Flag(
         "placement seed: same inputs and seed, same bytes (default {default})", group="output",
         template=Template("Placement seed", "Same inputs and seed give the same bytes (default {default})",
-                          r"[0-9]{1,18}")))
+                          r"[0-9]{1,18}"), same_in_every_version=True))
     split_ratios: tuple[float, float, float] = option((0.8, 0.1, 0.1), Flag(  # for rows that name no split
         "train,validation,test ratios for rows with no split (default {default})", group="inputs",
         parse=parse_ratios, text=comma_joined, template=Template(
             "Split ratios", "train,validation,test ratios for rows without a split (default {default})",
-            ",".join([NUMBER] * 3))))
+            ",".join([NUMBER] * 3)), same_in_every_version=True))
     num_shards: tuple[tuple[str, int], ...] = option((), Flag(  # (split or "*", count); empty: from target_shard_mb
         "shards per split: N for every split, or e.g. train=16,validation=2,test=2; default: from "
         "--target_shard_mb", group="output", parse=parse_num_shards, text=comma_joined, as_json=dict,
@@ -227,7 +228,7 @@ class RecordSettings:
             "headers only")))
     compression: str = option("none", Flag(
         "none (default: JPEG bytes do not compress) or gzip", group="output", choices=COMPRESSIONS,
-        template=Template("Compression", "none (default) or gzip")))
+        template=Template("Compression", "none (default) or gzip"), same_in_every_version=True))
     max_image_bytes: int = option(DEFAULT_MAX_IMAGE_BYTES, Flag(
         "a larger image file is an error row; no more than this is read of it (default {default:,} bytes)",
         group="checks", metavar="N", template=Template(
@@ -240,7 +241,7 @@ class RecordSettings:
         "bytes (default): records hold each image's bytes; path: records hold its URI, size and shape (images "
         "stay where they are; load() reads them by path)", group="output", choices=IMAGE_MODES, template=Template(
             "Image mode", "bytes (default): records hold each image's bytes; path: records hold its URI, size "
-            "and shape")))
+            "and shape"), same_in_every_version=True))
     reencoding: Reencoding = nested(Reencoding, has_default=True)
     perceptual_hash: bool = False  # --near_duplicates report|drop: the writer signs what it writes (row lists keep it)
     min_side: int = option(0, Flag(
@@ -286,3 +287,18 @@ class CheckSettings:
         template=Template(
             "Error budget", "Fail the job when more than this fraction of rows fail, between 0 and 1 (default "
             "{default})", r"(0(\.[0-9]+)?|1(\.0+)?|\.[0-9]+)")))
+
+
+@dataclass(frozen=True)
+class RetentionSettings:
+    """How many published versions an output folder keeps: what retention after each build and each compaction
+    (`build_folder.retire_builds`) is told. Shared by `build` and `compact`, which declare the flag once, here."""
+
+    keep_builds: int = option(DEFAULT_KEEP_BUILDS, Flag(
+        "published builds kept in the output folder's builds/, the new one included (default {default}); older "
+        "ones are removed when a build is published, except tagged ones (`shardsmith tag`)", group="output",
+        metavar="K", recorded=None,
+        parse=checked(lambda kept: kept >= 1, "--keep_builds must be at least 1 (the build being published)"),
+        template=Template(
+            "Builds kept", "published builds kept under output_dir/builds, the new one included (default "
+            "{default})", r"[1-9][0-9]{0,3}")))

@@ -16,8 +16,7 @@ size.
 
 Each record takes one branch of a `switch_case` of decodes, then one of a `switch_case` of resizes: small
 branches, since a tf.data map walks every node of the branches not taken (one `switch_case` over 13
-decode-and-resize branches cost 200 us a record more than one over 2, a sixth of the decode itself;
-docs/performance.md, "Reading with load()").
+decode-and-resize branches cost 200 us a record more than one over 2, a sixth of the decode itself).
 
 Guarantee (tests/test_load_decode.py): on JPEG, PNG, grayscale, RGBA, tiny and upscaled images the pixels are
 within MAX_MEAN_LEVELS_FROM_REFERENCE mean absolute levels (0-255) of a full decode followed by an antialiased
@@ -29,7 +28,7 @@ from __future__ import annotations
 
 JPEG_RATIOS = (1, 2, 4, 8)  # the reduced scales libjpeg decodes at (decode_jpeg's `ratio` attribute)
 # The smallest decode a ratio may leave, in multiples of the target: 1/4 and 1/8 shrink the colour planes too far
-# to be resized to just the target size (docs/performance.md, "Reading with load()").
+# to be resized to just the target size (docs/performance.md, "Reading").
 MIN_DECODE_OVER_TARGET = {2: 1.0, 4: 2.0, 8: 2.0}
 # A decode this much short of the target still covers it: stretching it back costs 0.06 levels on average on
 # photo crops at 224 (1.47 instead of 1.41 from the reference), against a full decode for one image in 11.

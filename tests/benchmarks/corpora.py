@@ -8,7 +8,7 @@
                of a photo library would be laid out
     a manifest any CSV manifest with a header (split,image_uri,label): its own images, untouched
 
-What differs between them and why it matters: docs/performance.md (CPU per image).
+What differs between them and why it matters: docs/performance.md ("Against a plain loop").
 """
 
 from __future__ import annotations

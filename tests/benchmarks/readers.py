@@ -1,4 +1,4 @@
-"""The TensorFlow-free readers on one build (docs/performance.md, "Readers"):
+"""The TensorFlow-free readers on one build (docs/performance.md, "Reading"):
 
     PYTHONPATH=. python tests/benchmarks/readers.py                         # the demo set, 40 images a label
     PYTHONPATH=. python tests/benchmarks/readers.py --per_label 2000 --random 10000
