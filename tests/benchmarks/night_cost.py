@@ -3,10 +3,12 @@ version of each size, against a full build of the largest (docs/versions.md, "Co
 
 The corpus is small distinct JPEGs (8x8, random pixels: every image differs), so that a night's cost is the
 carry-over's per-row work and start-up, not image decoding. For each size it publishes a version of that many rows
-(a full build, `--validate header`, timed: the "full build" figure), then, alternating sizes, runs the night
-(`--incremental`, the version's manifest with NEW rows appended) into a hard-linked copy of the published folder.
-Whole processes are timed from outside (start-up included; CPU of the process tree). Not run by CI. Run from the
-repository root:
+(a full build, `--validate header`, timed: the "full build" figure), then, alternating sizes and kinds, runs two
+nights (`--incremental`) into a hard-linked copy of the published folder: "appended", the version's manifest with
+NEW rows appended (the common nightly export: only the new lines are parsed), and "rewritten", the version's rows
+in reverse order and then the NEW rows (the same rows, other bytes: every row is paired with the version's
+records). Whole processes are timed from outside (start-up included; CPU of the process tree). Not run by CI. Run
+from the repository root:
 
     python tests/benchmarks/night_cost.py --sizes 20000 100000 --repeats 3
 """
@@ -76,40 +78,48 @@ def main() -> None:
         out = args.workdir / f"published-{size}"
         shutil.rmtree(out, ignore_errors=True)
         version = write_manifest(corpus / f"version-{size}.csv", rows[:size])
-        write_manifest(corpus / f"night-{size}.csv", rows[:size] + new_rows)
+        write_manifest(corpus / f"appended-{size}.csv", rows[:size] + new_rows)
+        write_manifest(corpus / f"rewritten-{size}.csv", rows[:size][::-1] + new_rows)
         full[size] = run_build(version, out, logs / f"full-{size}.log", *BUILD)
         published[size] = out
         print(f"full build of {size:,} rows: {full[size]['wall_s']:.1f} s wall, {full[size]['cpu_s']:.1f} s CPU",
               flush=True)
-    nights: dict[int, list[dict]] = {size: [] for size in args.sizes}
+    kinds = ("appended", "rewritten")
+    nights: dict[tuple[str, int], list[dict]] = {(kind, size): [] for kind in kinds for size in args.sizes}
     for repetition in range(args.repeats):
-        for size in args.sizes:
-            out = args.workdir / f"night-{size}"
-            shutil.rmtree(out, ignore_errors=True)
-            shutil.copytree(published[size], out, copy_function=os.link)  # published files are never rewritten
-            result = run_build(corpus / f"night-{size}.csv", out, logs / f"night-{size}-{repetition}.log",
-                               "--incremental", *BUILD)
-            change = result["incremental"]
-            assert change["num_added_rows"] == args.new and change["num_carried_rows"] == size, change
-            shutil.rmtree(out, ignore_errors=True)
-            nights[size].append(result)
-            print(f"night on {size:>9,} rows  {result['wall_s']:6.2f} s wall  {result['cpu_s']:6.2f} s CPU", flush=True)
+        for kind in kinds:
+            for size in args.sizes:
+                out = args.workdir / f"night-{size}"
+                shutil.rmtree(out, ignore_errors=True)
+                shutil.copytree(published[size], out, copy_function=os.link)  # published files are never rewritten
+                result = run_build(corpus / f"{kind}-{size}.csv", out, logs / f"{kind}-{size}-{repetition}.log",
+                                   "--incremental", *BUILD)
+                change = result["incremental"]
+                assert change["num_added_rows"] == args.new and change["num_carried_rows"] == size, change
+                assert change["appended"] is (kind == "appended"), change
+                shutil.rmtree(out, ignore_errors=True)
+                nights[kind, size].append(result)
+                print(f"{kind:>9} night on {size:>9,} rows  {result['wall_s']:6.2f} s wall  "
+                      f"{result['cpu_s']:6.2f} s CPU", flush=True)
     smallest = min(args.sizes)
-    base = statistics.median(r["wall_s"] for r in nights[smallest])
-    print(f"\n| version rows | night wall s (median; runs) | night CPU s (median) | vs the {smallest:,}-row night | "
+    print(f"\n| night | version rows | wall s (median; runs) | CPU s (median) | vs the {smallest:,}-row night | "
           "vs a full build of the version |")
-    print("|---:|---:|---:|---:|---:|")
-    for size in args.sizes:
-        walls = [r["wall_s"] for r in nights[size]]
-        wall = statistics.median(walls)
-        print(f"| {size:,} | {wall:.2f} ({', '.join(f'{w:.2f}' for w in walls)}) | "
-              f"{statistics.median(r['cpu_s'] for r in nights[size]):.2f} | {wall / base:.2f}x | "
-              f"{wall / full[size]['wall_s']:.2f}x (full {full[size]['wall_s']:.1f} s) |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for kind in kinds:
+        base = statistics.median(r["wall_s"] for r in nights[kind, smallest])
+        for size in args.sizes:
+            walls = [r["wall_s"] for r in nights[kind, size]]
+            wall = statistics.median(walls)
+            print(f"| {kind} | {size:,} | {wall:.2f} ({', '.join(f'{w:.2f}' for w in walls)}) | "
+                  f"{statistics.median(r['cpu_s'] for r in nights[kind, size]):.2f} | {wall / base:.2f}x | "
+                  f"{wall / full[size]['wall_s']:.2f}x (full {full[size]['wall_s']:.1f} s) |")
     if len(args.sizes) > 1:
         low, high = smallest, largest
-        per_row = (statistics.median(r["cpu_s"] for r in nights[high])
-                   - statistics.median(r["cpu_s"] for r in nights[low])) / (high - low)
-        print(f"\nCPU per unchanged row: {per_row * 1e6:.1f} us (the {high:,}-row night less the {low:,}-row one)")
+        for kind in kinds:
+            per_row = (statistics.median(r["cpu_s"] for r in nights[kind, high])
+                       - statistics.median(r["cpu_s"] for r in nights[kind, low])) / (high - low)
+            print(f"CPU per unchanged row, {kind} night: {per_row * 1e6:.1f} us (the {high:,}-row night less the "
+                  f"{low:,}-row one)")
 
 
 if __name__ == "__main__":
