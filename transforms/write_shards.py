@@ -40,6 +40,9 @@ DIGESTS = "digests"
 SIGNATURES = "signatures"  # --near_duplicates: lists of HashedImage, one per shard
 # Shards handed to the writer processes beyond one each: keeps them busy without holding every shard's rows.
 EXTRA_SHARDS_QUEUED_PER_PROCESS = 1
+# Shards held back per writer process, the largest handed out first, so that the smallest are written last: a
+# window that bounds the rows held, as EXTRA_SHARDS_QUEUED_PER_PROCESS does.
+SHARDS_HELD_BACK_PER_PROCESS = 2
 # With the default writer processes, a build that places at most this many images of at most this many source
 # bytes is written in the runner's own process: starting the processes (a Python with Pillow each, 0.3 s of CPU,
 # then their exit) took 0.5-1.0 s of a 3 s build of 124 images on 2 cores (tests/benchmarks/build_overhead.py),
@@ -56,8 +59,9 @@ class WriteShardFn(beam.DoFn):
     HashedImages (tagged `signatures`). Counts records_written_<split>,
     bytes_written_<split>, errors_load and image_bytes (transforms/metrics.py) as each shard's outputs leave.
 
-    With `processes` > 0, shards are written by that many writer processes and their results come out as they
-    finish (the rest in finish_bundle); otherwise each shard is written in process(). With `unless_small`,
+    With `processes` > 0, shards are written by that many writer processes, the largest of those held back
+    (SHARDS_HELD_BACK_PER_PROCESS) first, and their results come out as they finish (the rest in
+    finish_bundle); otherwise each shard is written in process(). With `unless_small`,
     process() takes the build's ShardPlan as a side input, a small build (is_small) is written in process()
     too, and no more processes start than the build has shards. The writer pool is made in setup() (with
     `unless_small`, at the first shard of a build that is not small), closed in teardown() and never pickled
@@ -69,6 +73,8 @@ class WriteShardFn(beam.DoFn):
         self._unless_small = unless_small
         self._pool = None
         self._pending: deque[Future] = deque()
+        # Shards held back, not yet handed out: (-rows, split, shard, batches)
+        self._waiting: list[tuple[int, str, int, list[RowBatch]]] = []
 
     def setup(self):
         self._pool_decided = self._processes <= 0 or not self._unless_small
@@ -89,19 +95,31 @@ class WriteShardFn(beam.DoFn):
         if self._pool is None:
             yield from _outputs(write_shard_file(self._config, split, shard, dealt))
             return
-        self._pending.append(self._pool.submit(self._config, split, shard, [RowBatch(rows) for rows in dealt]))
+        batches = [RowBatch(rows) for rows in dealt]
+        self._waiting.append((-sum(map(len, batches)), split, shard, batches))
+        if len(self._waiting) > self._pool.processes * SHARDS_HELD_BACK_PER_PROCESS:
+            self._waiting.sort(key=lambda waiting: waiting[:3])
+            yield from self._submit(*self._waiting.pop(0)[1:])
+
+    def _submit(self, split: str, shard: int, batches: list[RowBatch]):
+        """Hands a shard to the writer processes; yields the outputs of those that finished meanwhile (and of
+        the oldest, while too many are queued)."""
+        self._pending.append(self._pool.submit(self._config, split, shard, batches))
         while self._pending and (
             self._pending[0].done() or len(self._pending) > self._pool.processes * (1 + EXTRA_SHARDS_QUEUED_PER_PROCESS)
         ):
             yield from _outputs(self._pending.popleft().result())
 
     def finish_bundle(self):
+        """The shards held back, largest first: the last shards written, each by one process while the others may
+        have none left, are the smallest seen (Graham's LPT order, over a window of held-back shards). A shard's
+        bytes do not depend on when it is written."""
+        self._waiting.sort(key=lambda waiting: waiting[:3])
+        for _, split, shard, batches in self._waiting:
+            yield from map(_in_global_windows_of, self._submit(split, shard, batches))
+        self._waiting = []
         while self._pending:
-            for output in _outputs(self._pending.popleft().result()):
-                if isinstance(output, beam.pvalue.TaggedOutput):
-                    yield beam.pvalue.TaggedOutput(output.tag, _in_global_window(output.value))
-                else:
-                    yield _in_global_window(output)
+            yield from map(_in_global_windows_of, _outputs(self._pending.popleft().result()))
 
     def teardown(self):
         if self._pool is not None:
@@ -110,7 +128,7 @@ class WriteShardFn(beam.DoFn):
 
     def __getstate__(self):
         # The writer processes and the shards they still write belong to this instance, never to a copy.
-        return {**self.__dict__, "_pool": None, "_pending": deque()}
+        return {**self.__dict__, "_pool": None, "_pending": deque(), "_waiting": []}
 
 
 def is_small(plan: ShardPlan) -> bool:
@@ -127,6 +145,13 @@ def num_shards(plan: ShardPlan) -> int:
 
 def _in_global_window(value) -> WindowedValue:
     return WindowedValue(value, MIN_TIMESTAMP, [GlobalWindow()])
+
+
+def _in_global_windows_of(output):
+    """An output emitted from finish_bundle (which has no element's window to inherit)."""
+    if isinstance(output, beam.pvalue.TaggedOutput):
+        return beam.pvalue.TaggedOutput(output.tag, _in_global_window(output.value))
+    return _in_global_window(output)
 
 
 def _outputs(outcome: ShardOutcome):
