@@ -48,10 +48,10 @@ def compact(options: CompactOptions, beam_args: list[str]) -> Metadata | None:
     from apache_beam.options.pipeline_options import PipelineOptions
 
     from pipeline.running.runner import leaves_job_running, make_pipeline
-    from shardsmith.core.compaction import compaction_source, most_generations
     from shardsmith.format.build_folder import BuildRecord, build_dir, retire_builds, start_build
     from shardsmith.format.metadata import read_metadata
-    from transforms.compact import Compaction, CompactVersion
+    from shardsmith.versions.compaction import compaction_source, most_generations
+    from transforms.versions.compact_version import Compaction, CompactVersion
 
     started = time.monotonic()
     beam_options = PipelineOptions(beam_args)

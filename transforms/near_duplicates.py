@@ -54,18 +54,18 @@ from shardsmith.core.near_duplicate_search import (
     take_bucket,
 )
 from shardsmith.core.perceptual_hash import ImageSignature, signature_of_bytes
-from shardsmith.core.published_pairs import (
-    MAX_BUCKET_COMPARISONS,
-    confirmed_published_pairs,
-    count_published_candidates,
-    take_new,
-)
 from shardsmith.core.rows import ROWS_PER_BATCH, ErrorRow, ManifestRow, RowBatch
 from shardsmith.core.settings import CheckSettings, RecordSettings
 from shardsmith.format.build_folder import write_atomically
 from shardsmith.format.metadata import near_duplicates_bytes
 from shardsmith.format.metadata_schema import NearDuplicatesEntry
 from shardsmith.format.naming import NEAR_DUPLICATES_FILE, join
+from shardsmith.versions.published_pairs import (
+    MAX_BUCKET_COMPARISONS,
+    confirmed_published_pairs,
+    count_published_candidates,
+    take_new,
+)
 from transforms import ERRORS
 from transforms.duplicates import STAGE
 from transforms.gather import Gather, PerBundleFn, combine_all

@@ -23,8 +23,6 @@ import apache_beam as beam
 
 from shardsmith.core import fault_injection
 from shardsmith.core.build_lock import LockGuard, release_lock
-from shardsmith.core.carry_over import CarriedVersion, merged_version
-from shardsmith.core.failed_again import count_failed_again
 from shardsmith.core.rows import ShardResult
 from shardsmith.core.settings import CheckSettings, RecordSettings
 from shardsmith.format.build_folder import (
@@ -40,6 +38,8 @@ from shardsmith.format.metadata import labels_bytes
 from shardsmith.format.metadata_schema import Metadata, NearDuplicatesEntry, SplitEntry
 from shardsmith.format.naming import ERRORS_FILE, LABELS_FILE, join
 from shardsmith.format.tfds import tfds_metadata_files
+from shardsmith.versions.carry_over import CarriedVersion, merged_version
+from shardsmith.versions.failed_again import count_failed_again
 from transforms.duplicates import STAGE as DUPLICATE_STAGE
 from transforms.duplicates import DuplicateSummary
 from transforms.error_parts import ErrorSummary, WriteErrors

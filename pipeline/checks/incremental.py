@@ -9,14 +9,14 @@ from __future__ import annotations
 import json
 
 from pipeline.options.build_options import BuildOptions
-from shardsmith.core.carry_over import CarriedShard, CarriedVersion
 from shardsmith.core.label_list import FixedLabels
-from shardsmith.core.row_check import unrecoverable
 from shardsmith.errors import UsageError
 from shardsmith.format.build_folder import checked_version_id
 from shardsmith.format.metadata import read_metadata
 from shardsmith.format.metadata_schema import Metadata, MetadataMissing
 from shardsmith.format.naming import BUILDS_DIR, LABELS_FILE
+from shardsmith.versions.carry_over import CarriedShard, CarriedVersion
+from shardsmith.versions.row_check import unrecoverable
 
 # Recorded options that decide a record's bytes or a row's split: an incremental build must use the published
 # version's, or its new records would not belong with the carried ones.

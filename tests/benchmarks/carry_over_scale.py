@@ -72,12 +72,12 @@ def child(folder: Path) -> None:
 
     from pipeline.cli import _parser
     from pipeline.options.arguments import build_options_from
-    from shardsmith.core.carry_over import CarriedShard, CarriedVersion
     from shardsmith.core.manifest import resolve_sources
     from shardsmith.format.metadata_schema import ShardEntry
-    from transforms.carry_over import SplitCarriedRows
+    from shardsmith.versions.carry_over import CarriedShard, CarriedVersion
     from transforms.place import assign_splits
     from transforms.read_manifest import ReadManifest
+    from transforms.versions.carried_rows import SplitCarriedRows
 
     out = folder / "out"
     args, _ = _parser().parse_known_args(["build", "--manifest", str(folder / "manifest.csv"), "--output_dir",

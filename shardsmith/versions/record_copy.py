@@ -20,8 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from shardsmith import storage
-from shardsmith.core import fault_injection, row_check
-from shardsmith.core.compaction import RecordRef
+from shardsmith.core import fault_injection
 from shardsmith.core.load_images import ordered_bounded_map
 from shardsmith.core.rows import PlacedRow, ShardResult
 from shardsmith.core.shard_file import ShardOutput, WriterConfig
@@ -30,6 +29,8 @@ from shardsmith.format.naming import shard_file_name
 from shardsmith.format.record_index import FRAMING_BYTES, RecordIndex
 from shardsmith.format.row_list import ListedRow
 from shardsmith.format.tfrecord import FOOTER_BYTES, HEADER_BYTES, FramingError, read_exact, unframe
+from shardsmith.versions import row_check
+from shardsmith.versions.compaction import RecordRef
 
 # Remote records read ahead of the writer (each is one ranged read); local ones are read one after the other.
 MAX_RECORDS_IN_FLIGHT = 16

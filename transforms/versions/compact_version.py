@@ -28,8 +28,6 @@ import apache_beam as beam
 from shardsmith import storage
 from shardsmith.core import fault_injection
 from shardsmith.core.build_lock import LockGuard, release_lock
-from shardsmith.core.compaction import CompactionSource, readable_path, record_rows, row_list_path
-from shardsmith.core.compaction_writer import CompactionWriter, write_compacted_shard
 from shardsmith.core.rows import RowBatch, ShardResult
 from shardsmith.core.settings import CheckSettings, RecordSettings
 from shardsmith.core.shard_file import WriterConfig
@@ -47,11 +45,13 @@ from shardsmith.format.metadata_schema import IncrementalEntry, Metadata
 from shardsmith.format.naming import ERRORS_FILE, LABELS_FILE, join
 from shardsmith.format.tfds import tfds_metadata_files
 from shardsmith.format.transform_fn import write_transform_fn
-from transforms.carry_over import row_lists_checked
+from shardsmith.versions.compaction import CompactionSource, readable_path, record_rows, row_list_path
+from shardsmith.versions.record_copy import CompactionWriter, write_compacted_shard
 from transforms.error_parts import ErrorSummary
 from transforms.labels import Vocabulary
 from transforms.place import PlaceRows, ShardPlan
 from transforms.report import DatasetCheckFailed, ReportConfig, build_metadata
+from transforms.versions.carried_rows import row_lists_checked
 
 _LOG = logging.getLogger("shardsmith")
 

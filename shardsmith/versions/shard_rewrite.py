@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections import Counter
 
 from shardsmith import storage
-from shardsmith.core import fault_injection, row_check
+from shardsmith.core import fault_injection
 from shardsmith.core.rows import ShardResult
 from shardsmith.core.shard_file import ShardOutput, WriterConfig
 from shardsmith.format.example import SHA256, parse_example
@@ -24,6 +24,7 @@ from shardsmith.format.naming import row_list_name
 from shardsmith.format.record_index import RecordIndex
 from shardsmith.format.row_list import RowListError, parse_row_list
 from shardsmith.format.tfrecord import frame
+from shardsmith.versions import row_check
 
 
 def rewrite_shard(config: WriterConfig, split: str, source_folder: str, file: str, removed_positions: set[int],

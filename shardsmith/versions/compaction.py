@@ -39,7 +39,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from shardsmith import storage
-from shardsmith.core import row_check
 from shardsmith.core.rows import ROWS_PER_BATCH, ManifestRow, RowBatch
 from shardsmith.core.settings import PlacementSettings
 from shardsmith.core.shard_file import ShardOutput
@@ -50,6 +49,7 @@ from shardsmith.format.naming import TEMP_PREFIX, index_file_name, join, row_lis
 from shardsmith.format.record_index import RecordIndex
 from shardsmith.format.row_list import ListedRow, RowListError, parse_row_list
 from shardsmith.format.tfrecord import frame, iter_records
+from shardsmith.versions import row_check
 
 # The canonical manifest's first data row is its line 2 (line 1: its header).
 FIRST_DATA_LINE = 2

@@ -29,18 +29,18 @@ import apache_beam as beam
 from apache_beam.transforms.window import GlobalWindows
 
 from shardsmith import storage
-from shardsmith.core import row_check
-from shardsmith.core.carry_over import CarriedVersion, RecordPlace, pair_rows
-from shardsmith.core.carry_over_spill import SpillBuffer, num_partitions, read_sections
 from shardsmith.core.near_duplicate_search import HashedImage
 from shardsmith.core.perceptual_hash import ImageSignature, signature_from_text
 from shardsmith.core.row_identity import row_identity
 from shardsmith.core.rows import ROWS_PER_BATCH, ImageDigest, ImageDigests, ManifestRow, RowBatch
 from shardsmith.core.shard_file import WriterConfig
-from shardsmith.core.shard_rewrite import rewrite_shard
 from shardsmith.format.build_folder import build_dir, carry_over_scratch
 from shardsmith.format.naming import row_list_name, shard_generation
 from shardsmith.format.row_list import ListedRow, RowListError, parse_row_list
+from shardsmith.versions import row_check
+from shardsmith.versions.carry_over import CarriedVersion, RecordPlace, pair_rows
+from shardsmith.versions.shard_rewrite import rewrite_shard
+from shardsmith.versions.spill import SpillBuffer, num_partitions, read_sections
 from transforms.metrics import ROWS_CARRIED, ROWS_REMOVED, count
 from transforms.report import DatasetCheckFailed
 from transforms.row_coder import of_batches

@@ -1,0 +1,1 @@
+"""The versions machinery, Beam-free: see the module list in a later commit."""

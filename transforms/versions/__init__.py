@@ -1,0 +1,1 @@
+"""The stages of versions: see the module list in a later commit."""
