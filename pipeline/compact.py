@@ -50,7 +50,7 @@ def compact(options: CompactOptions, beam_args: list[str]) -> Metadata | None:
     from pipeline.running.runner import leaves_job_running, make_pipeline
     from shardsmith.format.build_folder import BuildRecord, build_dir, retire_builds, start_build
     from shardsmith.format.metadata import read_metadata
-    from shardsmith.versions.compaction import compaction_source, most_generations
+    from shardsmith.versions import compaction_source, most_generations
     from transforms.versions.compact_version import Compaction, CompactVersion
 
     started = time.monotonic()

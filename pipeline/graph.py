@@ -21,7 +21,7 @@ from shardsmith.core.build_lock import LockGuard
 from shardsmith.core.label_list import FixedLabels
 from shardsmith.core.shard_file import WriterConfig
 from shardsmith.format.build_folder import build_dir
-from shardsmith.versions.carry_over import CarriedVersion
+from shardsmith.versions import CarriedVersion
 from transforms.duplicates import DropDuplicates, SummarizeDuplicates
 from transforms.feature_stats import AnalyzeRows
 from transforms.gather import PerBundleFn

@@ -60,7 +60,7 @@ from shardsmith.format.build_folder import write_atomically
 from shardsmith.format.metadata import near_duplicates_bytes
 from shardsmith.format.metadata_schema import NearDuplicatesEntry
 from shardsmith.format.naming import NEAR_DUPLICATES_FILE, join
-from shardsmith.versions.published_pairs import (
+from shardsmith.versions import (
     MAX_BUCKET_COMPARISONS,
     confirmed_published_pairs,
     count_published_candidates,

@@ -30,9 +30,14 @@ from shardsmith.format.metadata import labels_bytes
 from shardsmith.format.metadata_schema import Metadata, NearDuplicatesEntry, SplitEntry
 from shardsmith.format.naming import ERRORS_FILE, LABELS_FILE, join
 from shardsmith.format.tfds import tfds_metadata_files
-from shardsmith.versions.carry_over import CarriedVersion, merged_version
-from shardsmith.versions.failed_again import count_failed_again
-from shardsmith.versions.publish import publish_nothing, publish_version, unchanged
+from shardsmith.versions import (
+    CarriedVersion,
+    count_failed_again,
+    merged_version,
+    publish_nothing,
+    publish_version,
+    unchanged,
+)
 from transforms.duplicates import STAGE as DUPLICATE_STAGE
 from transforms.duplicates import DuplicateSummary
 from transforms.error_parts import ErrorSummary, WriteErrors

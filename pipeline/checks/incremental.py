@@ -15,8 +15,7 @@ from shardsmith.format.build_folder import checked_version_id
 from shardsmith.format.metadata import read_metadata
 from shardsmith.format.metadata_schema import Metadata, MetadataMissing
 from shardsmith.format.naming import BUILDS_DIR, LABELS_FILE
-from shardsmith.versions.carry_over import CarriedShard, CarriedVersion
-from shardsmith.versions.row_check import unrecoverable
+from shardsmith.versions import CarriedShard, CarriedVersion, unrecoverable
 
 # Recorded options that decide a record's bytes or a row's split: an incremental build must use the published
 # version's, or its new records would not belong with the carried ones.

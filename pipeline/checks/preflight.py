@@ -33,7 +33,7 @@ from shardsmith.format.metadata import read_metadata
 from shardsmith.format.metadata_schema import MetadataError
 from shardsmith.format.naming import BUILDS_DIR, METADATA_FILE
 from shardsmith.storage import is_remote, make_folders
-from shardsmith.versions.carry_over import CarriedVersion
+from shardsmith.versions import CarriedVersion
 
 _LOG = logging.getLogger("shardsmith")
 
