@@ -1,6 +1,6 @@
 """`shardsmith compact OUT`: rewrites the published version's generations into one balanced set of shards per
-split, from the shards' own records, and publishes it as a new version (transforms/compact.py is the
-pipeline, shardsmith/core/compaction.py the model, docs/versions.md the rule for when to run it).
+split, from the shards' own records, and publishes it as a new version (transforms/versions/compact_version.py is the
+pipeline, shardsmith/versions/compaction.py the model, docs/versions.md the rule for when to run it).
 
 On the launching machine: the output folder's lock is taken as a build takes it, the published version read
 under it, unfinished builds of earlier runs removed and the compaction's build folder started; a folder without

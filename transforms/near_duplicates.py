@@ -15,10 +15,10 @@ and at most MAX_BUCKET_CANDIDATES candidates are counted before any pair is form
 capped, not expanded); the listing keeps the MAX_LISTED_PAIRS closest pairs, the counts cover them all.
 
 An --incremental night compares its new images with each other and with the published version's records, whose
-signatures its row lists keep (transforms/carry_over.py reads them, as the carried SHA-256s): never two published
-records (shardsmith/core/published_pairs.py bounds such a bucket as a full build's is). Published records are
-grouped by signature apart from new images, so the groups summarised are the night's; `drop` never drops a
-published record (`leaked_copy`).
+signatures its row lists keep (transforms/versions/carried_rows.py reads them, as the carried SHA-256s): never
+two published records (shardsmith/versions/published_pairs.py bounds such a bucket as a full build's is).
+Published records are grouped by signature apart from new images, so the groups summarised are the night's;
+`drop` never drops a published record (`leaked_copy`).
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ def _bucket_pairs(keyed, max_distance: int) -> Iterator:
 
 def _night_bucket_pairs(keyed, max_distance: int) -> Iterator:
     """A bucket of an --incremental night: its new images' pairs with each other and with its published records
-    (shardsmith/core/published_pairs.py); a bucket without a new image has no pair to look for."""
+    (shardsmith/versions/published_pairs.py); a bucket without a new image has no pair to look for."""
     (band, value), members = keyed
     bucket = take_new(members, MAX_BUCKET_MEMBERS)
     if not bucket.num_new:

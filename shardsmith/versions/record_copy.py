@@ -1,5 +1,5 @@
 """One compacted shard, start to finish: copy its placed records, in placement order, from the source shards of
-the version being compacted (shardsmith/core/compaction.py) into a temporary file, and rename it to its full
+the version being compacted (shardsmith/versions/compaction.py) into a temporary file, and rename it to its full
 build's name. No image is read; of each record, only the values its row list's line is checked against are
 parsed (`row_check.check_record`: URI, SHA-256 and labels), and the first record's key (metadata.json's
 `first_key`).
@@ -44,7 +44,7 @@ class CompactionWriter:
     writer: WriterConfig
     sources: tuple[str, ...]
     row_lists: tuple[str, ...]  # each source shard's row list, named when a record is not its line's
-    why_not_rebuilt: str = ""  # shardsmith/core/row_check.py `unrecoverable`, for the fix an error names
+    why_not_rebuilt: str = ""  # shardsmith/versions/row_check.py `unrecoverable`, for the fix an error names
 
 
 class SourceRecordError(ValueError):

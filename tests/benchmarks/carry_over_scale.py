@@ -1,5 +1,5 @@
 """How `--incremental`'s carry-over (pairing a manifest's rows with the published version's row lists,
-transforms/carry_over.py) scales with the rows: time and peak RSS at N and 10N rows, 1% of them new.
+transforms/versions/carried_rows.py) scales with the rows: time and peak RSS at N and 10N rows, 1% of them new.
 
 No images: the published version is its row lists only (one per 10,000 rows, as a build writes them, under
 builds/<id>/rows/), and the measured pipeline is the build's first stages up to the carry-over: ReadManifest ->

@@ -1,5 +1,5 @@
 """`shardsmith compact`: the published version's records, placed as a full build of its rows places them, copied
-into one balanced set of shards per split, and published as a new version (shardsmith/core/compaction.py has
+into one balanced set of shards per split, and published as a new version (shardsmith/versions/compaction.py has
 the model; pipeline/compact.py launches it under the folder's lock).
 
     ListSourceShards -> ReadRowLists -> PlaceRows (the build's own) -> CopyRecords -> PublishCompaction
@@ -111,7 +111,7 @@ def _errors_chunks(path: str) -> Iterator[bytes]:
 def carry_errors(compaction: Compaction, metadata: Metadata) -> Metadata:
     """Copies the compacted version's errors.jsonl into the compaction's folder and returns `metadata` with its
     error counts: the compacted version stands for the same manifest rows, failed ones included, so the next
-    --incremental night knows which rows failed before (shardsmith/core/failed_again.py). A version whose
+    --incremental night knows which rows failed before (shardsmith/versions/failed_again.py). A version whose
     errors.jsonl is missing gets an empty one and no errors: the next night then counts those rows' failures as
     new, the safe side."""
     source, published = compaction.source, compaction.source.metadata
