@@ -1,8 +1,8 @@
 """`--incremental`: tell the manifest's rows apart into carried and new ones, and rewrite the published version's
-shards that hold removed rows (shardsmith/core/carry_over.py has the model).
+shards that hold removed rows (shardsmith/versions/carry_over.py has the model).
 
 Rows and records meet in a partitioned join through spill files in the build's scratch folder
-(shardsmith/core/carry_over_spill.py): only references to the files' sections go through a GroupByKey, never rows
+(shardsmith/versions/spill.py): only references to the files' sections go through a GroupByKey, never rows
 or image bytes, so memory stays bounded however long the manifest is; a carried row's image is neither read nor
 stat'ed (it leaves before LookupSizes). Memory: SPILL_ENTRIES entries per spilling worker, one partition per
 pairing worker, one shard's row list per reader. The removed rows are checked against --max_removed_fraction
@@ -10,7 +10,7 @@ before anything downstream of `gate` runs: the vocabulary waits for the check, a
 vocabulary.
 
 Row lists are input: each is counted against its shard's entry in metadata.json as it is read, and each record a
-rewrite copies is checked against its line (shardsmith/core/row_check.py); one that does not describe its shard
+rewrite copies is checked against its line (shardsmith/versions/row_check.py); one that does not describe its shard
 fails the build (DatasetCheckFailed, one line naming the file and the line) before anything is published.
 
 With --near_duplicates, the carried records' perceptual signatures (their row lists' last field) come out too, as
@@ -57,7 +57,7 @@ def _keyed_rows(batch: RowBatch) -> list[tuple[str, ManifestRow]]:
 def _listed_records(shard_index: int, output_dir: str, version: CarriedVersion, signatures: bool = False) -> Iterator:
     """One carried shard's records, keyed by identity, in one list (one shard's row list in memory), once its
     row list was counted against metadata.json; with `signatures`, each with its perceptual signature. A lost row
-    list is rebuilt from the shard's records (where they hold it: shardsmith/core/row_check.py; a rebuilt line has
+    list is rebuilt from the shard's records (where they hold it: shardsmith/versions/row_check.py; a rebuilt line has
     no signature), and the shard goes out tagged `relisted` too: it is rewritten, with its new row list, into the
     build's folder (a RecordPlace at position -1, which removes no record)."""
     carried = version.shards[shard_index]
@@ -105,7 +105,7 @@ def row_lists_checked() -> Iterator[None]:
 
 class SpillFn(beam.DoFn):
     """Lists of (identity, row or record) -> (partition, SpillSection), written to spill files in the build's
-    scratch folder, SPILL_ENTRIES entries at a time (shardsmith/core/carry_over_spill.py)."""
+    scratch folder, SPILL_ENTRIES entries at a time (shardsmith/versions/spill.py)."""
 
     def __init__(self, files_dir: str, partitions: int):
         self._files_dir = files_dir
