@@ -1,6 +1,6 @@
 """`shardsmith compact OUT`: rewrites the published version's generations into one balanced set of shards per
-split, from the shards' own records, and publishes it as a new version (transforms/compact.py is the
-pipeline, shardsmith/core/compaction.py the model, docs/versions.md the rule for when to run it).
+split, from the shards' own records, and publishes it as a new version (transforms/versions/compact_version.py is the
+pipeline, shardsmith/versions/compaction.py the model, docs/versions.md the rule for when to run it).
 
 On the launching machine: the output folder's lock is taken as a build takes it, the published version read
 under it, unfinished builds of earlier runs removed and the compaction's build folder started; a folder without
@@ -48,10 +48,10 @@ def compact(options: CompactOptions, beam_args: list[str]) -> Metadata | None:
     from apache_beam.options.pipeline_options import PipelineOptions
 
     from pipeline.running.runner import leaves_job_running, make_pipeline
-    from shardsmith.core.compaction import compaction_source, most_generations
     from shardsmith.format.build_folder import BuildRecord, build_dir, retire_builds, start_build
     from shardsmith.format.metadata import read_metadata
-    from transforms.compact import Compaction, CompactVersion
+    from shardsmith.versions import compaction_source, most_generations
+    from transforms.versions.compact_version import Compaction, CompactVersion
 
     started = time.monotonic()
     beam_options = PipelineOptions(beam_args)

@@ -20,19 +20,11 @@ import apache_beam as beam
 from pipeline.options.build_options import BuildOptions
 from shardsmith.core import progress_signal
 from shardsmith.core.build_lock import LockGuard
-from shardsmith.core.carry_over import CarriedVersion
 from shardsmith.core.label_list import FixedLabels
 from shardsmith.core.manifest import LINE_FORMATS
 from shardsmith.core.shard_file import WriterConfig
 from shardsmith.format.build_folder import build_dir
-from transforms.carry_over import (
-    CARRIED_SIGNATURES,
-    SIGNED,
-    PublishedCopies,
-    RewriteShards,
-    SplitCarriedRows,
-    gated,
-)
+from shardsmith.versions import CarriedVersion
 from transforms.duplicates import DropDuplicates, SummarizeDuplicates, with_published
 from transforms.feature_stats import AnalyzeRows
 from transforms.gather import PerBundleFn
@@ -44,6 +36,14 @@ from transforms.place import PlaceRows, assign_splits
 from transforms.read_manifest import ReadManifest, Source
 from transforms.report import ReportConfig, WriteReport
 from transforms.row_coder import of_batches
+from transforms.versions.carried_rows import (
+    CARRIED_SIGNATURES,
+    SIGNED,
+    PublishedCopies,
+    RewriteShards,
+    SplitCarriedRows,
+    gated,
+)
 from transforms.write_shards import WriteShards
 
 

@@ -7,6 +7,10 @@
   tensorflow-transform and which nothing imports); shardsmith.core (the Beam-free work) imports only
   the format and storage. Neither imports Beam or TensorFlow: a shard writer process loads them and stays tens of
   megabytes.
+- shardsmith.versions (carry-over, rewrites, compaction, publishing a version) imports only the core, the format
+  and storage, never Beam or TensorFlow; nothing below it (core, format, storage) and nothing of the read side
+  imports it. Outside it and its stages (transforms/versions/), code imports its package's names, never one of
+  its modules, and only its publish module publishes a version (metadata.json's switch, retention, the lock).
 - transforms/ (the stages) never imports the build (pipeline/) or the read side (shardsmith.read), and each
   of its modules holds a PTransform.
 - shardsmith.read (load, verify, inspect) never imports a stage or the build.
@@ -54,7 +58,8 @@ def _imports(path: Path) -> list[tuple[str, bool]]:
 
 
 def _packages() -> set[str]:
-    return {"shardsmith.core", "shardsmith.format", "shardsmith.read", "shardsmith.storage", "transforms"}
+    return {"shardsmith.core", "shardsmith.format", "shardsmith.read", "shardsmith.storage", "shardsmith.versions",
+            "transforms"}
 
 
 def _under(name: str, *prefixes: str) -> bool:
@@ -74,7 +79,7 @@ def _broken(package: str, forbidden: tuple[str, ...], top_level_only: tuple[str,
 
 def test_storage_imports_nothing_else_of_shardsmith_and_beam_or_tensorflow_only_when_called():
     assert _broken("shardsmith.storage", ("shardsmith.core", "shardsmith.format", "shardsmith.read",
-                                          "shardsmith.errors", "transforms", "pipeline"),
+                                          "shardsmith.versions", "shardsmith.errors", "transforms", "pipeline"),
                    top_level_only=("apache_beam", "tensorflow", *GOOGLE_CLOUD),
                    allowed_lazy=(*BEAM_FOR_REMOTE_FILES, "google.api_core.exceptions", "tensorflow")) == []
 
@@ -85,8 +90,8 @@ TEMPLATE_MAKER = "shardsmith.format.transform_fn_template"
 
 
 def test_the_format_imports_only_storage_and_neither_beam_nor_tensorflow():
-    broken = _broken("shardsmith.format", ("shardsmith.core", "shardsmith.read", "transforms", "pipeline",
-                                           "tensorflow", "apache_beam", *GOOGLE_CLOUD))
+    broken = _broken("shardsmith.format", ("shardsmith.core", "shardsmith.read", "shardsmith.versions", "transforms",
+                                           "pipeline", "tensorflow", "apache_beam", *GOOGLE_CLOUD))
     maker = f"{TEMPLATE_MAKER.replace('.', '/')}.py imports "
     assert [line for line in broken if not (line.startswith(maker) and line.endswith("(in a function)"))] == []
 
@@ -98,8 +103,38 @@ def test_nothing_imports_the_template_maker():
 
 
 def test_the_core_imports_only_the_format_and_storage_and_neither_beam_nor_tensorflow():
-    assert _broken("shardsmith.core", ("shardsmith.read", "transforms", "pipeline", "tensorflow", "apache_beam",
-                                       *GOOGLE_CLOUD)) == []
+    assert _broken("shardsmith.core", ("shardsmith.read", "shardsmith.versions", "transforms", "pipeline",
+                                       "tensorflow", "apache_beam", *GOOGLE_CLOUD)) == []
+
+
+def test_versions_import_only_the_core_format_and_storage_and_neither_beam_nor_tensorflow():
+    assert _broken("shardsmith.versions", ("shardsmith.read", "transforms", "pipeline", "tensorflow", "apache_beam",
+                                           *GOOGLE_CLOUD)) == []
+
+
+# The versions part: its Beam-free package and its stages, which may use each other's modules.
+VERSIONS_PART = (ROOT / "shardsmith" / "versions", ROOT / "transforms" / "versions")
+
+
+def test_versions_are_used_through_the_package_only():
+    broken = [f"{path.relative_to(ROOT)} imports {name}"
+              for package in ("shardsmith", "transforms", "pipeline") for path in _modules(package)
+              if not any(part in path.parents for part in VERSIONS_PART)
+              for name, _ in _imports(path) if name.startswith("shardsmith.versions.")]
+    assert broken == []
+
+
+def test_only_the_versions_publish_module_publishes_a_version():
+    """The top-level metadata.json is switched (build_folder.publish) in one place, which a build's report and a
+    compaction both call: shardsmith/versions/publish.py `publish_version`."""
+    publishers = []
+    for package in ("shardsmith", "transforms", "pipeline"):
+        for path in _modules(package):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if (isinstance(node, ast.ImportFrom) and node.module == "shardsmith.format.build_folder"
+                        and any(alias.name == "publish" for alias in node.names)):
+                    publishers.append(str(path.relative_to(ROOT)))
+    assert publishers == ["shardsmith/versions/publish.py"]
 
 
 def _tests_for_cloud_storage(path: Path) -> list[int]:
@@ -143,7 +178,7 @@ READ_SIDE_TAKES_FROM_CORE = ("shardsmith.core.manifest", "shardsmith.core.rows",
 
 
 def test_the_read_side_never_imports_a_stage_or_the_build():
-    assert _broken("shardsmith.read", ("transforms", "pipeline")) == []
+    assert _broken("shardsmith.read", ("transforms", "pipeline", "shardsmith.versions")) == []
     taken = [f"{path.relative_to(ROOT)} imports {name}" for path in _modules("shardsmith.read")
              for name, _ in _imports(path) if _under(name, "shardsmith.core")
              and not _under(name, *READ_SIDE_TAKES_FROM_CORE)]
@@ -171,10 +206,11 @@ def test_each_stage_module_holds_a_ptransform(path):
     assert "beam.PTransform" in bases, f"{path.name} holds no PTransform: is it a stage?"
 
 
-def test_format_and_core_load_without_beam_or_tensorflow_in_a_fresh_interpreter():
+def test_format_core_and_versions_load_without_beam_or_tensorflow_in_a_fresh_interpreter():
     names = sorted(
         ".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
-        for package in ("shardsmith.storage", "shardsmith.format", "shardsmith.core") for p in _modules(package)
+        for package in ("shardsmith.storage", "shardsmith.format", "shardsmith.core", "shardsmith.versions")
+        for p in _modules(package)
     )
     names = [n for n in names if not n.endswith("__main__")]
     code = ("import importlib, sys\n"

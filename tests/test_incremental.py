@@ -282,15 +282,15 @@ def shards(out: Path) -> dict[str, bytes]:
 
 def test_the_partitioned_join_gives_the_same_version_however_rows_are_partitioned_and_spilled(
         pool, shardsmith, tmp_path, monkeypatch):
-    from shardsmith.core import carry_over_spill
+    from shardsmith.versions import spill
 
     day1 = pool.manifest("d1", pool.rows[:60])
     # Day 2 drops 3 rows, adds 30 and repeats a carried row (a duplicate: new, as in a full build).
     day2 = pool.manifest("d2", pool.rows[3:] + pool.rows[10:11])
     outs = {}
     for name, partition_rows, spill_entries in (("one-partition", 100_000, 50_000), ("many-partitions", 7, 5)):
-        monkeypatch.setattr(carry_over_spill, "PARTITION_ROWS", partition_rows)
-        monkeypatch.setattr(carry_over_spill, "SPILL_ENTRIES", spill_entries)
+        monkeypatch.setattr(spill, "PARTITION_ROWS", partition_rows)
+        monkeypatch.setattr(spill, "SPILL_ENTRIES", spill_entries)
         out = outs[name] = tmp_path / name
         assert build(shardsmith, day1, out).code == 0
         done = build(shardsmith, day2, out)
@@ -313,9 +313,9 @@ def test_row_lists_read_back_what_was_written_and_name_the_bad_line():
 def test_a_row_identity_is_its_content_not_its_place_in_the_manifest():
     import dataclasses
 
-    from shardsmith.core.carry_over import RecordPlace, pair_rows
     from shardsmith.core.row_identity import row_identity
     from shardsmith.core.rows import ManifestRow
+    from shardsmith.versions.carry_over import RecordPlace, pair_rows
 
     row = ManifestRow("a.csv", 0, 2, "img/1.jpg", "/data/img/1.jpg", "train", "cat")
     moved = dataclasses.replace(row, source="b.csv", source_index=3, line=90, resolved_uri="/elsewhere/1.jpg")

@@ -346,7 +346,7 @@ def _night_pairs(members: list[HashedImage], max_distance: int = 4) -> tuple[lis
 
 
 def test_a_nights_bucket_pairs_new_images_only_and_streams_its_published_records(monkeypatch):
-    import shardsmith.core.published_pairs as published_pairs
+    import shardsmith.versions.published_pairs as published_pairs
 
     members = [_hashed(0b1, "train", 1, "v1"), _hashed(0b11, "test", 2, "v1"),  # a published pair: not again
                _hashed(0b111, "test", 3), _hashed(0b1111, "train", 4), _hashed(0xFFFF_0000, "test", 5, "v1")]

@@ -131,7 +131,7 @@ def _listed_order(digest: ImageDigest) -> tuple[int, str]:
 def with_published(night: DuplicateSummary, appended: bool, touched: list[list[ImageDigest]],
                    published: DuplicatesEntry | None) -> DuplicateSummary:
     """The version's summary, for a night that read only appended rows (`appended`): `night` summarizes the new
-    images and `touched`, the published records identical to one of them (transforms/carry_over.py
+    images and `touched`, the published records identical to one of them (transforms/versions/carried_rows.py
     PublishedCopies). The version's is the published summary, less what `touched` made on its own, plus `night`:
     groups only grow, so the smallest hashes of the result are among the published examples and `night`'s.
     `night` unchanged for a night that paired every row (its summary covers the version)."""

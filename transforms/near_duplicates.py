@@ -15,10 +15,10 @@ and at most MAX_BUCKET_CANDIDATES candidates are counted before any pair is form
 capped, not expanded); the listing keeps the MAX_LISTED_PAIRS closest pairs, the counts cover them all.
 
 An --incremental night compares its new images with each other and with the published version's records, whose
-signatures its row lists keep (transforms/carry_over.py reads them, as the carried SHA-256s): never two published
-records (shardsmith/core/published_pairs.py bounds such a bucket as a full build's is). Published records are
-grouped by signature apart from new images, so the groups summarised are the night's; `drop` never drops a
-published record (`leaked_copy`).
+signatures its row lists keep (transforms/versions/carried_rows.py reads them, as the carried SHA-256s): never
+two published records (shardsmith/versions/published_pairs.py bounds such a bucket as a full build's is).
+Published records are grouped by signature apart from new images, so the groups summarised are the night's;
+`drop` never drops a published record (`leaked_copy`).
 """
 
 from __future__ import annotations
@@ -54,18 +54,18 @@ from shardsmith.core.near_duplicate_search import (
     take_bucket,
 )
 from shardsmith.core.perceptual_hash import ImageSignature, signature_of_bytes
-from shardsmith.core.published_pairs import (
-    MAX_BUCKET_COMPARISONS,
-    confirmed_published_pairs,
-    count_published_candidates,
-    take_new,
-)
 from shardsmith.core.rows import ROWS_PER_BATCH, ErrorRow, ManifestRow, RowBatch
 from shardsmith.core.settings import CheckSettings, RecordSettings
 from shardsmith.format.build_folder import write_atomically
 from shardsmith.format.metadata import near_duplicates_bytes
 from shardsmith.format.metadata_schema import NearDuplicatesEntry
 from shardsmith.format.naming import NEAR_DUPLICATES_FILE, join
+from shardsmith.versions import (
+    MAX_BUCKET_COMPARISONS,
+    confirmed_published_pairs,
+    count_published_candidates,
+    take_new,
+)
 from transforms import ERRORS
 from transforms.duplicates import STAGE
 from transforms.gather import Gather, PerBundleFn, combine_all
@@ -102,7 +102,7 @@ def _bucket_pairs(keyed, max_distance: int) -> Iterator:
 
 def _night_bucket_pairs(keyed, max_distance: int) -> Iterator:
     """A bucket of an --incremental night: its new images' pairs with each other and with its published records
-    (shardsmith/core/published_pairs.py); a bucket without a new image has no pair to look for."""
+    (shardsmith/versions/published_pairs.py); a bucket without a new image has no pair to look for."""
     (band, value), members = keyed
     bucket = take_new(members, MAX_BUCKET_MEMBERS)
     if not bucket.num_new:

@@ -21,24 +21,23 @@ from dataclasses import dataclass, field
 
 import apache_beam as beam
 
-from shardsmith.core import fault_injection
-from shardsmith.core.build_lock import LockGuard, release_lock
-from shardsmith.core.carry_over import CarriedVersion, merged_version
-from shardsmith.core.failed_again import count_failed_again
+from shardsmith.core.build_lock import LockGuard
 from shardsmith.core.rows import ShardResult
 from shardsmith.core.settings import CheckSettings, RecordSettings, RetentionSettings
-from shardsmith.format.build_folder import (
-    build_dir,
-    publish,
-    remove_temporary_files,
-    retire_builds,
-    write_atomically,
-)
+from shardsmith.format.build_folder import build_dir, write_atomically
 from shardsmith.format.example import example_keys
 from shardsmith.format.metadata import labels_bytes
 from shardsmith.format.metadata_schema import Metadata, NearDuplicatesEntry, SplitEntry
 from shardsmith.format.naming import ERRORS_FILE, LABELS_FILE, join
 from shardsmith.format.tfds import tfds_metadata_files
+from shardsmith.versions import (
+    CarriedVersion,
+    count_failed_again,
+    merged_version,
+    publish_nothing,
+    publish_version,
+    unchanged,
+)
 from transforms.duplicates import STAGE as DUPLICATE_STAGE
 from transforms.duplicates import DuplicateSummary
 from transforms.error_parts import ErrorSummary, WriteErrors
@@ -130,10 +129,11 @@ def check_and_write_metadata(
     _errors_written=(), near_duplicates: NearDuplicatesEntry | None = None, carried_lines: int = 0,
     removed_lines: int = 0, rewritten=(), removed_bytes: dict[str, int] | None = None, source_reads=(),
 ) -> Metadata:
-    """Checks the accounting, the error budget and (with --on_duplicate error) duplicates; writes labels.txt,
-    removes leftover temporary files, and writes metadata.json last. With --incremental, the version holds the
-    carried shards too (`carried_lines`: the manifest lines their records stand for; `rewritten`: (carried shard
-    index, ShardResult) of those rewritten without removed rows), and the error budget counts the new rows."""
+    """Checks the accounting, the error budget and (with --on_duplicate error) duplicates; writes labels.txt and
+    publishes the version (shardsmith/versions/publish.py: metadata.json last, then retention, then the lock
+    released). With --incremental, the version holds the carried shards too (`carried_lines`: the manifest lines
+    their records stand for; `rewritten`: (carried shard index, ShardResult) of those rewritten without removed
+    rows), and the error budget counts the new rows; a night that changes nothing publishes nothing."""
     shards = list(shards)
     metadata = build_metadata(config, shards, plan, vocabulary, errors, num_input_rows, duplicates, near_duplicates)
     failed_again = 0
@@ -174,41 +174,23 @@ def check_and_write_metadata(
             f"splits), e.g. {duplicates.groups[0][1][0][1]} and {duplicates.groups[0][1][1][1]}; "
             "--on_duplicate error (use drop to keep one copy, keep to allow them)"
         )
-    if config.carried is not None and not rewritten and _unchanged(config.carried, shards, removed_lines, metadata):
-        config.lock.check()
-        # A retried scheduled run, or a night without news: publishing would only push a real version out of
-        # --keep_builds. The build's folder goes as an unfinished one does.
-        _LOG.info("nothing changed since version %s: nothing published", config.carried.previous)
-        retire_builds(config.output_dir)
-        release_lock(config.output_dir, config.build_id)
+    if config.carried is not None and not rewritten and unchanged(config.carried, shards, removed_lines, metadata):
+        publish_nothing(config.output_dir, config.build_id, config.carried.previous)
         return metadata
     files_dir = config.files_dir
     config.lock.check()  # LockLost: a build whose lock was taken over writes nothing more
     write_atomically(join(files_dir, LABELS_FILE), labels_bytes(vocabulary.labels))
     for file_name, content in tfds_metadata_files(metadata).items():  # TFDS: shardsmith.tfds_dirs(output_dir)
         write_atomically(join(files_dir, file_name), content)
-    remove_temporary_files(files_dir)
-    fault_injection.reached("before_metadata")
-    config.lock.check()
-    publish(config.output_dir, config.build_id, metadata,
-            before_switch=lambda: fault_injection.reached("before_switch"))
-    if errors.explanation:  # also in a remote job's log, where no summary is printed
-        _LOG.info("built %s with %d of %d rows failed: %s", config.name, num_failed, num_input_rows,
-                  errors.explanation)
-    retired = retire_builds(config.output_dir, config.build_id, config.retention.keep_builds)
-    if retired:
-        _LOG.info("removed %d build(s) beyond --keep_builds=%d: %s", len(retired), config.retention.keep_builds,
-                  ", ".join(retired))
-    release_lock(config.output_dir, config.build_id)
+
+    def log_failures() -> None:
+        if errors.explanation:  # also in a remote job's log, where no summary is printed
+            _LOG.info("built %s with %d of %d rows failed: %s", config.name, num_failed, num_input_rows,
+                      errors.explanation)
+
+    publish_version(config.output_dir, config.build_id, metadata, config.retention.keep_builds,
+                    after_switch=log_failures)
     return metadata
-
-
-def _unchanged(carried: CarriedVersion, new_shards: list[ShardResult], removed_lines: int, version: Metadata) -> bool:
-    """Whether an --incremental version would hold exactly what the published one holds: no record added, none
-    removed, the same labels (the caller also requires that no shard was rewritten: a shard whose lost row list
-    was rebuilt is rewritten with it, and publishing that repair spares every later night the same work)."""
-    return (not carried.is_first and removed_lines == 0 and not any(s.num_examples for s in new_shards)
-            and tuple(version.labels) == carried.labels)
 
 
 class WriteReport(beam.PTransform):

@@ -11,15 +11,14 @@ import json
 
 from pipeline.options.build_options import BuildOptions, recorded_flags
 from shardsmith import storage
-from shardsmith.core.carry_over import CarriedShard, CarriedVersion
 from shardsmith.core.label_list import FixedLabels
 from shardsmith.core.manifest import AppendedPlan, valid_digest
-from shardsmith.core.row_check import unrecoverable
 from shardsmith.errors import UsageError
 from shardsmith.format.build_folder import build_dir, checked_version_id
 from shardsmith.format.metadata import read_metadata
 from shardsmith.format.metadata_schema import Metadata, MetadataMissing
 from shardsmith.format.naming import BUILDS_DIR, ERRORS_FILE, LABELS_FILE, row_list_name
+from shardsmith.versions import CarriedShard, CarriedVersion, unrecoverable
 
 # Recorded options that decide a record's bytes or a row's split (declared `same_in_every_version`), in
 # metadata.json's order: an incremental build must use the published version's.

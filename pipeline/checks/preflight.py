@@ -15,7 +15,6 @@ import os
 from pipeline.checks.incremental import carried_version
 from pipeline.options.build_options import BuildOptions
 from shardsmith.core.build_lock import BuildLock, LockHeld, acquire_lock
-from shardsmith.core.carry_over import CarriedVersion
 from shardsmith.core.label_list import FixedLabels
 from shardsmith.core.manifest import Source, input_problem
 from shardsmith.errors import UsageError
@@ -34,6 +33,7 @@ from shardsmith.format.metadata import read_metadata
 from shardsmith.format.metadata_schema import MetadataError
 from shardsmith.format.naming import BUILDS_DIR, METADATA_FILE
 from shardsmith.storage import is_remote, make_folders
+from shardsmith.versions import CarriedVersion
 
 _LOG = logging.getLogger("shardsmith")
 

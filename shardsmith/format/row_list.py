@@ -17,7 +17,7 @@ removed rows, what the rewritten shard's counts are, and where placement would p
 without parsing a record.
 
 Guarantee: `row_list_bytes` and `parse_row_list` are inverse; the bytes depend only on the entries. A row list is
-input to the builds after the one that wrote it: shardsmith/core/row_check.py checks it against its shard.
+input to the builds after the one that wrote it: shardsmith/versions/row_check.py checks it against its shard.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """How `--incremental`'s carry-over (pairing a manifest's rows with the published version's row lists,
-transforms/carry_over.py) scales with the rows: time and peak RSS at N and 10N rows, 1% of them new.
+transforms/versions/carried_rows.py) scales with the rows: time and peak RSS at N and 10N rows, 1% of them new.
 
 No images: the published version is its row lists only (one per 10,000 rows, as a build writes them, under
 builds/<id>/rows/), and the measured pipeline is the build's first stages up to the carry-over: ReadManifest ->
@@ -72,12 +72,12 @@ def child(folder: Path) -> None:
 
     from pipeline.cli import _parser
     from pipeline.options.arguments import build_options_from
-    from shardsmith.core.carry_over import CarriedShard, CarriedVersion
     from shardsmith.core.manifest import resolve_sources
     from shardsmith.format.metadata_schema import ShardEntry
-    from transforms.carry_over import SplitCarriedRows
+    from shardsmith.versions.carry_over import CarriedShard, CarriedVersion
     from transforms.place import assign_splits
     from transforms.read_manifest import ReadManifest
+    from transforms.versions.carried_rows import SplitCarriedRows
 
     out = folder / "out"
     args, _ = _parser().parse_known_args(["build", "--manifest", str(folder / "manifest.csv"), "--output_dir",

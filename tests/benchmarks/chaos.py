@@ -333,8 +333,8 @@ class Chaos:
                 return CHECK_EXIT, False  # a new failed row over the night's 5% budget
             now = self.nights.expected()
             return 0, before is None or now.rows != before.rows
-        from shardsmith.core.compaction import most_generations
         from shardsmith.format.metadata import read_metadata
+        from shardsmith.versions.compaction import most_generations
 
         if published is None or incremental is None:
             return USAGE_EXIT, False

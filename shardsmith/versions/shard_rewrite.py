@@ -6,7 +6,7 @@ list go into the build's own folder under the shard's name (temporary names, ren
 before the shard), so the earlier build's files are never touched and readers of earlier versions keep theirs.
 The source shard's checksums are checked as it is read, and a row list that does not match its shard's records
 stops the build (RowListError): each record is checked against its line (URI, SHA-256, label:
-shardsmith/core/row_check.py) and the lines are counted, so a version is never made from a shard it cannot
+shardsmith/versions/row_check.py) and the lines are counted, so a version is never made from a shard it cannot
 account for. A lost row list is rebuilt from the records where they hold it exactly, and written beside the
 rewritten shard. Memory: one record at a time, plus the shard's row list.
 """
@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections import Counter
 
 from shardsmith import storage
-from shardsmith.core import fault_injection, row_check
+from shardsmith.core import fault_injection
 from shardsmith.core.rows import ShardResult
 from shardsmith.core.shard_file import ShardOutput, WriterConfig
 from shardsmith.format.example import SHA256, parse_example
@@ -24,6 +24,7 @@ from shardsmith.format.naming import row_list_name
 from shardsmith.format.record_index import RecordIndex
 from shardsmith.format.row_list import RowListError, parse_row_list
 from shardsmith.format.tfrecord import frame
+from shardsmith.versions import row_check
 
 
 def rewrite_shard(config: WriterConfig, split: str, source_folder: str, file: str, removed_positions: set[int],
@@ -31,7 +32,7 @@ def rewrite_shard(config: WriterConfig, split: str, source_folder: str, file: st
     """Writes shard `file` of `split` (in `source_folder`) into config.output_dir without the records at
     `removed_positions`; returns what was written (`shard` and `num_shards` are 0: the caller places it). Each
     record is checked against its row list's line (`check_record`); a lost row list is rebuilt from the records
-    as they are copied, unless `why_not_rebuilt` (shardsmith/core/row_check.py `unrecoverable`) says it cannot
+    as they are copied, unless `why_not_rebuilt` (shardsmith/versions/row_check.py `unrecoverable`) says it cannot
     be."""
     if config.lock is not None:
         config.lock.check()

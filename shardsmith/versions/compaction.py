@@ -1,8 +1,8 @@
 """`shardsmith compact OUT`: the published version whose generations are rewritten into one balanced set of
 shards per split, from the shards' own records. Beam-free: the launcher (pipeline/compact.py) makes a
-`CompactionSource` from metadata.json under the folder's lock; the stages (transforms/compact.py) turn each
-source shard's row list into ManifestRows (`record_rows`), place them with the build's own PlaceRows, and copy
-each placed record (shardsmith/core/compaction_writer.py).
+`CompactionSource` from metadata.json under the folder's lock; the stages
+(transforms/versions/compact_version.py) turn each source shard's row list into ManifestRows (`record_rows`),
+place them with the build's own PlaceRows, and copy each placed record (shardsmith/versions/record_copy.py).
 
 Why the result is a full build's: placement depends only on each row's (split, URI as written, label id, image
 size) and the seed, and a record's bytes only on its row and its image; the row lists hold the first four, the
@@ -25,7 +25,7 @@ copy in the compaction's build folder (`unpack`), read from there, and removed b
 Memory: one source shard's row list and index per reader.
 
 Row lists are input: each is counted against its shard's entry in metadata.json before its rows are placed, and
-the writer checks each record it copies against its line (shardsmith/core/row_check.py), so a row list that does
+the writer checks each record it copies against its line (shardsmith/versions/row_check.py), so a row list that does
 not describe its shard fails the compaction before anything is published. A lost row list is rebuilt from the
 shard's records where they hold it exactly.
 """
@@ -39,7 +39,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from shardsmith import storage
-from shardsmith.core import row_check
 from shardsmith.core.rows import ROWS_PER_BATCH, ManifestRow, RowBatch
 from shardsmith.core.settings import PlacementSettings
 from shardsmith.core.shard_file import ShardOutput
@@ -50,6 +49,7 @@ from shardsmith.format.naming import TEMP_PREFIX, index_file_name, join, row_lis
 from shardsmith.format.record_index import RecordIndex
 from shardsmith.format.row_list import ListedRow, RowListError, parse_row_list
 from shardsmith.format.tfrecord import frame, iter_records
+from shardsmith.versions import row_check
 
 # The canonical manifest's first data row is its line 2 (line 1: its header).
 FIRST_DATA_LINE = 2
@@ -223,7 +223,7 @@ def row_list_path(source: CompactionSource, shard_index: int) -> str:
 
 def _row_list(source: CompactionSource, shard_index: int) -> list[ListedRow]:
     """A source shard's row list; a lost one rebuilt from the shard's records where they hold it
-    (shardsmith/core/row_check.py), else RowListError saying what to do."""
+    (shardsmith/versions/row_check.py), else RowListError saying what to do."""
     shard, path = source.shards[shard_index], row_list_path(source, shard_index)
     data = storage.read_bytes(path)
     if data is not None:

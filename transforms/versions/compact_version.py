@@ -1,5 +1,5 @@
 """`shardsmith compact`: the published version's records, placed as a full build of its rows places them, copied
-into one balanced set of shards per split, and published as a new version (shardsmith/core/compaction.py has
+into one balanced set of shards per split, and published as a new version (shardsmith/versions/compaction.py has
 the model; pipeline/compact.py launches it under the folder's lock).
 
     ListSourceShards -> ReadRowLists -> PlaceRows (the build's own) -> CopyRecords -> PublishCompaction
@@ -19,41 +19,30 @@ never touched, and retention keeps --keep_builds versions.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
 import apache_beam as beam
 
 from shardsmith import storage
-from shardsmith.core import fault_injection
-from shardsmith.core.build_lock import LockGuard, release_lock
-from shardsmith.core.compaction import CompactionSource, readable_path, record_rows, row_list_path
-from shardsmith.core.compaction_writer import CompactionWriter, write_compacted_shard
+from shardsmith.core.build_lock import LockGuard
 from shardsmith.core.rows import RowBatch, ShardResult
 from shardsmith.core.settings import CheckSettings, RecordSettings, RetentionSettings
 from shardsmith.core.shard_file import WriterConfig
-from shardsmith.format.build_folder import (
-    COPY_CHUNK_BYTES,
-    build_dir,
-    publish,
-    remove_temporary_files,
-    retire_builds,
-    write_atomically,
-    write_atomically_from,
-)
+from shardsmith.format.build_folder import COPY_CHUNK_BYTES, build_dir, write_atomically, write_atomically_from
 from shardsmith.format.metadata import labels_bytes
 from shardsmith.format.metadata_schema import IncrementalEntry, Metadata
 from shardsmith.format.naming import ERRORS_FILE, LABELS_FILE, join
 from shardsmith.format.tfds import tfds_metadata_files
 from shardsmith.format.transform_fn import write_transform_fn
-from transforms.carry_over import row_lists_checked
+from shardsmith.versions.compaction import CompactionSource, readable_path, record_rows, row_list_path
+from shardsmith.versions.publish import publish_version
+from shardsmith.versions.record_copy import CompactionWriter, write_compacted_shard
 from transforms.error_parts import ErrorSummary
 from transforms.labels import Vocabulary
 from transforms.place import PlaceRows, ShardPlan
 from transforms.report import DatasetCheckFailed, ReportConfig, build_metadata
-
-_LOG = logging.getLogger("shardsmith")
+from transforms.versions.carried_rows import row_lists_checked
 
 
 @dataclass(frozen=True)
@@ -123,7 +112,7 @@ def _errors_chunks(path: str) -> Iterator[bytes]:
 def carry_errors(compaction: Compaction, metadata: Metadata) -> Metadata:
     """Copies the compacted version's errors.jsonl into the compaction's folder and returns `metadata` with its
     error counts: the compacted version stands for the same manifest rows, failed ones included, so the next
-    --incremental night knows which rows failed before (shardsmith/core/failed_again.py). A version whose
+    --incremental night knows which rows failed before (shardsmith/versions/failed_again.py). A version whose
     errors.jsonl is missing gets an empty one and no errors: the next night then counts those rows' failures as
     new, the safe side."""
     source, published = compaction.source, compaction.source.metadata
@@ -139,8 +128,8 @@ def carry_errors(compaction: Compaction, metadata: Metadata) -> Metadata:
 
 def publish_compaction(_, compaction: Compaction, shards: list[ShardResult], plan: ShardPlan) -> Metadata:
     """Writes labels.txt, errors.jsonl (the compacted version's), transform_fn/ and the TFDS files into the
-    compaction's build folder, removes leftover temporary files and publishes it (metadata.json last, under the
-    lock), then retires builds beyond --keep_builds that no kept version lists, and releases the lock."""
+    compaction's build folder and publishes it as a build's report does (shardsmith/versions/publish.py:
+    metadata.json last, under the lock, then retention beyond --keep_builds, and the lock released)."""
     metadata = compacted_metadata(compaction, list(shards), plan)
     files_dir, lock = compaction.files_dir, compaction.lock
     lock.check()
@@ -149,16 +138,7 @@ def publish_compaction(_, compaction: Compaction, shards: list[ShardResult], pla
     write_transform_fn(metadata.labels, files_dir)
     for file_name, content in tfds_metadata_files(metadata).items():
         write_atomically(join(files_dir, file_name), content)
-    remove_temporary_files(files_dir)
-    fault_injection.reached("before_metadata")
-    lock.check()
-    output_dir = compaction.source.output_dir
-    publish(output_dir, compaction.build_id, metadata, before_switch=lambda: fault_injection.reached("before_switch"))
-    retired = retire_builds(output_dir, compaction.build_id, compaction.retention.keep_builds)
-    if retired:
-        _LOG.info("removed %d build(s) beyond --keep_builds=%d: %s", len(retired), compaction.retention.keep_builds,
-                  ", ".join(retired))
-    release_lock(output_dir, compaction.build_id)
+    publish_version(compaction.source.output_dir, compaction.build_id, metadata, compaction.retention.keep_builds)
     return metadata
 
 

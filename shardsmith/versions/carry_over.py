@@ -1,6 +1,7 @@
 """`--incremental`: the published version a build starts from, and how a manifest's rows are paired with its
-records. Beam-free: the launcher makes a `CarriedVersion` from metadata.json; the stages (transforms/carry_over.py)
-pair rows with `pair_rows` and rewrite shards with shardsmith/core/shard_rewrite.py.
+records. Beam-free: the launcher makes a `CarriedVersion` from metadata.json; the stages
+(transforms/versions/carried_rows.py) pair rows with `pair_rows` and rewrite shards with
+shardsmith/versions/shard_rewrite.py.
 
 The model: every shard of a version lists its records' row identities (shardsmith/format/row_list.py). A manifest
 row whose identity a record of the published version carries is *carried*: its record stays where it is and its
@@ -54,7 +55,7 @@ class CarriedVersion:
     num_records: int = 0  # the version's records
     max_removed_fraction: float = 1.0
     source_bytes: dict[str, int | None] = field(default_factory=dict)  # per split, as the version lists it
-    # Why a lost row list cannot be rebuilt from its shard's records ("" where it can: shardsmith/core/row_check.py)
+    # Why a lost row list cannot be rebuilt from its shard's records ("" where it can: shardsmith/versions/row_check.py)
     why_not_rebuilt: str = ""
     compression: str = "none"  # the version's shards'
     # How a night reads a manifest that only had rows appended (None: every row is paired)
@@ -107,8 +108,8 @@ def merged_version(new: Metadata, version: CarriedVersion, rewritten: dict[int, 
     its splits hold the new generation's shards) with the carried shards in front of each split's, in the
     published version's order (rewritten ones in place of theirs), and the counts of the whole version
     (`removed_bytes`: the source bytes of the removed records, per split; `failed_again`: error lines that failed
-    in the published version too, shardsmith/core/failed_again.py; `manifest`: what the build read of its one
-    line manifest, which the next night compares its manifest with, shardsmith/core/manifest/appended.py;
+    in the published version too, shardsmith/versions/failed_again.py; `manifest`: what the build read of its
+    one line manifest, which the next night compares its manifest with, shardsmith/core/manifest/appended.py;
     `appended`: the build parsed only the lines appended to the version's manifest and its failed ones).
 
     The counts, each with one meaning (docs/versions.md, "Counts"): rows are manifest lines; every row is carried

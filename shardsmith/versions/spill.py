@@ -1,6 +1,6 @@
-"""The carry-over's partitioned join (transforms/carry_over.py): manifest rows and the published version's records
-are spilled, keyed by row identity, into files of the build's own scratch folder, one section per partition, and
-each partition is then paired on its own (shardsmith/core/carry_over.py's `pair_rows`).
+"""The carry-over's partitioned join (transforms/versions/carried_rows.py): manifest rows and the published
+version's records are spilled, keyed by row identity, into files of the build's own scratch folder, one section
+per partition, and each partition is then paired on its own (shardsmith/versions/carry_over.py's `pair_rows`).
 
 Why files and not a CoGroupByKey of every row: Beam's local runner holds a grouping's input in memory as Python
 objects (about 2 KB a manifest row measured, 2.2 GB for 1,000,000 rows), so a diff of a large manifest would grow

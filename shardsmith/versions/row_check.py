@@ -1,8 +1,8 @@
 """A shard's row list (shardsmith/format/row_list.py) checked against the shard, and rebuilt from it when lost.
 
 Row lists are input: a later build pairs manifest rows with them, and what copies records byte for byte (a shard
-rewritten without its removed rows, shardsmith/core/shard_rewrite.py; compaction,
-shardsmith/core/compaction_writer.py) places and counts each record by its line. So:
+rewritten without its removed rows, shardsmith/versions/shard_rewrite.py; compaction,
+shardsmith/versions/record_copy.py) places and counts each record by its line. So:
 
 - a row list holds one line per record of its shard: `check_count`, against metadata.json's count, before a
   pairing or a placement uses it;

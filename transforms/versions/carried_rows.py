@@ -1,8 +1,8 @@
 """`--incremental`: tell the manifest's rows apart into carried and new ones, and rewrite the published version's
-shards that hold removed rows (shardsmith/core/carry_over.py has the model).
+shards that hold removed rows (shardsmith/versions/carry_over.py has the model).
 
 Rows and records meet in a partitioned join through spill files in the build's scratch folder
-(shardsmith/core/carry_over_spill.py): only references to the files' sections go through a GroupByKey, never rows
+(shardsmith/versions/spill.py): only references to the files' sections go through a GroupByKey, never rows
 or image bytes, so memory stays bounded however long the manifest is; a carried row's image is neither read nor
 stat'ed (it leaves before LookupSizes). Memory: SPILL_ENTRIES entries per spilling worker, one partition per
 pairing worker, one shard's row list per reader. The removed rows are checked against --max_removed_fraction
@@ -10,7 +10,7 @@ before anything downstream of `gate` runs: the vocabulary waits for the check, a
 vocabulary.
 
 Row lists are input: each is counted against its shard's entry in metadata.json as it is read, and each record a
-rewrite copies is checked against its line (shardsmith/core/row_check.py); one that does not describe its shard
+rewrite copies is checked against its line (shardsmith/versions/row_check.py); one that does not describe its shard
 fails the build (DatasetCheckFailed, one line naming the file and the line) before anything is published.
 
 With --near_duplicates, the carried records' perceptual signatures (their row lists' last field) come out too, as
@@ -29,18 +29,18 @@ import apache_beam as beam
 from apache_beam.transforms.window import GlobalWindows
 
 from shardsmith import storage
-from shardsmith.core import row_check
-from shardsmith.core.carry_over import CarriedShard, CarriedVersion, RecordPlace, pair_rows
-from shardsmith.core.carry_over_spill import SpillBuffer, num_partitions, read_sections
 from shardsmith.core.near_duplicate_search import HashedImage
 from shardsmith.core.perceptual_hash import ImageSignature, signature_from_text
 from shardsmith.core.row_identity import row_identity
 from shardsmith.core.rows import ROWS_PER_BATCH, ImageDigest, ImageDigests, ManifestRow, RowBatch
 from shardsmith.core.shard_file import WriterConfig
-from shardsmith.core.shard_rewrite import rewrite_shard
 from shardsmith.format.build_folder import build_dir, carry_over_scratch
 from shardsmith.format.naming import row_list_name, shard_generation
 from shardsmith.format.row_list import ListedRow, RowListError, parse_row_list, rows_with_sha256
+from shardsmith.versions import row_check
+from shardsmith.versions.carry_over import CarriedShard, CarriedVersion, RecordPlace, pair_rows
+from shardsmith.versions.shard_rewrite import rewrite_shard
+from shardsmith.versions.spill import SpillBuffer, num_partitions, read_sections
 from transforms.metrics import ROWS_CARRIED, ROWS_REMOVED, count
 from transforms.report import DatasetCheckFailed
 from transforms.row_coder import of_batches
@@ -58,7 +58,7 @@ def _listed_records(shard_index: int, output_dir: str, version: CarriedVersion, 
                     appended: bool = False) -> Iterator:
     """One carried shard's records, keyed by identity, in one list (one shard's row list in memory), once its
     row list was counted against metadata.json; with `signatures`, each with its perceptual signature. A lost row
-    list is rebuilt from the shard's records (where they hold it: shardsmith/core/row_check.py; a rebuilt line has
+    list is rebuilt from the shard's records (where they hold it: shardsmith/versions/row_check.py; a rebuilt line has
     no signature), and the shard goes out tagged `relisted` too: it is rewritten, with its new row list, into the
     build's folder (a RecordPlace at position -1, which removes no record). When the manifest was read as
     `appended` (its rows are the new ones and the version's failed ones: there is nothing to pair), only the
@@ -111,7 +111,7 @@ def row_lists_checked() -> Iterator[None]:
 
 class SpillFn(beam.DoFn):
     """Lists of (identity, row or record) -> (partition, SpillSection), written to spill files in the build's
-    scratch folder, SPILL_ENTRIES entries at a time (shardsmith/core/carry_over_spill.py)."""
+    scratch folder, SPILL_ENTRIES entries at a time (shardsmith/versions/spill.py)."""
 
     def __init__(self, files_dir: str, partitions: int):
         self._files_dir = files_dir

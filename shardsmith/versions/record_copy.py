@@ -1,5 +1,5 @@
 """One compacted shard, start to finish: copy its placed records, in placement order, from the source shards of
-the version being compacted (shardsmith/core/compaction.py) into a temporary file, and rename it to its full
+the version being compacted (shardsmith/versions/compaction.py) into a temporary file, and rename it to its full
 build's name. No image is read; of each record, only the values its row list's line is checked against are
 parsed (`row_check.check_record`: URI, SHA-256 and labels), and the first record's key (metadata.json's
 `first_key`).
@@ -20,8 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from shardsmith import storage
-from shardsmith.core import fault_injection, row_check
-from shardsmith.core.compaction import RecordRef
+from shardsmith.core import fault_injection
 from shardsmith.core.load_images import ordered_bounded_map
 from shardsmith.core.rows import PlacedRow, ShardResult
 from shardsmith.core.shard_file import ShardOutput, WriterConfig
@@ -30,6 +29,8 @@ from shardsmith.format.naming import shard_file_name
 from shardsmith.format.record_index import FRAMING_BYTES, RecordIndex
 from shardsmith.format.row_list import ListedRow
 from shardsmith.format.tfrecord import FOOTER_BYTES, HEADER_BYTES, FramingError, read_exact, unframe
+from shardsmith.versions import row_check
+from shardsmith.versions.compaction import RecordRef
 
 # Remote records read ahead of the writer (each is one ranged read); local ones are read one after the other.
 MAX_RECORDS_IN_FLIGHT = 16
@@ -43,7 +44,7 @@ class CompactionWriter:
     writer: WriterConfig
     sources: tuple[str, ...]
     row_lists: tuple[str, ...]  # each source shard's row list, named when a record is not its line's
-    why_not_rebuilt: str = ""  # shardsmith/core/row_check.py `unrecoverable`, for the fix an error names
+    why_not_rebuilt: str = ""  # shardsmith/versions/row_check.py `unrecoverable`, for the fix an error names
 
 
 class SourceRecordError(ValueError):

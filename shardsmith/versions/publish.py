@@ -1,0 +1,59 @@
+"""Publishing a version: the last steps of a build's report (transforms/report.py) and of a compaction
+(transforms/versions/compact_version.py), once every file of the version is in its build's folder; and an
+--incremental night's way out when it holds nothing new.
+
+Guarantees, in this order (`publish_version`): leftover temporary files are removed from the build's folder; the
+build must still hold the output folder's lock (LockLost otherwise: a build whose lock was taken over publishes
+nothing); metadata.json is published, the build's own copy first and the top-level one last
+(shardsmith/format/build_folder.py `publish`), so the top-level metadata.json always names one finished version;
+builds beyond --keep_builds that no kept version lists and no tag names are retired; the lock is released. A
+failure before the top-level switch leaves the published version as it was.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from shardsmith.core import fault_injection
+from shardsmith.core.build_lock import LockGuard, release_lock
+from shardsmith.core.rows import ShardResult
+from shardsmith.format.build_folder import build_dir, publish, remove_temporary_files, retire_builds
+from shardsmith.format.metadata_schema import Metadata
+from shardsmith.versions.carry_over import CarriedVersion
+
+_LOG = logging.getLogger("shardsmith")
+
+
+def publish_version(output_dir: str, build_id: str, metadata: Metadata, keep_builds: int,
+                    after_switch: Callable[[], None] | None = None) -> None:
+    """Publishes build `build_id` of `output_dir` as its version `metadata` (see the module for the order of
+    steps); `after_switch` runs once the top-level metadata.json names it, before older builds are retired."""
+    remove_temporary_files(build_dir(output_dir, build_id))
+    fault_injection.reached("before_metadata")
+    LockGuard(output_dir, build_id).check()
+    publish(output_dir, build_id, metadata, before_switch=lambda: fault_injection.reached("before_switch"))
+    if after_switch is not None:
+        after_switch()
+    retired = retire_builds(output_dir, build_id, keep_builds)
+    if retired:
+        _LOG.info("removed %d build(s) beyond --keep_builds=%d: %s", len(retired), keep_builds, ", ".join(retired))
+    release_lock(output_dir, build_id)
+
+
+def unchanged(carried: CarriedVersion, new_shards: list[ShardResult], removed_lines: int, version: Metadata) -> bool:
+    """Whether an --incremental version would hold exactly what the published one holds: no record added, none
+    removed, the same labels (the caller also requires that no shard was rewritten: a shard whose lost row list
+    was rebuilt is rewritten with it, and publishing that repair spares every later night the same work)."""
+    return (not carried.is_first and removed_lines == 0 and not any(s.num_examples for s in new_shards)
+            and tuple(version.labels) == carried.labels)
+
+
+def publish_nothing(output_dir: str, build_id: str, previous: str) -> None:
+    """An --incremental night whose version is `unchanged` (a retried scheduled run, or a night without news):
+    publishing would only push a real version out of --keep_builds, so the build's folder goes as an unfinished
+    one does, and the lock is released; LockLost when the build no longer holds it."""
+    LockGuard(output_dir, build_id).check()
+    _LOG.info("nothing changed since version %s: nothing published", previous)
+    retire_builds(output_dir)
+    release_lock(output_dir, build_id)
