@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 from typing import BinaryIO
 
 from shardsmith import storage
-from shardsmith.core.failures import error_row
 from shardsmith.format.metadata_schema import SHA256_HEX, ManifestDigestEntry
 
 # Bytes hashed at a time when checking a manifest's prefix.
@@ -155,8 +154,8 @@ class AppendedPlan:
         with reader:
             for text in iter(reader.readline, b""):
                 try:
-                    line = error_row(json.loads(text)).line
-                except ValueError:
+                    line = json.loads(text).get("line")
+                except (ValueError, AttributeError):  # not JSON, or not an object
                     return None
                 if not isinstance(line, int) or isinstance(line, bool) or line < 1 or line in lines:
                     return None
