@@ -211,9 +211,32 @@ def _stderr_copy() -> TextIO:
     line must neither land in it nor glue itself to the load-time lines that import filters out."""
     sys.stderr.flush()
     try:
-        return os.fdopen(os.dup(sys.stderr.fileno()), "w", buffering=1, encoding="utf-8", errors="replace")
+        copy = os.fdopen(os.dup(sys.stderr.fileno()), "w", buffering=1, encoding="utf-8", errors="replace")
     except (AttributeError, OSError, ValueError):  # a stderr without a descriptor (captured by a test)
         return sys.stderr
+    return _LateWritesDropped(copy)
+
+
+class _LateWritesDropped:
+    """A stream that drops what is written to it once it is closed, instead of raising: a runner's thread may
+    still log a line (through tqdm's handler, which then also clears the live line) after a Ctrl-C closed the
+    progress line's stream, and logging would print that ValueError's traceback under "interrupted"."""
+
+    def __init__(self, stream: TextIO):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except ValueError:  # closed
+            return 0
+
+    def flush(self) -> None:
+        with contextlib.suppress(ValueError):
+            self._stream.flush()
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
 
 
 def _isatty(stream: TextIO) -> bool:
