@@ -47,9 +47,9 @@ from shardsmith.core.settings import RecordSettings
 from shardsmith.format.build_folder import write_atomically
 from shardsmith.format.build_record import claim
 from shardsmith.format.naming import TEMP_PREFIX, index_file_name, row_list_name, shard_file_name
+from shardsmith.format.record_file import TFRECORD, RecordFileFormat
 from shardsmith.format.record_index import RecordIndex
 from shardsmith.format.row_list import ListedRow, row_list_bytes
-from shardsmith.format.tfrecord import frame_chunks
 
 STAGE = "load"
 # Remote images read ahead of the writer; bounds memory per shard writer while hiding object-store latency.
@@ -71,6 +71,7 @@ class WriterConfig:
     lock: LockGuard | None = None
     list_rows: bool = False  # write each shard's row list (shardsmith/format/row_list.py): every build does
     generation: int = 1  # --incremental: later generations' shard names carry their number
+    file_format: RecordFileFormat = TFRECORD  # the record file written (and, rewriting, read)
 
 
 @dataclass
@@ -158,7 +159,7 @@ def write_shard_file(config: WriterConfig, split: str, shard: int, dealt: Iterab
     ordered = sorted((p for rows in dealt for p in rows), key=lambda p: p.order_key)
     num_shards = ordered[0].num_shards
     final_name = shard_file_name(config.name, split, shard, num_shards, config.records.compression,
-                                 config.generation)
+                                 config.generation, config.file_format)
     output = ShardOutput(config.output_dir, final_name, config.records.compression)
     label_counts: Counter[str] = Counter()
     num_rows = 0
@@ -168,6 +169,7 @@ def write_shard_file(config: WriterConfig, split: str, shard: int, dealt: Iterab
     outcome = ShardOutcome(ShardResult(split, shard, num_shards, final_name, 0, 0))
     written = progress_signal.Tally(progress_signal.IMAGES_WRITTEN)
     faults_armed = fault_injection.armed()
+    frame_chunks = config.file_format.frame_chunks
     try:
         with output.open_temporary() as out:
             for loaded in _loaded_in_order(ordered, config):

@@ -136,12 +136,12 @@ def _first_key(path: str, compression: str) -> str | None:
     from google.protobuf.message import DecodeError
 
     from shardsmith.format.example import SHA256, parse_example
-    from shardsmith.format.tfrecord import FramingError, iter_records
+    from shardsmith.format.record_file import TFRECORD, FramingError
 
     try:
         with tf.io.gfile.GFile(path, "rb") as raw:
             stream = gzip.GzipFile(fileobj=raw, mode="rb") if compression == "GZIP" else raw
-            first = next(iter_records(stream), None)
+            first = next(TFRECORD.iter_records(stream), None)
             values = parse_example(first) if first is not None else {}
     except (FramingError, DecodeError, OSError, EOFError, zlib.error, tf.errors.OpError):
         return None

@@ -96,7 +96,7 @@ def _splits(output_dir: str, version: str | None) -> list[str]:
 
 def _index_shard(records: Records, shard, guard, report: IndexReport) -> None:
     try:
-        index = scanned_index(shard.path, records.compression)
+        index = scanned_index(shard.path, records.compression, records.file_format)
     except (CorruptRecord, OSError) as e:
         report.failed.append(str(e) if isinstance(e, CorruptRecord) else f"{shard.path}: {e}")
         return
