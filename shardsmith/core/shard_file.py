@@ -219,7 +219,7 @@ def write_index_file(config: WriterConfig, shard_name: str, index: RecordIndex) 
     into a gzip stream cannot be sought (DALI and `tfrecord` index uncompressed files only)."""
     if config.records.compression == "gzip":
         return None
-    from shardsmith.core.lifeline import exit_if_orphaned
+    from shardsmith.core.orphaned_writers import exit_if_orphaned
 
     exit_if_orphaned()  # as before the shard's rename: no file reaches its final name after the build is gone
     name = index_file_name(shard_name)
@@ -268,8 +268,8 @@ class ShardOutput:
 
     def publish(self) -> int:
         """Renames the temporary file to the final name; returns the final file's size in bytes. A writer
-        process whose build is gone dies here instead of renaming (shardsmith/core/lifeline.py)."""
-        from shardsmith.core.lifeline import exit_if_orphaned
+        process whose build is gone dies here instead of renaming (shardsmith/core/orphaned_writers.py)."""
+        from shardsmith.core.orphaned_writers import exit_if_orphaned
 
         exit_if_orphaned()
         storage.rename([self.temp_path], [self.final_path])

@@ -68,8 +68,9 @@ from shardsmith.format.naming import (
 )
 from shardsmith.format.record_file import FramingError, record_file
 from shardsmith.format.record_index import IndexFileError, RecordIndex
-from shardsmith.read.records import HashingReader, decompressed, open_raw
-from shardsmith.read.versions import add_version_argument, version_folder
+from shardsmith.read.record_stream import HashingReader, decompressed, open_raw
+from shardsmith.read.version_files import version_folder
+from shardsmith.read.versions import add_version_argument
 
 MAX_PROBLEMS_PER_SHARD = 50  # listed; the rest are counted
 _SIGNATURES = {"jpeg": (JPEG_START,), "png": (b"\x89PNG\r\n\x1a\n",), "gif": (b"GIF87a", b"GIF89a"),

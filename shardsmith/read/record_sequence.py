@@ -31,27 +31,17 @@ from dataclasses import dataclass
 
 from shardsmith import storage
 from shardsmith.format.build_folder import dataset_dir
-from shardsmith.format.metadata_schema import Metadata
 from shardsmith.format.naming import index_file_name, is_remote
 from shardsmith.format.record_file import FramingError, RecordFileFormat, record_file
 from shardsmith.format.record_index import RecordIndex
-from shardsmith.read.load import split_name, split_shards
-from shardsmith.read.records import decompressed
-from shardsmith.read.version_lookup import open_version
+from shardsmith.read.record_stream import decompressed
+from shardsmith.read.version_files import open_version, split_name, split_shards
 
 MAX_OPEN_FILES = 64  # shard files a reader keeps open for random access (least recently used closed first)
 
 
 class CorruptRecord(RuntimeError):
     """A record failed its checksums or a shard is not what metadata.json says; the message, one line, says where."""
-
-
-def open_build(output_dir: str, version: str | None = None) -> tuple[Metadata, str]:
-    """(metadata.json, the folder it was read from) of the published build (`version` None: `output_dir`) or of
-    the kept version `version` names (a build id or a tag: shardsmith/read/version_lookup.py);
-    `dataset_dir(folder, metadata)` holds the files. FileNotFoundError or ValueError, one line each."""
-    opened = open_version(output_dir, version)
-    return opened.metadata, opened.folder
 
 
 @dataclass(frozen=True)
@@ -296,5 +286,5 @@ class Records(Sequence):
 def records(output_dir: str, split: str = "train", version: str | None = None) -> Records:
     """The records of `split` (spelled as `build` accepts it) in the build `output_dir` publishes, or in its
     kept version `version` (a build id or a tag's name): a sequence of dicts, without TensorFlow (see
-    shardsmith/read/sequence.py)."""
+    shardsmith/read/record_sequence.py)."""
     return Records(output_dir, split, version)
