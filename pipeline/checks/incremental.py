@@ -17,6 +17,7 @@ from shardsmith.format.build_folder import checked_version_id
 from shardsmith.format.metadata import read_metadata
 from shardsmith.format.metadata_schema import Metadata, MetadataMissing
 from shardsmith.format.naming import BUILDS_DIR, LABELS_FILE
+from shardsmith.format.record_file import record_file
 
 # Recorded options that decide a record's bytes or a row's split: an incremental build must use the published
 # version's, or its new records would not belong with the carried ones.
@@ -95,6 +96,7 @@ def _adding_to(published: Metadata, options: BuildOptions) -> CarriedVersion:
         max_removed_fraction=options.max_removed_fraction,
         source_bytes={split: entry.source_bytes for split, entry in published.splits.items()},
         compression=published.compression_or_default,
+        file_format=record_file(published.format),
         why_not_rebuilt=unrecoverable(published.task_or_default, (published.options or {}).get("features")),
     )
 

@@ -23,6 +23,7 @@ from shardsmith.core.rows import ManifestRow, ShardResult
 from shardsmith.core.shard_file import STAGE as LOAD_STAGE
 from shardsmith.format.metadata_schema import IncrementalEntry, Metadata, ShardEntry, SplitEntry
 from shardsmith.format.naming import SPLITS, shard_generation
+from shardsmith.format.record_file import TFRECORD, RecordFileFormat
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,7 @@ class CarriedVersion:
     # Why a lost row list cannot be rebuilt from its shard's records ("" where it can: shardsmith/core/row_check.py)
     why_not_rebuilt: str = ""
     compression: str = "none"  # the version's shards'
+    file_format: RecordFileFormat = TFRECORD  # the version's shards' record file (metadata.json's `format`)
 
     @property
     def is_first(self) -> bool:
