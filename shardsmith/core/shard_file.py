@@ -216,8 +216,9 @@ def write_shard_file(config: WriterConfig, split: str, shard: int, dealt: Iterab
 def write_index_file(config: WriterConfig, shard_name: str, index: RecordIndex) -> str | None:
     """Writes the shard's index file beside it (atomically, listed in the build's record first), before the
     shard itself is renamed into place; returns its name. None for a gzip shard, which gets no index: offsets
-    into a gzip stream cannot be sought (DALI and `tfrecord` index uncompressed files only)."""
-    if config.records.compression == "gzip":
+    into a gzip stream cannot be sought (DALI and `tfrecord` index uncompressed files only), and for a record
+    file that cannot be read at an offset."""
+    if config.records.compression == "gzip" or not config.file_format.indexable:
         return None
     from shardsmith.core.orphaned_writers import exit_if_orphaned
 
