@@ -225,7 +225,7 @@ def _run_build(options, sources, beam_args: list[str], fixed_labels=None) -> Met
     from pipeline.checks.incremental import carried_labels
     from pipeline.checks.preflight import prepare_output_dir
     from pipeline.graph import build_graph
-    from pipeline.running.garbage import run_collections
+    from pipeline.running.gc_tuning import run_collections
     from pipeline.running.interrupts import raise_if_interrupted
     from pipeline.running.runner import (
         is_local,

@@ -37,8 +37,8 @@ def tfds_dirs(output_dir, version=None):
 
 
 def records(output_dir, split="train", version=None):
-    """A split's records as a sequence of dicts, TensorFlow-free, CRCs checked (shardsmith/read/sequence.py)."""
-    from shardsmith.read.sequence import records as _records
+    """A split's records as a sequence of dicts, TensorFlow-free, CRCs checked (shardsmith/read/record_sequence.py)."""
+    from shardsmith.read.record_sequence import records as _records
 
     return _records(output_dir, split, version)
 

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from shardsmith.format.example import LABEL
 from shardsmith.read.images import decode_image, image_bytes
-from shardsmith.read.sequence import Records
+from shardsmith.read.record_sequence import Records
 
 __all__ = ["ShardSource", "dataset"]
 

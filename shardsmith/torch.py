@@ -15,7 +15,7 @@ to `image_size` when given; the target the label id (classification) or a multi-
 (multi_label). `transform=` takes the decoded PIL image instead (torchvision's transforms, as `ImageFolder`
 passes them) and its result is the image; `target_transform=` takes the target. `features=True` yields a dict:
 every record key (as `shardsmith.records` gives them) plus `image`. Every record's checksums are checked as it
-is read (shardsmith/read/sequence.py). torch is imported by this module only: `import shardsmith` never does.
+is read (shardsmith/read/record_sequence.py). torch is imported by this module only: `import shardsmith` never does.
 
 Resuming mid-epoch (a preempted job): both have `state_dict()` / `load_state_dict(state)`, the protocol torchdata's
 `StatefulDataLoader` uses; it takes each DataLoader worker's state inside that worker after each batch, and gives
@@ -52,7 +52,7 @@ from torch.utils.data import Dataset, IterableDataset, get_worker_info
 from shardsmith.format.example import LABEL
 from shardsmith.read.images import decode_pil, decode_reduced, image_bytes
 from shardsmith.read.images import image_size as image_size_of
-from shardsmith.read.sequence import Records, record_values
+from shardsmith.read.record_sequence import Records, record_values
 
 __all__ = ["ShardDataset", "StreamingShardDataset"]
 

@@ -1,4 +1,4 @@
-"""pipeline/running/asked_once.py: Beam's state and timer inspection of a DoFn, remembered per DoFn object, gives
+"""pipeline/running/beam_call_cache.py: Beam's state and timer inspection of a DoFn, remembered per DoFn object, gives
 Beam's own answers (a stateful DoFn stays stateful), inspects each DoFn once, and forgets a DoFn once it is gone;
 options whose views are made once per class share every value with their views, as Beam's do."""
 
@@ -14,8 +14,8 @@ from apache_beam.testing import test_pipeline
 from apache_beam.testing.util import assert_that, equal_to
 from apache_beam.transforms import userstate
 
-from pipeline.running import asked_once
-from pipeline.running.asked_once import ViewsOnce, remember_dofn_specs
+from pipeline.running import beam_call_cache
+from pipeline.running.beam_call_cache import ViewsOnce, remember_dofn_specs
 
 TOTAL = userstate.ReadModifyWriteStateSpec("total", VarIntCoder())
 TOTAL_STATE = beam.DoFn.StateParam(TOTAL)  # Beam reads state parameters from a method's defaults
@@ -44,10 +44,10 @@ def test_the_remembered_answers_are_beams_and_each_dofn_is_inspected_once():
     assert userstate.is_stateful_dofn(stateful) and not userstate.is_stateful_dofn(plain)
     assert userstate.get_dofn_specs(PlainFn()) is not userstate.get_dofn_specs(plain), "per object, not per class"
     key = id(plain)
-    assert key in asked_once._remembered
+    assert key in beam_call_cache._remembered
     del plain
     gc.collect()
-    assert key not in asked_once._remembered, "a DoFn's entry goes with it"
+    assert key not in beam_call_cache._remembered, "a DoFn's entry goes with it"
 
 
 def test_a_stateful_dofn_still_keeps_its_state_on_the_local_runner():

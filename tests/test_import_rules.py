@@ -194,6 +194,42 @@ def test_manifests_are_read_through_the_manifest_package_only():
     assert broken == []
 
 
+def _imports_tfrecord_framing(path: Path) -> bool:
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and node.module == "shardsmith.format.tfrecord":
+            return True
+        if isinstance(node, ast.ImportFrom) and node.module == "shardsmith.format" and any(
+                alias.name == "tfrecord" for alias in node.names):
+            return True
+        if isinstance(node, ast.Import) and any(a.name == "shardsmith.format.tfrecord" for a in node.names):
+            return True
+    return False
+
+
+def test_record_files_are_framed_and_read_through_the_record_file_face_only():
+    """Outside shardsmith/format/, writers, readers, rewriters and compaction reach the record file through
+    shardsmith/format/record_file.py: a second record-file format is then a module and a table entry there."""
+    inside = ROOT / "shardsmith" / "format"
+    broken = [str(path.relative_to(ROOT)) for package in ("shardsmith", "transforms", "pipeline")
+              for path in _modules(package) if inside not in path.parents and _imports_tfrecord_framing(path)]
+    assert broken == []
+
+
+READ_SIDE_SHARED_STEPS = ("open_version", "version_folder", "open_build", "read_metadata", "split_name",
+                          "split_shards", "check_shards")
+
+
+def test_each_shared_step_of_the_readers_is_defined_once():
+    """A version becomes a folder, metadata.json is read and a split's shards are listed in one place each
+    (shardsmith/read/version_files.py, shardsmith/format/metadata.py), not once per reader."""
+    defined: dict[str, list[str]] = {name: [] for name in READ_SIDE_SHARED_STEPS}
+    for path in _modules("shardsmith"):
+        for node in ast.parse(path.read_text(), str(path)).body:
+            if isinstance(node, ast.FunctionDef) and node.name in defined:
+                defined[node.name].append(str(path.relative_to(ROOT)))
+    assert {name: where for name, where in defined.items() if len(where) > 1} == {}
+
+
 # transforms/ modules that are not stages
 SHARED_PLUMBING = ("__init__.py", "thread_pool.py", "metrics.py", "gather.py", "row_coder.py")
 
@@ -287,7 +323,7 @@ def test_the_framework_readers_import_neither_tensorflow_nor_beam_and_torch_only
 
 
 def test_the_framework_readers_load_without_tensorflow_or_beam_in_a_fresh_interpreter():
-    code = ("import sys, shardsmith.torch, shardsmith.grain, shardsmith.read.sequence\n"
+    code = ("import sys, shardsmith.torch, shardsmith.grain, shardsmith.read.record_sequence\n"
             "print(sorted(m for m in ('apache_beam', 'tensorflow', 'grain') if m in sys.modules))\n")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]

@@ -13,8 +13,9 @@ import pytest
 from shardsmith.format.build_folder import dataset_dir, own_copy
 from shardsmith.format.metadata_schema import Metadata, MetadataError, metadata_bytes, parse_metadata
 from shardsmith.format.tfds import tfds_metadata_files
-from shardsmith.read.load import feature_spec, split_shards
+from shardsmith.read.load import feature_spec
 from shardsmith.read.summary import build_summary, inspect_report
+from shardsmith.read.version_files import split_shards
 
 LAYOUTS = Path(__file__).parent / "data" / "metadata"
 FILES = sorted(p for p in LAYOUTS.glob("*.json") if not p.name.endswith("-own-copy.json"))

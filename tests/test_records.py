@@ -16,7 +16,7 @@ import pytest
 
 import shardsmith
 from shardsmith.format.build_folder import published_dir
-from shardsmith.read.sequence import CorruptRecord
+from shardsmith.read.record_sequence import CorruptRecord
 
 ROOT = Path(__file__).resolve().parents[1]
 

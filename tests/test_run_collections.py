@@ -1,4 +1,4 @@
-"""Garbage collection around a build's run (pipeline/running/garbage.py): what is frozen, which thresholds hold,
+"""Garbage collection around a build's run (pipeline/running/gc_tuning.py): what is frozen, which thresholds hold,
 and that a command leaves the process's collector as it found it."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import gc
 
 import pytest
 
-from pipeline.running.garbage import RUN_ALLOCATIONS_PER_COLLECTION, run_collections
+from pipeline.running.gc_tuning import RUN_ALLOCATIONS_PER_COLLECTION, run_collections
 
 
 @pytest.fixture

@@ -342,7 +342,7 @@ def test_hashed_shard_writer_on_gs_keeps_beams_gzip_bytes(bucket):
 
 
 def test_versioned_object_reads_its_generation_and_deletes_on_it(bucket):
-    from shardsmith.storage.generations import VersionedObject
+    from shardsmith.storage.object_generations import VersionedObject
 
     lock = VersionedObject(f"gs://{BUCKET}/lock/.shardsmith-lock")
     assert lock.read() is None

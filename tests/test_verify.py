@@ -209,7 +209,7 @@ def test_verify_and_inspect_read_gs_paths(built, tmp_path, shardsmith, monkeypat
                 bucket.blob(f"pets/{path.relative_to(built)}").upload_from_filename(str(path))
         good = shardsmith("verify", "gs://verify/pets")
         assert good.code == 0 and "285 of 285 records" in _verdict(good), good.out + good.err
-        from shardsmith.read.sequence import records
+        from shardsmith.read.record_sequence import records
 
         local, remote = records(built, "train"), records("gs://verify/pets", "train")  # through the index files
         assert [remote[i] for i in (200, 3, 117)] == [local[i] for i in (200, 3, 117)]

@@ -29,6 +29,7 @@ from shardsmith.format.example import example_keys
 from shardsmith.format.metadata import labels_bytes
 from shardsmith.format.metadata_schema import Metadata, NearDuplicatesEntry, SplitEntry
 from shardsmith.format.naming import ERRORS_FILE, LABELS_FILE, join
+from shardsmith.format.record_file import DEFAULT_FORMAT
 from shardsmith.format.tfds import tfds_metadata_files
 from shardsmith.versions import (
     CarriedVersion,
@@ -103,7 +104,7 @@ def build_metadata(
             source_bytes=split_plan.num_bytes)
     return Metadata(
         name=config.name,
-        format="tfrecord",
+        format=DEFAULT_FORMAT,
         compression=config.records.compression,
         image_mode=config.records.image_mode,
         seed=config.seed,

@@ -18,6 +18,7 @@ from shardsmith.format.build_folder import build_dir, checked_version_id
 from shardsmith.format.metadata import read_metadata
 from shardsmith.format.metadata_schema import Metadata, MetadataMissing
 from shardsmith.format.naming import BUILDS_DIR, ERRORS_FILE, LABELS_FILE, row_list_name
+from shardsmith.format.record_file import record_file
 from shardsmith.versions import CarriedShard, CarriedVersion, unrecoverable
 
 # Recorded options that decide a record's bytes or a row's split (declared `same_in_every_version`), in
@@ -96,6 +97,7 @@ def _adding_to(published: Metadata, options: BuildOptions) -> CarriedVersion:
         max_removed_fraction=options.max_removed_fraction,
         source_bytes={split: entry.source_bytes for split, entry in published.splits.items()},
         compression=published.compression_or_default,
+        file_format=record_file(published.format),
         why_not_rebuilt=unrecoverable(published.task_or_default, (published.options or {}).get("features")),
         appended=_appended_plan(options.output_dir, published, build_id, shards),
         duplicates=published.duplicates,

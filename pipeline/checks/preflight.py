@@ -32,6 +32,7 @@ from shardsmith.format.build_folder import (
 from shardsmith.format.metadata import read_metadata
 from shardsmith.format.metadata_schema import MetadataError
 from shardsmith.format.naming import BUILDS_DIR, METADATA_FILE
+from shardsmith.format.record_file import RECORD_FILES
 from shardsmith.storage import is_remote, make_folders
 from shardsmith.versions import CarriedVersion
 
@@ -51,7 +52,7 @@ def _refusal(out: str, state: FolderState) -> str:
     earlier_layout = False
     if METADATA_FILE in foreign:
         with contextlib.suppress(MetadataError):
-            earlier_layout = read_metadata(out).format == "tfrecord"
+            earlier_layout = read_metadata(out).format in RECORD_FILES
     if earlier_layout:
         return (f"{out} holds a dataset written by an earlier shardsmith (its files at the top level, no "
                 f"{BUILDS_DIR}/ folder); it is left untouched: build into a new --output_dir")

@@ -2,7 +2,7 @@
 
   runner.py                which runner runs the graph (Beam's FnApiRunner for a local build), its writer
                            processes, and running to completion
-  asked_once.py            what Beam asks again and again while it builds and runs a local graph (a DoFn's
+  beam_call_cache.py       what Beam asks again and again while it builds and runs a local graph (a DoFn's
                            state and timers, an options view), answered once: the fixed cost of a small build
   runner_names.py          what the runner named on the command line is, read before Beam is imported
   progress.py              a local build's progress line on stderr

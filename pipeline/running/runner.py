@@ -56,7 +56,7 @@ def make_pipeline(options: PipelineOptions) -> beam.Pipeline:
     """The pipeline for `options`' runner. On the local runner, without Beam's construction-time type checks
     (--pipeline_type_check), which compare type hints at every applied transform (0.2-0.35 s of each small build,
     tests/benchmarks/build_overhead.py), and with what Beam asks again and again (a DoFn's state and timers, an
-    options view) answered once (pipeline/running/asked_once.py). Without the checks, a few PCollections whose
+    options view) answered once (pipeline/running/beam_call_cache.py). Without the checks, a few PCollections whose
     type Beam inferred (an int from len, a random key) cross stages in Beam's default coder instead of a typed
     one: the same values, the same bytes written. A remote runner's graph is still checked (the tests submit one
     to a Dataflow stand-in).
@@ -72,7 +72,7 @@ def make_pipeline(options: PipelineOptions) -> beam.Pipeline:
         from apache_beam.options.pipeline_options import TypeOptions
         from apache_beam.runners.portability.fn_api_runner import FnApiRunner, worker_handlers
 
-        from pipeline.running.asked_once import ViewsOnce, remember_dofn_specs
+        from pipeline.running.beam_call_cache import ViewsOnce, remember_dofn_specs
 
         options = ViewsOnce.of(options)
         options.view_as(TypeOptions).pipeline_type_check = False

@@ -38,7 +38,7 @@ from dataclasses import asdict, dataclass, fields
 
 from shardsmith.format.naming import LOCK_FILE
 from shardsmith.storage import is_remote, join
-from shardsmith.storage.generations import VersionedObject
+from shardsmith.storage.object_generations import VersionedObject
 
 LOCK_HEARTBEAT_S = 30
 # A heartbeat older than this means the holder stopped refreshing it (lost machine, killed launcher).
@@ -267,14 +267,6 @@ def _held_by(seen: _Seen | None, build_id: str) -> bool:
         return False
     holder = LockHolder.from_json(seen.data)
     return holder is not None and holder.build_id == build_id
-
-
-def holds_lock(output_dir: str, build_id: str) -> bool:
-    """Whether `build_id` holds the folder's lock now."""
-    try:
-        return _held_by(_lock_file(output_dir).read(), build_id)
-    except NotALock:
-        return False
 
 
 @dataclass(frozen=True)

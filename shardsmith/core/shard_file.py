@@ -47,9 +47,9 @@ from shardsmith.core.settings import RecordSettings
 from shardsmith.format.build_folder import write_atomically
 from shardsmith.format.build_record import claim
 from shardsmith.format.naming import TEMP_PREFIX, index_file_name, row_list_name, shard_file_name
+from shardsmith.format.record_file import TFRECORD, RecordFileFormat
 from shardsmith.format.record_index import RecordIndex
 from shardsmith.format.row_list import ListedRow, row_list_bytes
-from shardsmith.format.tfrecord import frame_chunks
 
 STAGE = "load"
 # Remote images read ahead of the writer; bounds memory per shard writer while hiding object-store latency.
@@ -71,6 +71,7 @@ class WriterConfig:
     lock: LockGuard | None = None
     list_rows: bool = False  # write each shard's row list (shardsmith/format/row_list.py): every build does
     generation: int = 1  # --incremental: later generations' shard names carry their number
+    file_format: RecordFileFormat = TFRECORD  # the record file written (and, rewriting, read)
 
 
 @dataclass
@@ -158,7 +159,7 @@ def write_shard_file(config: WriterConfig, split: str, shard: int, dealt: Iterab
     ordered = sorted((p for rows in dealt for p in rows), key=lambda p: p.order_key)
     num_shards = ordered[0].num_shards
     final_name = shard_file_name(config.name, split, shard, num_shards, config.records.compression,
-                                 config.generation)
+                                 config.generation, config.file_format)
     output = ShardOutput(config.output_dir, final_name, config.records.compression)
     label_counts: Counter[str] = Counter()
     num_rows = 0
@@ -168,6 +169,7 @@ def write_shard_file(config: WriterConfig, split: str, shard: int, dealt: Iterab
     outcome = ShardOutcome(ShardResult(split, shard, num_shards, final_name, 0, 0))
     written = progress_signal.Tally(progress_signal.IMAGES_WRITTEN)
     faults_armed = fault_injection.armed()
+    frame_chunks = config.file_format.frame_chunks
     try:
         with output.open_temporary() as out:
             for loaded in _loaded_in_order(ordered, config):
@@ -214,10 +216,11 @@ def write_shard_file(config: WriterConfig, split: str, shard: int, dealt: Iterab
 def write_index_file(config: WriterConfig, shard_name: str, index: RecordIndex) -> str | None:
     """Writes the shard's index file beside it (atomically, listed in the build's record first), before the
     shard itself is renamed into place; returns its name. None for a gzip shard, which gets no index: offsets
-    into a gzip stream cannot be sought (DALI and `tfrecord` index uncompressed files only)."""
-    if config.records.compression == "gzip":
+    into a gzip stream cannot be sought (DALI and `tfrecord` index uncompressed files only), and for a record
+    file that cannot be read at an offset."""
+    if config.records.compression == "gzip" or not config.file_format.indexable:
         return None
-    from shardsmith.core.lifeline import exit_if_orphaned
+    from shardsmith.core.orphaned_writers import exit_if_orphaned
 
     exit_if_orphaned()  # as before the shard's rename: no file reaches its final name after the build is gone
     name = index_file_name(shard_name)
@@ -266,8 +269,8 @@ class ShardOutput:
 
     def publish(self) -> int:
         """Renames the temporary file to the final name; returns the final file's size in bytes. A writer
-        process whose build is gone dies here instead of renaming (shardsmith/core/lifeline.py)."""
-        from shardsmith.core.lifeline import exit_if_orphaned
+        process whose build is gone dies here instead of renaming (shardsmith/core/orphaned_writers.py)."""
+        from shardsmith.core.orphaned_writers import exit_if_orphaned
 
         exit_if_orphaned()
         storage.rename([self.temp_path], [self.final_path])

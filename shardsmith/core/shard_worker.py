@@ -10,7 +10,7 @@ Jobs and replies are pickles framed by an 8-byte length on the worker's stdin an
 (killed, out of memory) while it holds a shard is replaced, and the new process writes that shard once more from
 scratch (the local runner does not retry a failed bundle); a second death on the same shard fails the build,
 naming the shard. A worker that gives no answer within SHARD_DEADLINE_S is killed and its shard fails. A build
-that dies takes its workers with it (shardsmith/core/lifeline.py): none renames a shard into place after the
+that dies takes its workers with it (shardsmith/core/orphaned_writers.py): none renames a shard into place after the
 build is gone.
 """
 
@@ -32,8 +32,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import BinaryIO
 
-from shardsmith.core import fault_injection, lifeline
-from shardsmith.core.lifeline import exit_described
+from shardsmith.core import fault_injection, orphaned_writers
+from shardsmith.core.orphaned_writers import exit_described
 
 _LENGTH = struct.Struct("<Q")
 # A shard job must come back (sent, written, answered) within this, or its writer is killed as stuck: far more
@@ -69,7 +69,7 @@ def _receive(stream: BinaryIO):
 
 def main() -> None:
     """The worker: (config, split, shard, rows) jobs in, ("ok", ShardOutcome) or ("error", text) replies out."""
-    lifeline.die_with_parent()
+    orphaned_writers.die_with_parent()
     from shardsmith.core.shard_file import write_shard_file
 
     jobs = sys.stdin.buffer
@@ -111,7 +111,7 @@ class ShardWriterPool:
     def __init__(self, processes: int, shard_deadline_s: float = SHARD_DEADLINE_S):
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [_PACKAGE_ROOT, env.get("PYTHONPATH")]))
-        env[lifeline.PARENT_ENV] = str(os.getpid())
+        env[orphaned_writers.PARENT_ENV] = str(os.getpid())
         if fault_injection.FAULT_ENV in env:
             # a fault kills the whole build, as a lost machine would
             env[fault_injection.FAULT_ALSO_KILL_ENV] = str(os.getpid())

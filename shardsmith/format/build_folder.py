@@ -59,6 +59,7 @@ from shardsmith.format.naming import (
     WRITTEN_DIR,
     join,
 )
+from shardsmith.format.record_file import RECORD_FILES
 from shardsmith.format.retired import record_retired
 from shardsmith.format.tags import TagsUnreadable, now_utc, read_tags
 
@@ -235,7 +236,7 @@ def _published_metadata(output_dir: str) -> Metadata | None:
         dataset_dir(output_dir, metadata)
     except ValueError:  # MetadataError among them
         return None
-    if metadata.format != "tfrecord" or metadata.build_dir is None:
+    if metadata.format not in RECORD_FILES or metadata.build_dir is None:
         return None
     return metadata
 

@@ -30,6 +30,7 @@ from shardsmith.format.naming import (
     BUILD_ID,
     BUILD_RECORD,
     BUILDS_DIR,
+    SHARD_MARKS,
     TEMP_PREFIX,
     WRITTEN_DIR,
 )
@@ -38,7 +39,7 @@ from shardsmith.storage import join, make_folder, touch
 RECORD_VERSION = 2
 _IN_A_BUILD = re.compile(rf"(.*/{BUILDS_DIR}/{BUILD_ID.pattern})/(.+)")  # greedy: the innermost build folder
 _TEMPORARY = re.compile(rf"(?:(.*)/)?{re.escape(TEMP_PREFIX)}(.+)\.[0-9a-f]{{16,32}}")
-_LEGACY_SHARD = re.compile(r"[^/]+-(train|validation|test)\.tfrecord-\d{5}-of-\d{5}(\.gz)?")
+_LEGACY_SHARD = re.compile(rf"[^/]+-(train|validation|test){SHARD_MARKS}\d{{5}}-of-\d{{5}}(\.gz)?")
 # tf.transform's files below the first level, which version-1 patterns ("transform_fn/*") meant to cover.
 _LEGACY_TRANSFORM_PATTERNS = ("transform_fn/variables/*", "transform_fn/assets/*")
 
@@ -95,7 +96,7 @@ def _legacy_owns(patterns: tuple[str, ...], relative: str) -> bool:
     for pattern in (*patterns, *_LEGACY_TRANSFORM_PATTERNS):
         pattern_parts = pattern.split("/")
         if len(pattern_parts) == len(parts) and all(map(fnmatch.fnmatchcase, parts, pattern_parts)):
-            if ".tfrecord-" in pattern and not pattern.startswith(TEMP_PREFIX):
+            if re.search(SHARD_MARKS, pattern) and not pattern.startswith(TEMP_PREFIX):
                 return bool(_LEGACY_SHARD.fullmatch(relative))
             return True
     return False

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import re
 
+from shardsmith.format.record_file import RECORD_FILES, TFRECORD, RecordFileFormat
+
 # Defined by the storage module, which writes every file through a temporary name and tells local paths from
 # URIs; re-exported because the format's names are built with them.
 from shardsmith.storage import TEMP_PREFIX, is_remote, join  # noqa: F401
@@ -53,25 +55,30 @@ def canonical_split(value: str) -> str | None:
     return SPLIT_ALIASES.get(value.strip().lower())
 
 
+# What stands between a shard file's `<name>-<split>` and its numbers, in any record-file format's names.
+SHARD_MARKS = "(?:" + "|".join(re.escape(f.shard_mark) for f in RECORD_FILES.values()) + ")"
+
+
 def shard_file_name(name: str, split: str, shard: int, num_shards: int, compression: str,
-                    generation: int = 1) -> str:
-    """`<name>-<split>.tfrecord-SSSSS-of-NNNNN`, with `.gz` for gzip: TFDS's file template, so TFDS reads it.
-    The shards of a later --incremental generation G carry it, `<name>-<split>.tfrecord-gG-SSSSS-of-NNNNN`, so no
-    two shards of a version share a name, whichever build's folder holds them."""
+                    generation: int = 1, file_format: RecordFileFormat = TFRECORD) -> str:
+    """`<name>-<split>.tfrecord-SSSSS-of-NNNNN` (the format's file suffix: shardsmith/format/record_file.py),
+    with `.gz` for gzip: TFDS's file template, so TFDS reads it. The shards of a later --incremental generation G
+    carry it, `<name>-<split>.tfrecord-gG-SSSSS-of-NNNNN`, so no two shards of a version share a name, whichever
+    build's folder holds them."""
     suffix = ".gz" if compression == "gzip" else ""
     tag = f"g{generation}-" if generation > 1 else ""
-    return f"{name}-{split}.tfrecord-{tag}{shard:05d}-of-{num_shards:05d}{suffix}"
+    return f"{name}-{split}{file_format.shard_mark}{tag}{shard:05d}-of-{num_shards:05d}{suffix}"
 
 
 def shard_generation(file: str) -> int:
     """The --incremental generation a shard file name carries (1 for a name without one)."""
-    found = re.search(r"\.tfrecord-g([1-9][0-9]*)-\d{5}-of-", file)
+    found = re.search(rf"{SHARD_MARKS}g([1-9][0-9]*)-\d{{5}}-of-", file)
     return int(found.group(1)) if found else 1
 
 
 def is_shard_file_of(file: str, name: str, split: str) -> bool:
     """Whether `file` is a shard file name of dataset `name`'s `split`, of any generation."""
-    pattern = rf"{re.escape(name)}-{re.escape(split)}\.tfrecord-(g[1-9][0-9]*-)?\d{{5}}-of-\d{{5}}(\.gz)?"
+    pattern = rf"{re.escape(name)}-{re.escape(split)}{SHARD_MARKS}(g[1-9][0-9]*-)?\d{{5}}-of-\d{{5}}(\.gz)?"
     return re.fullmatch(pattern, file) is not None
 
 
@@ -106,7 +113,7 @@ def row_list_name(shard_file: str) -> str:
     return f"{ROWS_DIR}/{shard_file}.jsonl"
 
 
-def shard_file_pattern(name: str | None = None) -> str:
+def shard_file_pattern(name: str | None = None, file_format: RecordFileFormat = TFRECORD) -> str:
     """The glob (and fnmatch) pattern of the shard files of dataset `name`, or of any dataset. Index files
     (INDEX_SUFFIX) match it too: tell them apart by their suffix."""
-    return f"{name}-*.tfrecord-*" if name else "*.tfrecord-*"
+    return f"{name}-*{file_format.shard_mark}*" if name else f"*{file_format.shard_mark}*"

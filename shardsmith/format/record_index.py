@@ -17,9 +17,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from shardsmith.format.tfrecord import FOOTER_BYTES, HEADER_BYTES
+from shardsmith.format.record_file import TFRECORD
 
-FRAMING_BYTES = HEADER_BYTES + FOOTER_BYTES
+FRAMING_BYTES = TFRECORD.framing_bytes  # DALI's and the `tfrecord` package's index counts TFRecord's framing
 
 
 class IndexFileError(ValueError):

@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from shardsmith.format.example import IMAGE, LABEL
 from shardsmith.format.metadata_schema import Metadata
 from shardsmith.format.naming import BUILD_ID, shard_generation
+from shardsmith.format.record_file import record_file
 
 DATASET_INFO_FILE = "dataset_info.json"
 FEATURES_FILE = "features.json"
@@ -151,7 +152,7 @@ def _split_entry(metadata: Metadata, split: str, part: TfdsPart, relative_to_par
     template, num_bytes = shards.template(part.build, relative_to_part), shards.num_bytes
     if not relative_to_part:  # the whole split: as metadata.json counts it
         num_bytes = metadata.splits[split].num_bytes
-        if shards.prefix == f"{metadata.name}-{split}.tfrecord-":
+        if shards.prefix == f"{metadata.name}-{split}{record_file(metadata.format).shard_mark}":
             template = FILE_TEMPLATE  # TFDS's default spelling of the same names
     return {
         "name": split,
@@ -173,7 +174,7 @@ def dataset_info_json(metadata: Metadata, splits: list[dict]) -> dict:
         "name": metadata.name,
         "version": TFDS_VERSION,
         "description": description,
-        "fileFormat": "tfrecord",
+        "fileFormat": record_file(metadata.format).name,
         "splits": splits,
         "supervisedKeys": {"tuple": {"items": [{"featureKey": IMAGE}, {"featureKey": LABEL}]}},
     }

@@ -20,7 +20,8 @@ import os
 
 from shardsmith.errors import UsageError
 from shardsmith.read.summary import inspect_report
-from shardsmith.read.versions import add_version_argument, version_folder
+from shardsmith.read.version_files import version_folder
+from shardsmith.read.versions import add_version_argument
 
 
 def add_arguments(parser) -> None:

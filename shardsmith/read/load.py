@@ -17,12 +17,17 @@ cheap.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 from shardsmith.format.example import BOX_LABEL, HEIGHT, IMAGE, LABEL, URI, WIDTH
-from shardsmith.format.metadata_schema import Metadata, ShardEntry
+from shardsmith.format.metadata_schema import Metadata
+from shardsmith.read.version_files import (  # noqa: F401  (DatasetChanged: what load() raises, importable here)
+    DatasetChanged,
+    check_shards,
+    open_version,
+    split_name,
+    split_shards,
+)
 from shardsmith.tensorflow_import import import_tensorflow
 
 DEFAULT_CYCLE_LENGTH = 16  # shard files read at once; more hides object-store latency, each costs a buffer
@@ -31,122 +36,6 @@ DEFAULT_CYCLE_LENGTH = 16  # shard files read at once; more hides object-store l
 PARSE_BATCH = 32
 _PLAN = "shardsmith/decode_plan"  # a parsed example's planned (decode, resize), taken out before it is yielded
 _DTYPES = {"bytes": "string", "int64": "int64", "float": "float32"}
-
-
-def read_metadata(output_dir: str) -> Metadata:
-    """metadata.json of a finished dataset, read through TensorFlow's file systems like the shards (local or
-    gs://, shardsmith.storage.read_bytes_with_tensorflow); FileNotFoundError without
-    one, MetadataError (a ValueError naming the file and the entry) when it is not JSON or lacks what `load`
-    reads."""
-    from shardsmith.format.metadata import read_metadata as read
-    from shardsmith.format.metadata_schema import MetadataMissing
-    from shardsmith.storage import read_bytes_with_tensorflow
-
-    try:
-        return read(output_dir.rstrip("/"), read_bytes=read_bytes_with_tensorflow, readable=True)
-    except MetadataMissing as e:
-        raise FileNotFoundError(str(e)) from None
-
-
-def open_version(output_dir: str, version: str | None):
-    """The published version of `output_dir` or the kept one `version` names (a build id or a tag), its
-    metadata.json read through TensorFlow's file systems like the shards (shardsmith/read/version_lookup.py);
-    FileNotFoundError or ValueError, one line, as for every reader."""
-    from shardsmith.read.version_lookup import open_version as lookup
-    from shardsmith.storage import read_bytes_with_tensorflow
-
-    return lookup(os.fspath(output_dir), version, read_bytes_with_tensorflow)
-
-
-@dataclass(frozen=True)
-class ShardFile:
-    """A shard's entry in metadata.json and its file in the build's folder."""
-
-    path: str
-    entry: ShardEntry
-
-
-def split_shards(output_dir: str, metadata: Metadata, split: str) -> list[ShardFile]:
-    """The split's shards from metadata.json, in shard order, each with its file in the build's folder.
-    Raises ValueError for an unknown split or a file name that would leave the folder."""
-    from shardsmith.format.build_folder import dataset_dir, shard_file_path
-
-    splits = metadata.splits
-    if split not in splits:
-        raise ValueError(f"split {split!r} is not in this dataset; it has {', '.join(splits) or 'no splits'}")
-    folder = dataset_dir(output_dir, metadata)
-    return [ShardFile(shard_file_path(folder, shard), shard) for shard in splits[split].shards]
-
-
-def shard_paths(output_dir: str, metadata: Metadata, split: str) -> list[str]:
-    """The split's shard files, in shard order, as listed in metadata.json."""
-    return [shard.path for shard in split_shards(output_dir, metadata, split)]
-
-
-class DatasetChanged(RuntimeError):
-    """A shard file is not what metadata.json says: the build was retired, replaced or damaged under a reader."""
-
-
-def check_shards(shards: list[ShardFile], compression: str) -> None:
-    """Each shard file exists with the byte count metadata.json records, and its first record carries the
-    `first_key` (image/key/sha256) recorded for it: one record read per shard, the shards in parallel (on
-    gs:// each is a request). Raises DatasetChanged naming the first shard, in shard order, that differs.
-    Metadata written before `first_key` existed skips that part."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(max(1, min(len(shards), DEFAULT_CYCLE_LENGTH))) as pool:
-        for problem in pool.map(lambda shard: _shard_problem(shard, compression), shards):
-            if problem:
-                raise DatasetChanged(problem)
-
-
-def _size_problem(shard: ShardFile) -> str | None:
-    import tensorflow as tf
-
-    try:
-        size = tf.io.gfile.stat(shard.path).length
-    except tf.errors.NotFoundError:
-        return f"{shard.path} is missing: the dataset was changed or removed"
-    if size != shard.entry.num_bytes:
-        return (f"{shard.path} holds {size} bytes, metadata.json says {shard.entry.num_bytes}: the file was changed "
-                "or cut short")
-    return None
-
-
-def _shard_problem(shard: ShardFile, compression: str) -> str | None:
-    problem = _size_problem(shard)
-    expected = shard.entry.first_key
-    if problem or expected is None:
-        return problem
-    key = _first_key(shard.path, compression)
-    if key == expected:
-        return None
-    found = "no readable first record" if key is None else f"first record is image {key[:16]}..."
-    return (f"{shard.path}: its {found}, metadata.json says {expected[:16]}... (image/key/sha256): not the "
-            "file this build wrote (copied in from another build?)")
-
-
-def _first_key(path: str, compression: str) -> str | None:
-    """The image/key/sha256 of a shard's first record, read with the TF-free framing reader through tf.io.gfile
-    (local or gs://); None when the first record cannot be read or carries none."""
-    import gzip
-    import zlib
-
-    import tensorflow as tf
-    from google.protobuf.message import DecodeError
-
-    from shardsmith.format.example import SHA256, parse_example
-    from shardsmith.format.tfrecord import FramingError, iter_records
-
-    try:
-        with tf.io.gfile.GFile(path, "rb") as raw:
-            stream = gzip.GzipFile(fileobj=raw, mode="rb") if compression == "GZIP" else raw
-            first = next(iter_records(stream), None)
-            values = parse_example(first) if first is not None else {}
-    except (FramingError, DecodeError, OSError, EOFError, zlib.error, tf.errors.OpError):
-        return None
-    keys = values.get(SHA256) or [None]
-    return keys[0].decode("utf-8", "replace") if keys[0] is not None else None
 
 
 _first_read_log_spent = False
@@ -231,16 +120,6 @@ def interleave_and_shuffle(shards, open_shard: Callable, num_shards: int, *, shu
     return records
 
 
-def split_name(split: str, metadata: Metadata) -> str:
-    """The dataset's name for `split`: the split itself, or what a spelling `build` accepts (val, eval,
-    training, TEST, ...) means; an unknown one is left for split_shards to refuse."""
-    from shardsmith.format.naming import canonical_split
-
-    if split in metadata.splits:
-        return split
-    return canonical_split(split) or split
-
-
 def load(
     output_dir: str,
     split: str = "train",
@@ -304,7 +183,10 @@ def load(
         raise ValueError(f"dtype must be 'uint8' or 'float32', not {dtype!r}")
     if channels not in (0, 1, 3, 4):
         raise ValueError(f"channels must be 0, 1, 3 or 4, not {channels!r}")
-    opened = open_version(output_dir, version)
+    from shardsmith.storage import read_bytes_with_tensorflow
+
+    # metadata.json read through TensorFlow's file systems, like the shards
+    opened = open_version(output_dir, version, read_bytes_with_tensorflow)
     folder, metadata = opened.folder, opened.metadata
     shards = split_shards(folder, metadata, split_name(split, metadata))
     if not shards:

@@ -1,6 +1,6 @@
 """`shardsmith inspect`'s PNG plots: a contact sheet of images per label, a heatmap of records per shard and
 label, and the shuffle plot (label against read order for this dataset beside manifest order). matplotlib's Agg
-backend: no display needed. Records are streamed a shard at a time (shardsmith.read.records).
+backend: no display needed. Records are streamed a shard at a time (shardsmith.read.record_stream).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import math
 from collections import Counter
 
 from shardsmith.format.metadata_schema import Metadata
-from shardsmith.read.records import Record, split_records
+from shardsmith.read.record_stream import Record, split_records
 
 MAX_SHEET_LABELS = 40
 MAX_PLOT_POINTS = 50_000

@@ -18,7 +18,7 @@ from shardsmith.errors import UsageError
 from shardsmith.format.build_folder import write_atomically
 from shardsmith.format.build_record import BuildRecord
 from shardsmith.format.naming import BUILD_ID, BUILD_RECORD, BUILDS_DIR, join
-from shardsmith.read.sequence import CorruptRecord, Records, scanned_index
+from shardsmith.read.record_sequence import CorruptRecord, Records, scanned_index
 from shardsmith.read.versions import add_version_argument
 
 
@@ -88,15 +88,14 @@ def index_build(output_dir: str, version: str | None = None) -> IndexReport:
 
 
 def _splits(output_dir: str, version: str | None) -> list[str]:
-    from shardsmith.read.sequence import open_build
+    from shardsmith.read.version_files import open_version
 
-    metadata, _ = open_build(output_dir, version)
-    return list(metadata.splits)
+    return list(open_version(output_dir, version).metadata.splits)
 
 
 def _index_shard(records: Records, shard, guard, report: IndexReport) -> None:
     try:
-        index = scanned_index(shard.path, records.compression)
+        index = scanned_index(shard.path, records.compression, records.file_format)
     except (CorruptRecord, OSError) as e:
         report.failed.append(str(e) if isinstance(e, CorruptRecord) else f"{shard.path}: {e}")
         return

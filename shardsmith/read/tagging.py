@@ -23,7 +23,7 @@ from contextlib import contextmanager
 
 from shardsmith.errors import UsageError
 from shardsmith.format.tags import Tag, TagsUnreadable, now_utc, read_tags, tag_name_problem, write_tags
-from shardsmith.read.version_lookup import open_version
+from shardsmith.read.version_files import open_version
 
 
 @contextmanager

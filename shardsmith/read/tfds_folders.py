@@ -20,14 +20,15 @@ from shardsmith import storage
 from shardsmith.format.build_folder import dataset_dir
 from shardsmith.format.naming import is_remote, join
 from shardsmith.format.tfds import DATASET_INFO_FILE, tfds_builder_dirs
-from shardsmith.read.sequence import open_build
+from shardsmith.read.version_files import open_version
 
 
 def tfds_dirs(output_dir: str | os.PathLike, version: str | None = None) -> list[str]:
     """The TFDS builder folders of `output_dir`'s published version (or of the kept `version`), in order: pass
     them to `tfds.builder_from_directories`. FileNotFoundError or ValueError, one line, when TFDS cannot read it."""
     output_dir = os.fspath(output_dir).rstrip("/")
-    metadata, folder = open_build(output_dir, version)
+    opened = open_version(output_dir, version)
+    metadata, folder = opened.metadata, opened.folder
     files_dir = dataset_dir(folder, metadata)
     which = f"version {version}" if version else "the published version"
     relative = tfds_builder_dirs(metadata)

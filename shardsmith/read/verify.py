@@ -66,10 +66,11 @@ from shardsmith.format.naming import (
     shard_file_name,
     shard_file_pattern,
 )
+from shardsmith.format.record_file import FramingError, record_file
 from shardsmith.format.record_index import IndexFileError, RecordIndex
-from shardsmith.format.tfrecord import FramingError, iter_records
-from shardsmith.read.records import HashingReader, decompressed, open_raw
-from shardsmith.read.versions import add_version_argument, version_folder
+from shardsmith.read.record_stream import HashingReader, decompressed, open_raw
+from shardsmith.read.version_files import version_folder
+from shardsmith.read.versions import add_version_argument
 
 MAX_PROBLEMS_PER_SHARD = 50  # listed; the rest are counted
 _SIGNATURES = {"jpeg": (JPEG_START,), "png": (b"\x89PNG\r\n\x1a\n",), "gif": (b"GIF87a", b"GIF89a"),
@@ -318,13 +319,13 @@ def _check_shard(output_dir: str, split: str, shard: ShardEntry, metadata: Metad
         return check
     if check.num_bytes != shard.num_bytes:
         check.add("file size differs from metadata.json", f"{check.num_bytes} bytes, metadata {shard.num_bytes}")
-    compression = metadata.compression_or_default
+    compression, file_format = metadata.compression_or_default, record_file(metadata.format)
     file_sha256 = None
     record_index: RecordIndex | None = RecordIndex()  # None once the records cannot be read to the end
     try:
         with HashingReader(open_raw(path)) as raw:
             try:
-                for index, data in enumerate(iter_records(decompressed(raw, compression))):
+                for index, data in enumerate(file_format.iter_records(decompressed(raw, compression))):
                     check.num_records += 1
                     record_index.add(len(data))
                     if index == 0:
@@ -341,7 +342,7 @@ def _check_shard(output_dir: str, split: str, shard: ShardEntry, metadata: Metad
         record_index = None
         check.add("shard cannot be read" + (" (gzip)" if compression == "gzip" else ""),
                   f"{type(e).__name__}: {str(e)[:200]}", check.num_records)
-    if record_index is not None and compression != "gzip":
+    if record_index is not None and compression != "gzip" and file_format.indexable:
         _check_index_file(check, index_file_name(path), shard, record_index)
     recorded_sha256 = shard.sha256
     if recorded_sha256 is None:

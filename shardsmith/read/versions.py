@@ -29,7 +29,6 @@ from shardsmith.format.metadata import read_metadata
 from shardsmith.format.metadata_schema import MetadataError, MetadataMissing
 from shardsmith.format.naming import BUILD_RECORD, BUILDS_DIR, METADATA_FILE, join
 from shardsmith.format.tags import Tag, TagsUnreadable, read_tags
-from shardsmith.read.version_lookup import open_version
 
 
 @dataclass(frozen=True)
@@ -118,19 +117,6 @@ def list_versions(output_dir: str, tags: dict[str, Tag] | None = None) -> list[V
                                 change and change.num_added_records, change and change.num_removed_records,
                                 tuple(names.get(build_id, ()))))
     return versions
-
-
-def version_folder(output_dir: str, version: str | None) -> str:
-    """The folder the read-side commands read for `--version` (None: `output_dir`, the published build): the
-    version's build folder, whose own metadata.json describes it; UsageError (one line, the same as every
-    reader's: shardsmith/read/version_lookup.py) for a name that is not a kept version or a tag."""
-    output_dir = os.fspath(output_dir).rstrip("/")
-    if version is None:
-        return output_dir
-    try:
-        return open_version(output_dir, version).folder
-    except (FileNotFoundError, ValueError) as e:
-        raise UsageError(str(e)) from None
 
 
 def add_version_argument(parser) -> None:

@@ -32,6 +32,7 @@ from shardsmith.format.metadata_schema import (
     SplitEntry,
 )
 from shardsmith.format.naming import SPLITS, shard_generation
+from shardsmith.format.record_file import TFRECORD, RecordFileFormat
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,7 @@ class CarriedVersion:
     # Why a lost row list cannot be rebuilt from its shard's records ("" where it can: shardsmith/versions/row_check.py)
     why_not_rebuilt: str = ""
     compression: str = "none"  # the version's shards'
+    file_format: RecordFileFormat = TFRECORD  # the version's shards' record file (metadata.json's `format`)
     # How a night reads a manifest that only had rows appended (None: every row is paired)
     appended: AppendedPlan | None = None
     duplicates: DuplicatesEntry | None = None  # the version's, which a night that reads only its new rows adds to

@@ -46,9 +46,9 @@ from shardsmith.errors import UsageError
 from shardsmith.format.build_folder import build_dir, dataset_dir, shard_file_path
 from shardsmith.format.metadata_schema import Metadata, ShardEntry
 from shardsmith.format.naming import TEMP_PREFIX, index_file_name, join, row_list_name, shard_generation
+from shardsmith.format.record_file import RecordFileFormat, record_file
 from shardsmith.format.record_index import RecordIndex
 from shardsmith.format.row_list import ListedRow, RowListError, parse_row_list
-from shardsmith.format.tfrecord import frame, iter_records
 from shardsmith.versions import row_check
 
 # The canonical manifest's first data row is its line 2 (line 1: its header).
@@ -82,6 +82,11 @@ class CompactionSource:
     def why_not_rebuilt(self) -> str:
         """Why a lost row list cannot be rebuilt from its shard's records ("" where it can)."""
         return row_check.unrecoverable(self.metadata.task_or_default, (self.metadata.options or {}).get("features"))
+
+    @property
+    def file_format(self) -> RecordFileFormat:
+        """The record file the version's shards are (metadata.json's `format`)."""
+        return record_file(self.metadata.format)
 
     @property
     def num_rows(self) -> int:
@@ -157,10 +162,10 @@ def readable_path(source: CompactionSource, shard_index: int, files_dir: str) ->
     (whose offsets cannot be sought), its uncompressed copy in the compaction's build folder (`unpack`)."""
     if source.metadata.compression_or_default == "none":
         return source.shards[shard_index].path
-    return join(files_dir, f"{TEMP_PREFIX}unpacked-{shard_index:05d}.tfrecord")
+    return join(files_dir, f"{TEMP_PREFIX}unpacked-{shard_index:05d}.{source.file_format.file_suffix}")
 
 
-def unpack(path: str, target: str) -> RecordIndex:
+def unpack(path: str, target: str, file_format: RecordFileFormat) -> RecordIndex:
     """Writes the records of gzip shard `path` uncompressed to `target` (a temporary file of the compaction's
     build folder, listed in its record, removed before it publishes); returns their index. Both CRCs of each
     record are checked as it is read; memory: one record."""
@@ -168,8 +173,8 @@ def unpack(path: str, target: str) -> RecordIndex:
     index = RecordIndex()
     try:
         with output.open_temporary() as out, storage.open_read(path, buffered=True) as raw:
-            for record in iter_records(gzip.GzipFile(fileobj=raw, mode="rb")):
-                head, tail = frame(record)
+            for record in file_format.iter_records(gzip.GzipFile(fileobj=raw, mode="rb")):
+                head, tail = file_format.frame(record)
                 out.write(head)
                 out.write(record)
                 out.write(tail)
@@ -193,7 +198,7 @@ def record_rows(source: CompactionSource, shard_index: int, files_dir: str) -> I
     row_check.check_count(list_path, len(listed), shard.entry.file, shard.entry.num_examples, source.why_not_rebuilt)
     readable = readable_path(source, shard_index, files_dir)
     if readable != shard.path:
-        index = unpack(shard.path, readable)
+        index = unpack(shard.path, readable, source.file_format)
     else:
         index_path = join(storage.parent(shard.path), shard.entry.index or index_file_name(shard.entry.file))
         index = RecordIndex.parse(_required(index_path, "index file"), index_path)
@@ -231,7 +236,8 @@ def _row_list(source: CompactionSource, shard_index: int) -> list[ListedRow]:
     if source.why_not_rebuilt:
         raise row_check.missing(path, source.why_not_rebuilt)
     _LOG.warning("%s is missing: rebuilt from its shard's records", path)
-    return row_check.rebuilt_rows(shard.path, source.metadata.compression_or_default, shard.split, path)
+    return row_check.rebuilt_rows(shard.path, source.metadata.compression_or_default, source.file_format,
+                                 shard.split, path)
 
 
 def _required(path: str, what: str) -> bytes:

@@ -26,9 +26,9 @@ from shardsmith.core.rows import PlacedRow, ShardResult
 from shardsmith.core.shard_file import ShardOutput, WriterConfig
 from shardsmith.format.example import SHA256, parse_example
 from shardsmith.format.naming import shard_file_name
-from shardsmith.format.record_index import FRAMING_BYTES, RecordIndex
+from shardsmith.format.record_file import FramingError, RecordFileFormat
+from shardsmith.format.record_index import RecordIndex
 from shardsmith.format.row_list import ListedRow
-from shardsmith.format.tfrecord import FOOTER_BYTES, HEADER_BYTES, FramingError, read_exact, unframe
 from shardsmith.versions import row_check
 from shardsmith.versions.compaction import RecordRef
 
@@ -51,12 +51,11 @@ class SourceRecordError(ValueError):
     """A source shard's record is not intact where its index file says it is: the message names the shard."""
 
 
-def _framed(path: str, offset: int, length: int) -> bytes:
+def _framed(file_format: RecordFileFormat, path: str, offset: int, length: int) -> bytes:
     with storage.open_read(path) as f:
-        f.seek(offset)
-        framed = read_exact(f, length)
+        framed = file_format.read_framed(f, offset, length)
     try:
-        unframe(framed, offset)  # both CRCs, and exactly one record at the index entry's place
+        file_format.unframe(framed, offset)  # both CRCs, and exactly one record at the index entry's place
     except FramingError as e:
         raise SourceRecordError(f"{path}: {e.reason} at byte {e.offset} (its index file's entry {offset} {length})"
                                 "; nothing was published") from None
@@ -65,7 +64,7 @@ def _framed(path: str, offset: int, length: int) -> bytes:
 
 def _framed_in_order(config: CompactionWriter, refs: list[RecordRef]) -> Iterator[bytes]:
     def read(ref: RecordRef) -> bytes:
-        return _framed(config.sources[ref.shard], ref.offset, ref.length)
+        return _framed(config.writer.file_format, config.sources[ref.shard], ref.offset, ref.length)
 
     if not any(storage.is_remote(config.sources[ref.shard]) for ref in refs):
         yield from map(read, refs)
@@ -83,21 +82,24 @@ def write_compacted_shard(config: CompactionWriter, split: str, shard: int,
         writer.lock.check()
     ordered = sorted((p for rows in dealt for p in rows), key=lambda p: p.order_key)
     num_shards = ordered[0].num_shards
-    name = shard_file_name(writer.name, split, shard, num_shards, writer.records.compression)
+    name = shard_file_name(writer.name, split, shard, num_shards, writer.records.compression,
+                           file_format=writer.file_format)
     output = ShardOutput(writer.output_dir, name, writer.records.compression)
     refs = [RecordRef.of(placed.row) for placed in ordered]
     label_counts: Counter[str] = Counter()
     index, listed = RecordIndex(), []
     first_key = None
+    file_format = writer.file_format
+    unframe, header, footer = file_format.unframe, file_format.header_bytes, file_format.footer_bytes
     try:
         with output.open_temporary() as out:
             for placed, ref, framed in zip(ordered, refs, _framed_in_order(config, refs), strict=True):
                 row = placed.row
                 line = ListedRow(ref.identity, ref.lines, row.label, row.size, row.uri, ref.sha256, ref.signature)
-                row_check.check_record(memoryview(framed)[HEADER_BYTES:len(framed) - FOOTER_BYTES], line,
+                row_check.check_record(memoryview(framed)[header:len(framed) - footer], line,
                                        config.row_lists[ref.shard], ref.position, config.why_not_rebuilt)
                 out.write(framed)
-                index.add(len(framed) - FRAMING_BYTES)
+                index.add(len(framed) - header - footer)
                 label_counts[row.label] += 1
                 listed.append(line)
                 if first_key is None:

@@ -38,8 +38,8 @@ from shardsmith.format.example import (
     feature_map,
     feature_values,
 )
+from shardsmith.format.record_file import RecordFileFormat
 from shardsmith.format.row_list import ListedRow, RowListError
-from shardsmith.format.tfrecord import iter_records
 
 CHECKED_KEYS = (FILENAME, SHA256, LABEL_TEXT, BOX_LABEL_TEXT)
 REBUILD_KEYS = (FILENAME, SHA256, LABEL_TEXT, IMAGE, NUM_BYTES)
@@ -121,18 +121,19 @@ def listed_row(record: bytes, split: str, list_path: str, position: int) -> List
     return ListedRow(identity, 1, labels[0], size, uri, sha256)
 
 
-def rebuilt_rows(shard_path: str, compression: str, split: str, list_path: str) -> list[ListedRow]:
+def rebuilt_rows(shard_path: str, compression: str, file_format: RecordFileFormat, split: str,
+                 list_path: str) -> list[ListedRow]:
     """The lost row list `list_path` of shard `shard_path` (of `split`), rebuilt from its records (the caller
     checked `unrecoverable`). Memory: one record at a time, plus the rows."""
     return [listed_row(record, split, list_path, position)
-            for position, record in enumerate(shard_records(shard_path, compression))]
+            for position, record in enumerate(shard_records(shard_path, compression, file_format))]
 
 
-def shard_records(path: str, compression: str) -> Iterator[bytes]:
+def shard_records(path: str, compression: str, file_format: RecordFileFormat) -> Iterator[bytes]:
     """A shard's records, in order, both CRCs of each checked."""
     with storage.open_read(path, buffered=True) as raw:
         stream = gzip.GzipFile(fileobj=raw, mode="rb") if compression == "gzip" else raw
-        yield from iter_records(stream)
+        yield from file_format.iter_records(stream)
 
 
 def _text(values: list | None) -> str:

@@ -23,7 +23,6 @@ from shardsmith.format.example import SHA256, parse_example
 from shardsmith.format.naming import row_list_name
 from shardsmith.format.record_index import RecordIndex
 from shardsmith.format.row_list import RowListError, parse_row_list
-from shardsmith.format.tfrecord import frame
 from shardsmith.versions import row_check
 
 
@@ -43,13 +42,14 @@ def rewrite_shard(config: WriterConfig, split: str, source_folder: str, file: st
         raise row_check.missing(list_path, why_not_rebuilt)
     listed = None if data is None else parse_row_list(data, list_path)
     compression = config.records.compression
+    frame = config.file_format.frame
     output = ShardOutput(config.output_dir, file, compression)
     kept, label_counts, index = [], Counter(), RecordIndex()
     first_key = None
     count = 0
     try:
         with output.open_temporary() as out:
-            for position, record in enumerate(row_check.shard_records(source, compression)):
+            for position, record in enumerate(row_check.shard_records(source, compression, config.file_format)):
                 count += 1
                 if listed is None:
                     row = row_check.listed_row(record, split, list_path, position)

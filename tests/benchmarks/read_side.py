@@ -113,8 +113,9 @@ def _tf_contender(name: str, out: Path, manifest: Path, size: int) -> dict:
     import tensorflow as tf
 
     import shardsmith
-    from shardsmith.read.load import read_metadata, split_shards
+    from shardsmith.format.metadata import read_metadata
     from shardsmith.read.tf_images import decode_resized, to_dtype
+    from shardsmith.read.version_files import split_shards
 
     auto = tf.data.AUTOTUNE
     if name == "load":

@@ -78,7 +78,7 @@ def _listed_records(shard_index: int, output_dir: str, version: CarriedVersion, 
         else:
             _LOG.warning("%s is missing: rebuilt from its shard's records; the shard is rewritten with it", path)
             rows = row_check.rebuilt_rows(storage.join(folder, carried.entry.file), version.compression,
-                                          carried.split, path)
+                                          version.file_format, carried.split, path)
             yield beam.pvalue.TaggedOutput(RELISTED, RecordPlace(shard_index, -1, 0))
         row_check.check_count(path, len(rows), carried.entry.file, carried.entry.num_examples,
                               version.why_not_rebuilt)

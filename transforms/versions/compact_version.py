@@ -65,7 +65,8 @@ class Compaction:
         """Where the compacted shards go (with their index files and row lists) and where their records are."""
         published = self.source.metadata
         config = WriterConfig(output_dir=self.files_dir, name=published.name, lock=self.lock, list_rows=True,
-                              records=RecordSettings(compression=published.compression_or_default))
+                              records=RecordSettings(compression=published.compression_or_default),
+                              file_format=self.source.file_format)
         shards = range(len(self.source.shards))
         return CompactionWriter(config, tuple(readable_path(self.source, index, self.files_dir) for index in shards),
                                 tuple(row_list_path(self.source, index) for index in shards),

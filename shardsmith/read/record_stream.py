@@ -26,7 +26,9 @@ from shardsmith.format.example import (
     parse_example,
 )
 from shardsmith.format.metadata_schema import Metadata
-from shardsmith.format.tfrecord import READ_CHUNK, iter_records
+from shardsmith.format.record_file import RecordFileFormat, record_file
+
+READ_CHUNK = 1 << 20  # bytes hashed at a time when the rest of a stream is read
 
 
 def open_shard(path: str, compression: str):
@@ -72,10 +74,10 @@ class HashingReader:
         return getattr(self._stream, name)
 
 
-def shard_records(path: str, compression: str) -> Iterator[bytes]:
+def shard_records(path: str, compression: str, file_format: RecordFileFormat) -> Iterator[bytes]:
     """Every record of one shard file, streamed, checksums checked."""
     with open_shard(path, compression) as stream:
-        yield from iter_records(stream)
+        yield from file_format.iter_records(stream)
 
 
 @dataclass(frozen=True)
@@ -95,9 +97,10 @@ def placed_label(values: dict[str, list], metadata: Metadata) -> int:
 
 def split_records(output_dir: str, metadata: Metadata, split: str, with_images: bool = False) -> Iterator[Record]:
     """Every record of a split in shard order, parsed with shardsmith's own Example class."""
-    compression = metadata.compression_or_default
+    compression, file_format = metadata.compression_or_default, record_file(metadata.format)
     for index, shard in enumerate(metadata.splits[split].shards):
-        for data in shard_records(shard_file_path(dataset_dir(output_dir, metadata), shard), compression):
+        for data in shard_records(shard_file_path(dataset_dir(output_dir, metadata), shard), compression,
+                                  file_format):
             values = parse_example(data)
             filename = values[FILENAME][0].decode("utf-8", "replace")
             if not with_images:

@@ -31,27 +31,17 @@ from dataclasses import dataclass
 
 from shardsmith import storage
 from shardsmith.format.build_folder import dataset_dir
-from shardsmith.format.metadata_schema import Metadata
 from shardsmith.format.naming import index_file_name, is_remote
+from shardsmith.format.record_file import FramingError, RecordFileFormat, record_file
 from shardsmith.format.record_index import RecordIndex
-from shardsmith.format.tfrecord import FramingError, iter_records, unframe
-from shardsmith.read.load import split_name, split_shards
-from shardsmith.read.records import decompressed
-from shardsmith.read.version_lookup import open_version
+from shardsmith.read.record_stream import decompressed
+from shardsmith.read.version_files import open_version, split_name, split_shards
 
 MAX_OPEN_FILES = 64  # shard files a reader keeps open for random access (least recently used closed first)
 
 
 class CorruptRecord(RuntimeError):
     """A record failed its checksums or a shard is not what metadata.json says; the message, one line, says where."""
-
-
-def open_build(output_dir: str, version: str | None = None) -> tuple[Metadata, str]:
-    """(metadata.json, the folder it was read from) of the published build (`version` None: `output_dir`) or of
-    the kept version `version` names (a build id or a tag: shardsmith/read/version_lookup.py);
-    `dataset_dir(folder, metadata)` holds the files. FileNotFoundError or ValueError, one line each."""
-    opened = open_version(output_dir, version)
-    return opened.metadata, opened.folder
 
 
 @dataclass(frozen=True)
@@ -72,12 +62,12 @@ def open_stored(path: str):
     return storage.open_read(path, buffered=True, read_ahead=True)
 
 
-def scanned_index(path: str, compression: str) -> RecordIndex:
+def scanned_index(path: str, compression: str, file_format: RecordFileFormat) -> RecordIndex:
     """The index of a shard, found by reading it whole (both CRCs of each record checked)."""
     index = RecordIndex()
     with decompressed(open_stored(path), compression) as stream:
         try:
-            for data in iter_records(stream):
+            for data in file_format.iter_records(stream):
                 index.add(len(data))
         except FramingError as e:
             raise CorruptRecord(f"{path}: {e.reason} at byte {e.offset} (record {len(index)})") from None
@@ -171,6 +161,7 @@ class Records(Sequence):
         self.folder = dataset_dir(read_from, self.metadata)
         self.split = split_name(split, self.metadata)
         self.compression = self.metadata.compression_or_default
+        self.file_format = record_file(self.metadata.format)
         self.features: dict[str, str] = dict(self.metadata.features)
         self.labels: list[str] = list(self.metadata.labels)
         self.shards: list[Shard] = []
@@ -178,7 +169,7 @@ class Records(Sequence):
         for shard in split_shards(read_from, self.metadata, self.split):
             entry = shard.entry
             index_path = None
-            if self.compression != "gzip":
+            if self.compression != "gzip" and self.file_format.indexable:
                 index_path = index_file_name(shard.path)
             self.shards.append(Shard(shard.path, entry.num_examples, start, index_path, entry.num_bytes))
             start += entry.num_examples
@@ -221,7 +212,7 @@ class Records(Sequence):
         offset, length = index.offsets[at], index.lengths[at]
         path = self.shards[shard].path
         try:
-            return unframe(self._reader.read(path, offset, length), offset)
+            return self.file_format.unframe(self._reader.read(path, offset, length), offset)
         except FramingError as e:
             raise CorruptRecord(f"{path} record {at}: {e.reason} at byte {e.offset}"
                                 + (f" ({e.detail})" if e.detail else "")) from None
@@ -232,7 +223,7 @@ class Records(Sequence):
             info = self.shards[shard]
             data = storage.read_bytes(info.index_path) if info.index_path else None
             index = (RecordIndex.parse(data, info.index_path) if data is not None
-                     else scanned_index(info.path, self.compression))
+                     else scanned_index(info.path, self.compression, self.file_format))
             if len(index) != info.num_records:
                 raise CorruptRecord(f"{info.index_path if data is not None else info.path} holds {len(index)} "
                                     f"records, metadata.json says {info.num_records}: not this build's file")
@@ -275,7 +266,7 @@ class Records(Sequence):
         with decompressed(open_stored(info.path), self.compression) as stream:
             if offset:
                 stream.seek(offset)
-            framed = iter_records(stream)
+            framed = self.file_format.iter_records(stream)
             while True:
                 # The yield stays outside this try: a generator left open is closed at interpreter exit, when
                 # FramingError may be a cleared global that an `except` around the yield would evaluate.
@@ -295,5 +286,5 @@ class Records(Sequence):
 def records(output_dir: str, split: str = "train", version: str | None = None) -> Records:
     """The records of `split` (spelled as `build` accepts it) in the build `output_dir` publishes, or in its
     kept version `version` (a build id or a tag's name): a sequence of dicts, without TensorFlow (see
-    shardsmith/read/sequence.py)."""
+    shardsmith/read/record_sequence.py)."""
     return Records(output_dir, split, version)

@@ -1,0 +1,208 @@
+"""What every reader opens, in one place: which version it reads (a `version`, a build id or a tag's name,
+becomes a build folder), its split's shard files, and the cheap checks that those files are the ones
+metadata.json lists. Used by `load()`, `records()` (and through it the PyTorch and Grain readers and `index`),
+`verify`, `inspect` and `shardsmith.tfds_dirs`.
+
+Guarantees: every reader says the same one line for the same version. A kept version opens; a tag opens the
+version it pins; a version retention removed says that it is no longer kept, by which --keep_builds and when
+(retired.json); an id that was never a version of the folder says so and names `shardsmith versions`. A version
+is a folder `builds/<build id>/` and nothing else: a tag's version is a build id (shardsmith/format/tags.py), so
+no name given here, or read from tags.json, leads a reader outside the output folder. A split's shard files are
+those metadata.json lists, in shard order, never globbed, and each lies in the version's folder.
+
+The shard checks (`check_shards`, for `load()`) read through TensorFlow's file systems, imported inside them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from shardsmith import storage
+from shardsmith.errors import UsageError
+from shardsmith.format.build_folder import build_dir, dataset_dir, shard_file_path
+from shardsmith.format.metadata import read_metadata
+from shardsmith.format.metadata_schema import Metadata, MetadataMissing, ShardEntry
+from shardsmith.format.naming import BUILD_ID, BUILD_RECORD, STAGED_METADATA, canonical_split, join
+from shardsmith.format.retired import read_retired
+from shardsmith.format.tags import Tag, TagsUnreadable, read_tags, tag_name_problem
+
+ReadBytes = Callable[[str], bytes | None]
+SHARDS_CHECKED_AT_ONCE = 16  # check_shards: shards whose first record is read at once (on gs://, a request each)
+
+
+class VersionNotFound(FileNotFoundError):
+    """The version asked for is not one a reader can open (never was, or no longer kept); one line."""
+
+
+@dataclass(frozen=True)
+class OpenedVersion:
+    metadata: Metadata
+    folder: str  # the folder whose metadata.json it is: the output folder for the published version
+    build_id: str | None  # the version asked for (a tag's, resolved); None when none was
+
+
+def open_version(output_dir: str | os.PathLike, version: str | None = None,
+                 read_bytes: ReadBytes | None = None) -> OpenedVersion:
+    """The published version of `output_dir` (`version` None) or the kept one `version` names (a build id or a
+    tag's name), with its metadata.json read and checked to hold what readers take. `read_bytes(path)` reads a
+    file or returns None (default: shardsmith.storage; `load()` passes TensorFlow's). Raises FileNotFoundError
+    (VersionNotFound for a version) or ValueError, one line each."""
+    output_dir = os.fspath(output_dir).rstrip("/")
+    read = read_bytes or storage.read_bytes
+    if version is None:
+        try:
+            return OpenedVersion(read_metadata(output_dir, read, readable=True), output_dir, None)
+        except MetadataMissing as e:
+            raise FileNotFoundError(str(e)) from None
+    version = str(version)
+    tag = None if BUILD_ID.fullmatch(version) else _tag(output_dir, version, read_bytes)
+    build_id = tag.version if tag else version
+    folder = build_dir(output_dir, build_id)
+    try:
+        metadata = read_metadata(folder, read, readable=True)
+    except MetadataMissing:
+        raise VersionNotFound(_missing(output_dir, build_id, tag, read_bytes)) from None
+    if read(join(folder, STAGED_METADATA)) is not None:
+        raise VersionNotFound(f"no version {build_id} in {output_dir}: its build never published (it did not "
+                              f"finish); {_listing(output_dir)}")
+    return OpenedVersion(metadata, folder, build_id)
+
+
+def _listing(output_dir: str) -> str:
+    return f"`shardsmith versions {output_dir}` lists them"
+
+
+def _tag(output_dir: str, name: str, read_bytes: ReadBytes | None) -> Tag:
+    if tag_name_problem(name):
+        raise ValueError(f"version {name[:80]!r} is neither a build id (like 20261124T211052Z-44b3a31b) nor a tag "
+                         f"name; {_listing(output_dir)}")
+    try:
+        tags = read_tags(output_dir, read_bytes)
+    except TagsUnreadable as e:
+        raise ValueError(f"{e}: tag {name} cannot be looked up; fix or remove the file") from None
+    if name not in tags:
+        raise VersionNotFound(f"no version or tag {name!r} in {output_dir}; {_listing(output_dir)}")
+    return tags[name]
+
+
+def _missing(output_dir: str, build_id: str, tag: Tag | None, read_bytes: ReadBytes | None) -> str:
+    """Why `build_id` has no metadata.json: retired (when, by which --keep_builds), unfinished, or never a build."""
+    what = f"tag {tag.name} names version {build_id}, which" if tag else f"version {build_id}"
+    retired = read_retired(output_dir, read_bytes).get(build_id)
+    if retired is not None:
+        keep = f"--keep_builds {retired.keep_builds}" if retired.keep_builds else "--keep_builds"
+        return (f"{what} is no longer kept in {output_dir}: retention ({keep}) retired it at {retired.retired}; "
+                f"{_listing(output_dir)} (`shardsmith tag` keeps a version from retention)")
+    if (read_bytes or storage.read_bytes)(join(build_dir(output_dir, build_id), BUILD_RECORD)) is not None:
+        return f"no version {build_id} in {output_dir}: its build did not finish; {_listing(output_dir)}"
+    if tag:
+        return f"{what} is not in {output_dir} any more; {_listing(output_dir)}"
+    return f"no version {build_id} in {output_dir}; {_listing(output_dir)}"
+
+
+def version_folder(output_dir: str, version: str | None) -> str:
+    """The folder the read-side commands read for `--version` (None: `output_dir`, the published build): the
+    version's build folder, whose own metadata.json describes it; UsageError (one line, the same as every
+    reader's, from `open_version`) for a name that is not a kept version or a tag."""
+    output_dir = os.fspath(output_dir).rstrip("/")
+    if version is None:
+        return output_dir
+    try:
+        return open_version(output_dir, version).folder
+    except (FileNotFoundError, ValueError) as e:
+        raise UsageError(str(e)) from None
+
+
+@dataclass(frozen=True)
+class ShardFile:
+    """A shard's entry in metadata.json and its file in the build's folder."""
+
+    path: str
+    entry: ShardEntry
+
+
+def split_name(split: str, metadata: Metadata) -> str:
+    """The dataset's name for `split`: the split itself, or what a spelling `build` accepts (val, eval,
+    training, TEST, ...) means; an unknown one is left for split_shards to refuse."""
+    if split in metadata.splits:
+        return split
+    return canonical_split(split) or split
+
+
+def split_shards(output_dir: str, metadata: Metadata, split: str) -> list[ShardFile]:
+    """The split's shards from metadata.json, in shard order, each with its file in the build's folder.
+    Raises ValueError for an unknown split or a file name that would leave the folder."""
+    splits = metadata.splits
+    if split not in splits:
+        raise ValueError(f"split {split!r} is not in this dataset; it has {', '.join(splits) or 'no splits'}")
+    folder = dataset_dir(output_dir, metadata)
+    return [ShardFile(shard_file_path(folder, shard), shard) for shard in splits[split].shards]
+
+
+class DatasetChanged(RuntimeError):
+    """A shard file is not what metadata.json says: the build was retired, replaced or damaged under a reader."""
+
+
+def check_shards(shards: list[ShardFile], compression: str) -> None:
+    """Each shard file exists with the byte count metadata.json records, and its first record carries the
+    `first_key` (image/key/sha256) recorded for it: one record read per shard, the shards in parallel (on
+    gs:// each is a request), through TensorFlow's file systems (`compression`: tf.data's "GZIP" or "").
+    Raises DatasetChanged naming the first shard, in shard order, that differs. Metadata written before
+    `first_key` existed skips that part."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max(1, min(len(shards), SHARDS_CHECKED_AT_ONCE))) as pool:
+        for problem in pool.map(lambda shard: _shard_problem(shard, compression), shards):
+            if problem:
+                raise DatasetChanged(problem)
+
+
+def _size_problem(shard: ShardFile) -> str | None:
+    import tensorflow as tf
+
+    try:
+        size = tf.io.gfile.stat(shard.path).length
+    except tf.errors.NotFoundError:
+        return f"{shard.path} is missing: the dataset was changed or removed"
+    if size != shard.entry.num_bytes:
+        return (f"{shard.path} holds {size} bytes, metadata.json says {shard.entry.num_bytes}: the file was changed "
+                "or cut short")
+    return None
+
+
+def _shard_problem(shard: ShardFile, compression: str) -> str | None:
+    problem = _size_problem(shard)
+    expected = shard.entry.first_key
+    if problem or expected is None:
+        return problem
+    key = _first_key(shard.path, compression)
+    if key == expected:
+        return None
+    found = "no readable first record" if key is None else f"first record is image {key[:16]}..."
+    return (f"{shard.path}: its {found}, metadata.json says {expected[:16]}... (image/key/sha256): not the "
+            "file this build wrote (copied in from another build?)")
+
+
+def _first_key(path: str, compression: str) -> str | None:
+    """The image/key/sha256 of a shard's first record, read with the TF-free framing reader through tf.io.gfile
+    (local or gs://); None when the first record cannot be read or carries none."""
+    import gzip
+    import zlib
+
+    import tensorflow as tf
+    from google.protobuf.message import DecodeError
+
+    from shardsmith.format.example import SHA256, parse_example
+    from shardsmith.format.record_file import TFRECORD, FramingError
+
+    try:
+        with tf.io.gfile.GFile(path, "rb") as raw:
+            stream = gzip.GzipFile(fileobj=raw, mode="rb") if compression == "GZIP" else raw
+            first = next(TFRECORD.iter_records(stream), None)
+            values = parse_example(first) if first is not None else {}
+    except (FramingError, DecodeError, OSError, EOFError, zlib.error, tf.errors.OpError):
+        return None
+    keys = values.get(SHA256) or [None]
+    return keys[0].decode("utf-8", "replace") if keys[0] is not None else None
