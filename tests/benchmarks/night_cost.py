@@ -7,7 +7,8 @@ carry-over's per-row work and start-up, not image decoding. For each size it pub
 nights (`--incremental`) into a hard-linked copy of the published folder: "appended", the version's manifest with
 NEW rows appended (the common nightly export: only the new lines are parsed), and "rewritten", the version's rows
 in reverse order and then the NEW rows (the same rows, other bytes: every row is paired with the version's
-records). Whole processes are timed from outside (start-up included; CPU of the process tree). Not run by CI. Run
+records). Each repetition also times a build of the NEW rows alone: what a night would cost if it cost only what
+it adds. Whole processes are timed from outside (start-up included; CPU of the process tree). Not run by CI. Run
 from the repository root:
 
     python tests/benchmarks/night_cost.py --sizes 20000 100000 --repeats 3
@@ -86,7 +87,13 @@ def main() -> None:
               flush=True)
     kinds = ("appended", "rewritten")
     nights: dict[tuple[str, int], list[dict]] = {(kind, size): [] for kind in kinds for size in args.sizes}
+    alone = write_manifest(corpus / "new-rows-alone.csv", new_rows)  # the floor: a build of the night's rows only
+    alone_runs = []
     for repetition in range(args.repeats):
+        out = args.workdir / "new-rows-alone"
+        shutil.rmtree(out, ignore_errors=True)
+        alone_runs.append(run_build(alone, out, logs / f"alone-{repetition}.log", *BUILD))
+        print(f"a build of the {args.new} new rows alone: {alone_runs[-1]['wall_s']:.2f} s wall", flush=True)
         for kind in kinds:
             for size in args.sizes:
                 out = args.workdir / f"night-{size}"
@@ -113,6 +120,9 @@ def main() -> None:
             print(f"| {kind} | {size:,} | {wall:.2f} ({', '.join(f'{w:.2f}' for w in walls)}) | "
                   f"{statistics.median(r['cpu_s'] for r in nights[kind, size]):.2f} | {wall / base:.2f}x | "
                   f"{wall / full[size]['wall_s']:.2f}x (full {full[size]['wall_s']:.1f} s) |")
+    walls = [r["wall_s"] for r in alone_runs]
+    print(f"| a build of the {args.new} new rows alone | - | {statistics.median(walls):.2f} "
+          f"({', '.join(f'{w:.2f}' for w in walls)}) | {statistics.median(r['cpu_s'] for r in alone_runs):.2f} | | |")
     if len(args.sizes) > 1:
         low, high = smallest, largest
         for kind in kinds:
@@ -120,6 +130,54 @@ def main() -> None:
                        - statistics.median(r["cpu_s"] for r in nights[kind, low])) / (high - low)
             print(f"CPU per unchanged row, {kind} night: {per_row * 1e6:.1f} us (the {high:,}-row night less the "
                   f"{low:,}-row one)")
+
+
+    unchanged_row_work(published[largest], corpus / f"appended-{largest}.csv", largest)
+
+
+def unchanged_row_work(published: Path, manifest: Path, rows: int, repeats: int = 5) -> None:
+    """An appended night's work per unchanged row, each step timed alone in this process (best of `repeats`):
+    checking the manifest's prefix (its SHA-256), reading the manifest with only the appended lines parsed, and
+    counting and scanning the version's row lists for a new image's SHA-256."""
+    import json
+    import time
+
+    from shardsmith.core.manifest import AppendedPlan, ManifestParser, ManifestRead, Source
+    from shardsmith.core.manifest.settings import ManifestFormat
+    from shardsmith.format.metadata_schema import ManifestDigestEntry
+    from shardsmith.format.row_list import rows_with_sha256
+
+    meta = json.loads((published / "metadata.json").read_text())
+    digest = ManifestDigestEntry(**meta["incremental"]["manifest"])
+    plan = AppendedPlan(digest, meta["num_example_rows"], str(published / meta["build_dir"] / "errors.jsonl"))
+    lists = sorted(published.glob("builds/*/rows/*.jsonl"))
+    wanted = {"0" * 64}
+
+    def best(step) -> float:
+        times = []
+        for _ in range(repeats):
+            started = time.perf_counter()
+            step()
+            times.append(time.perf_counter() - started)
+        return min(times) / rows * 1e6
+
+    def read_appended() -> None:
+        selection = plan.selection(str(manifest))
+        assert selection is not None
+        read = ManifestRead(selection, expected=digest.sha256, expected_bytes=digest.bytes)
+        list(ManifestParser(ManifestFormat()).parse(Source(str(manifest), 0, "csv"), read))
+        assert read.skipped == rows
+
+    def scan_lists() -> None:
+        for path in lists:
+            data = path.read_bytes()
+            data.count(b"\n")
+            list(rows_with_sha256(data, wanted, str(path)))
+
+    print(f"\nAn appended night's work per unchanged row, timed alone ({rows:,} rows, best of {repeats}):")
+    print(f"  manifest read, only appended lines parsed (prefix checked, lines hashed and skipped): "
+          f"{best(read_appended):.2f} us")
+    print(f"  row lists counted and scanned for new images' SHA-256s: {best(scan_lists):.2f} us")
 
 
 if __name__ == "__main__":
