@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import csv
 import gzip
-import hashlib
 import io
 import json
 import os
@@ -26,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 
+import google_crc32c
 import pytest
 from PIL import Image, ImageDraw
 
@@ -299,7 +299,7 @@ def copy_with_gzip_shards(built: Path, target: Path) -> Path:
             (folder / (shard["file"] + ".idx")).unlink(missing_ok=True)  # gzip shards have no index
             shard["index"] = None
             shard["file"], shard["num_bytes"] = packed.name, packed.stat().st_size
-            shard["sha256"] = hashlib.sha256(packed.read_bytes()).hexdigest()
+            shard["crc32c"] = f"{google_crc32c.value(packed.read_bytes()):08x}"
         info["num_bytes"] = sum(s["num_bytes"] for s in info["shards"])
     for name in ("dataset_info.json", "features.json", "image.class.label.labels.txt"):
         (folder / name).unlink(missing_ok=True)

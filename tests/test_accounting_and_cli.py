@@ -185,7 +185,7 @@ def _report_inputs(out: Path) -> dict:
     result, the plan, the vocabulary, the error summary and the input row count."""
     metadata = read_metadata(str(out))
     shards = [ShardResult(split, index, len(entry.shards), shard.file, shard.num_examples, shard.num_bytes,
-                          dict(shard.label_counts), sha256=shard.sha256, first_key=shard.first_key,
+                          dict(shard.label_counts), crc32c=shard.crc32c, first_key=shard.first_key,
                           index_file=shard.index)
               for split, entry in metadata.splits.items() for index, shard in enumerate(entry.shards)]
     plan = ShardPlan({split: SplitPlan(entry.num_placed, entry.source_bytes, entry.num_shards)

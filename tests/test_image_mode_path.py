@@ -7,6 +7,7 @@ import hashlib
 import shutil
 from pathlib import Path
 
+import google_crc32c
 import numpy as np
 import pytest
 
@@ -120,6 +121,6 @@ def _retarget(dataset: Path, old_root: str, new_root: str, write_metadata) -> No
                 index.add(len(record))
             path.write_bytes(bytes(out))
             path.with_name(index_file_name(path.name)).write_bytes(index.to_bytes())  # the records' new offsets
-            shard["num_bytes"], shard["sha256"] = len(out), hashlib.sha256(out).hexdigest()
+            shard["num_bytes"], shard["crc32c"] = len(out), f"{google_crc32c.value(bytes(out)):08x}"
         info["num_bytes"] = sum(s["num_bytes"] for s in info["shards"])
     write_metadata(dataset, metadata)

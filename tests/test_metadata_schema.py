@@ -45,7 +45,8 @@ def test_every_layout_gives_the_read_side_what_it_takes(path, tmp_path):
         entry = next(s for s in raw["splits"][split]["shards"] if s["file"] == shard.file)
         assert (shard.num_examples, shard.num_bytes, shard.label_counts) == (
             entry["num_examples"], entry["num_bytes"], entry["label_counts"])
-        assert shard.sha256 == entry.get("sha256") and shard.first_key == entry.get("first_key")
+        assert shard.sha256 == entry.get("sha256") and shard.crc32c == entry.get("crc32c")
+        assert shard.first_key == entry.get("first_key")
     # load(): the split's files in the build's folder (the top level before builds had folders), the parse spec
     folder = dataset_dir(str(tmp_path), metadata)
     assert folder == str(tmp_path / raw["build_dir"]) if "build_dir" in raw else folder == str(tmp_path)

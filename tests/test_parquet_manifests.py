@@ -60,7 +60,7 @@ def test_the_same_rows_in_parquet_and_csv_build_the_same_shards(tmp_path, image_
                             "--num_shards", "train=2,validation=1,test=1")
         assert result.code == 0, result.err
         built[name] = out
-    shards = {name: [(shard["file"], shard["sha256"]) for split in metadata_of(out)["splits"].values()
+    shards = {name: [(shard["file"], shard["crc32c"]) for split in metadata_of(out)["splits"].values()
                      for shard in split["shards"]] for name, out in built.items()}
     assert len(shards["parquet"]) == 4 and shards["parquet"] == shards["csv"]
     for split in ("train", "validation", "test"):

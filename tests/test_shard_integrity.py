@@ -14,6 +14,7 @@ import re
 import shutil
 from pathlib import Path
 
+import google_crc32c
 import pytest
 from PIL import Image
 
@@ -68,13 +69,13 @@ def _shard_entry(out: Path, split: str = "train", index: int = 0) -> dict:
     return json.loads((out / "metadata.json").read_text())["splits"][split]["shards"][index]
 
 
-def test_metadata_records_each_shards_sha256_and_first_key(two_builds):
+def test_metadata_records_each_shards_crc32c_and_first_key(two_builds):
     for out in two_builds:
         metadata = json.loads((out / "metadata.json").read_text())
         for info in metadata["splits"].values():
             for shard in info["shards"]:
                 data = (Path(published_dir(out)) / shard["file"]).read_bytes()
-                assert shard["sha256"] == hashlib.sha256(data).hexdigest()
+                assert shard["crc32c"] == f"{google_crc32c.value(data):08x}" and "sha256" not in shard
                 first = next(iter_records(io.BytesIO(data)))
                 assert shard["first_key"] == parse_example(first)[SHA256][0].decode()
 
@@ -92,7 +93,7 @@ def test_a_shard_swapped_in_from_another_build_of_the_same_size_fails_verify_and
 
     result = shardsmith("verify", target)
     assert result.code == 1
-    assert f"{name}: file SHA-256 differs from metadata.json" in result.out
+    assert f"{name}: file CRC32C differs from metadata.json" in result.out
     assert f"{name} record 0: first record's {SHA256} differs from metadata.json's first_key" in result.out
     failed = [line for line in result.out.splitlines() if "FAIL " in line]
     assert len(failed) == 1 and name in failed[0], result.out
@@ -108,11 +109,11 @@ def test_metadata_from_before_shard_hashes_still_verifies_and_loads(two_builds, 
     metadata = json.loads((target / "metadata.json").read_text())
     for info in metadata["splits"].values():
         for shard in info["shards"]:
-            del shard["sha256"], shard["first_key"]
+            del shard["crc32c"], shard["first_key"]
     metadata_writer(target, metadata)
     result = shardsmith("verify", target)
     assert result.code == 0, result.out + result.err
-    assert "3 shards have no SHA-256 in metadata.json (built before shardsmith recorded them)" in result.out
+    assert "3 shards have no checksum in metadata.json (built before shardsmith recorded them)" in result.out
     assert sum(1 for _ in load(str(target), "train", batch_size=None)) == 36
 
 
@@ -129,7 +130,7 @@ def test_the_writer_hashes_the_file_as_written(tmp_path, compression):
     (tmp_path / "out").mkdir()
     outcome = write_shard_file(config, "train", 0, [placed])
     data = (tmp_path / "out" / outcome.result.file).read_bytes()
-    assert outcome.result.sha256 == hashlib.sha256(data).hexdigest()
+    assert outcome.result.crc32c == f"{google_crc32c.value(data):08x}"
     records = gzip.decompress(data) if compression == "gzip" else data
     first = parse_example(next(iter_records(io.BytesIO(records))))
     assert outcome.result.first_key == first[SHA256][0].decode() == hashlib.sha256(

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import apache_beam as beam
+import google_crc32c
 import pytest
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.testing import test_pipeline
@@ -157,8 +158,9 @@ def test_write_shards_pipeline(tmp_path, tf, compression):
     assert not any(p.name.startswith(TEMP_PREFIX) for p in out_dir.iterdir())
 
     results = sorted(_load(tmp_path / "shards.pkl"), key=lambda r: r.shard)
-    assert [r.sha256 for r in results] == [hashlib.sha256((out_dir / name).read_bytes()).hexdigest() for name in names]
-    assert [dataclasses.replace(r, sha256="", first_key=None) for r in results] == [
+    assert [r.crc32c for r in results] == [f"{google_crc32c.value((out_dir / name).read_bytes()):08x}"
+                                           for name in names]
+    assert [dataclasses.replace(r, crc32c="", first_key=None) for r in results] == [
         ShardResult("train", 0, 2, names[0], 4, (out_dir / names[0]).stat().st_size, {"cat": 3, "dog": 1}, 4,
                     index_file=indexes[0]),
         ShardResult("train", 1, 2, names[1], 1, (out_dir / names[1]).stat().st_size, {"dog": 1}, 1,

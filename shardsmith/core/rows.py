@@ -171,14 +171,14 @@ class ShardResult:
     num_bytes: int  # size of the shard file as written
     label_counts: dict[str, int] = field(default_factory=dict)
     num_rows: int = -1  # manifest lines its records stand for (detection: one per box); -1: one per record
-    sha256: str = ""  # hex SHA-256 of the file as written, computed while writing it
+    crc32c: str = ""  # the file's checksum as written, computed while writing it (format/file_checksum.py)
     first_key: str | None = None  # image/key/sha256 of its first record; None when it holds none
     index_file: str | None = None  # its record index's file name, beside it; None for gzip shards (no index)
 
     def entry(self) -> ShardEntry:
         """The shard's entry in metadata.json."""
         return ShardEntry(file=self.file, num_examples=self.num_examples, num_bytes=self.num_bytes,
-                          label_counts=self.label_counts, sha256=self.sha256, first_key=self.first_key,
+                          label_counts=self.label_counts, crc32c=self.crc32c, first_key=self.first_key,
                           index=self.index_file)
 
 

@@ -46,6 +46,7 @@ from shardsmith.core.rows import ErrorRow, ImageDigest, ImageDigests, PlacedRow,
 from shardsmith.core.settings import RecordSettings
 from shardsmith.format.build_folder import write_atomically
 from shardsmith.format.build_record import claim
+from shardsmith.format.file_checksum import Crc32c
 from shardsmith.format.naming import TEMP_PREFIX, index_file_name, row_list_name, shard_file_name
 from shardsmith.format.record_file import TFRECORD, RecordFileFormat
 from shardsmith.format.record_index import RecordIndex
@@ -208,7 +209,7 @@ def write_shard_file(config: WriterConfig, split: str, shard: int, dealt: Iterab
     num_bytes = output.publish()
     fault_injection.reached("after_shards")
     outcome.result = ShardResult(split, shard, num_shards, final_name, sum(label_counts.values()), num_bytes,
-                                 dict(sorted(label_counts.items())), num_rows, output.sha256, first_key,
+                                 dict(sorted(label_counts.items())), num_rows, output.crc32c, first_key,
                                  index_file)
     return outcome
 
@@ -238,8 +239,9 @@ def write_row_list(output_dir: str, shard_name: str, rows: list[ListedRow]) -> N
 
 class ShardOutput:
     """A temporary file beside the final name, renamed over it when complete (shardsmith.storage.rename: atomic
-    locally, a whole-object copy on Cloud Storage). The file's SHA-256 is computed from the bytes as they are
-    written (`sha256`, once the file is closed), never by reading it back."""
+    locally, a whole-object copy on Cloud Storage). The file's checksum (CRC32C, shardsmith/format/file_checksum.py)
+    is computed from the bytes as they are written (`crc32c`, once the file is closed), never by reading it
+    back."""
 
     def __init__(self, output_dir: str, final_name: str, compression: str):
         self.final_name = final_name
@@ -254,7 +256,7 @@ class ShardOutput:
         return self._file
 
     @property
-    def sha256(self) -> str:
+    def crc32c(self) -> str:
         return self._file.hexdigest()
 
     def finish(self, config: WriterConfig, index: RecordIndex, rows: list[ListedRow] | None) -> str | None:
@@ -284,7 +286,7 @@ class ShardOutput:
 
 class HashedFile:
     """A file opened for writing (a context manager) whose bytes, as they reach the file (compressed, for gzip),
-    pass through SHA-256 on the way: `hexdigest()` after closing is the file's hash, without a second read.
+    pass through CRC32C on the way: `hexdigest()` after closing is the file's checksum, without a second read.
     The bytes are those the writer wrote before hashing existed: locally, gzip with mtime=0, no file name and
     zlib's default level 6; on Cloud Storage, Beam's own gzip stream (CompressedFile) and MIME type, as
     `FileSystems.create(..., compression_type=GZIP)` writes them (shardsmith.storage.gzip_writer)."""
@@ -322,11 +324,11 @@ class HashedFile:
 
 
 class _HashingWriter:
-    """A binary file's writer that hashes what it writes; every other attribute is the file's. Closes once."""
+    """A binary file's writer that checksums what it writes; every other attribute is the file's. Closes once."""
 
     def __init__(self, file):
         self._file = file
-        self.digest = hashlib.sha256()
+        self.digest = Crc32c()
         self._closed = False
 
     def write(self, data) -> int:

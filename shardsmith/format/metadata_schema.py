@@ -17,6 +17,7 @@ import re
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, ClassVar
 
+from shardsmith.format.file_checksum import CRC32C_HEX
 from shardsmith.format.naming import METADATA_FILE
 
 # The keys every shardsmith metadata.json has; a JSON file without them is not one.
@@ -153,7 +154,8 @@ class ShardEntry(_Entry):
     num_examples: int | None = None
     num_bytes: int | None = None
     label_counts: dict[str, int] = field(default_factory=dict)
-    sha256: str | None = None  # None: written before shards were hashed
+    sha256: str | None = None  # the file's SHA-256: builds before `crc32c` (None: before shards were hashed)
+    crc32c: str | None = None  # the file's CRC32C, 8 hex digits (format/file_checksum.py); None: written before
     first_key: str | None = None  # the first record's image/key/sha256; None for an empty shard (or as sha256)
     index: str | None = None  # its index file (<file>.idx); None for a gzip shard, or written before index files
     # --incremental: the build whose folder holds the file, when it is not the version's own (a shard carried over
@@ -162,7 +164,7 @@ class ShardEntry(_Entry):
 
     def _written(self, f, value) -> bool:
         if f.name == "first_key" and not self.read_keys:
-            return self.sha256 is not None  # the two came together
+            return self.sha256 is not None or self.crc32c is not None  # first_key came with the file's checksum
         return super()._written(f, value)
 
 
@@ -419,6 +421,9 @@ def check_readable(metadata: dict, path: str = METADATA_FILE) -> None:
             if "sha256" in shard:
                 at.check(isinstance(shard["sha256"], str) and SHA256_HEX.fullmatch(shard["sha256"]) is not None,
                          f"{shard_at}.sha256", shard["sha256"], "64 hex digits")
+            if "crc32c" in shard:
+                at.check(isinstance(shard["crc32c"], str) and CRC32C_HEX.fullmatch(shard["crc32c"]) is not None,
+                         f"{shard_at}.crc32c", shard["crc32c"], "8 hex digits")
             if shard.get("first_key") is not None:
                 at.check(isinstance(shard["first_key"], str), f"{shard_at}.first_key", shard["first_key"],
                          "a string or null")

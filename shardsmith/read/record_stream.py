@@ -47,12 +47,13 @@ def decompressed(raw, compression: str):
 
 
 class HashingReader:
-    """A binary stream whose bytes pass through SHA-256 as they are read; `rest_hexdigest()` reads what is
-    left and gives the hash of the whole stream. Every other attribute is the stream's."""
+    """A binary stream whose bytes pass through `digest` (SHA-256 unless given: hashlib's update/hexdigest) as
+    they are read; `rest_hexdigest()` reads what is left and gives the digest of the whole stream. Every other
+    attribute is the stream's."""
 
-    def __init__(self, stream):
+    def __init__(self, stream, digest=None):
         self._stream = stream
-        self._digest = hashlib.sha256()
+        self._digest = digest if digest is not None else hashlib.sha256()
 
     def read(self, size: int = -1) -> bytes:
         data = self._stream.read(size)

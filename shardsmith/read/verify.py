@@ -7,9 +7,10 @@ exactly the keys of metadata.json's "features", one value each; the label id nam
 `image/key/sha256` is the SHA-256 of `image/encoded`; `image/format` matches the bytes' signature; and every
 image (or, with `sample`, a deterministic sample spread evenly over all shards) decodes with
 `tf.io.decode_image(..., expand_animations=False)` to exactly (height, width, channels). Then the counts: records
-and label counts per shard, per split and in total, against metadata.json; each shard file's SHA-256 (hashed from
-the bytes as they are read, compressed for .gz) and its first record's image/key/sha256 against the shard's
-`sha256` and `first_key` (absent from builds made before they were recorded: a note, not a problem), and its
+and label counts per shard, per split and in total, against metadata.json; each shard file's checksum (CRC32C, or
+SHA-256 for builds that recorded it, computed from the bytes as they are read, compressed for .gz) and its first
+record's image/key/sha256 against the shard's `crc32c` (or `sha256`) and `first_key` (absent from builds made
+before they were recorded: a note, not a problem), and its
 index file (`<shard>.idx`, when metadata.json lists one or one lies beside it) against the records read. Then the
 folder: shard file names follow the template, no shard file lies there that metadata.json does not list,
 labels.txt and errors.jsonl agree with it, and so do the TFDS files when present.
@@ -53,6 +54,7 @@ from shardsmith.format.example import (
     WIDTH,
     parse_example,
 )
+from shardsmith.format.file_checksum import ShardChecksum
 from shardsmith.format.metadata import parse_labels, read_metadata
 from shardsmith.format.metadata_schema import Metadata, MetadataError, MetadataMissing, ShardEntry
 from shardsmith.format.naming import (
@@ -99,7 +101,7 @@ class ShardCheck:
     problems: list[Problem] = field(default_factory=list)
     num_problems: int = 0
     label_counts: Counter = field(default_factory=Counter)
-    sha256_checked: bool = True  # False: metadata.json records no SHA-256 for it (built before they were)
+    sha256_checked: bool = True  # False: metadata.json records no checksum for it (built before they were)
 
     def add(self, reason: str, detail: str = "", record: int | None = None) -> None:
         self.num_problems += 1
@@ -135,7 +137,7 @@ class VerifyReport:
     def unhashed_note(self) -> str:
         if not self.num_unhashed:
             return ""
-        return (f"note: {self.num_unhashed} shards have no SHA-256 in metadata.json (built before shardsmith "
+        return (f"note: {self.num_unhashed} shards have no checksum in metadata.json (built before shardsmith "
                 "recorded them): each record was checked, but not the file as a whole, so a shard swapped in "
                 "from another build with the same counts would pass")
 
@@ -320,10 +322,11 @@ def _check_shard(output_dir: str, split: str, shard: ShardEntry, metadata: Metad
     if check.num_bytes != shard.num_bytes:
         check.add("file size differs from metadata.json", f"{check.num_bytes} bytes, metadata {shard.num_bytes}")
     compression, file_format = metadata.compression_or_default, record_file(metadata.format)
-    file_sha256 = None
+    checksum = ShardChecksum.of(shard)
+    file_checksum = None
     record_index: RecordIndex | None = RecordIndex()  # None once the records cannot be read to the end
     try:
-        with HashingReader(open_raw(path)) as raw:
+        with HashingReader(open_raw(path), checksum.hasher() if checksum is not None else None) as raw:
             try:
                 for index, data in enumerate(file_format.iter_records(decompressed(raw, compression))):
                     check.num_records += 1
@@ -337,19 +340,18 @@ def _check_shard(output_dir: str, split: str, shard: ShardEntry, metadata: Metad
                 record_index = None
                 check.add(e.reason, f"at byte {e.offset}" + (f", {e.detail}" if e.detail else ""),
                           check.num_records)
-            file_sha256 = raw.rest_hexdigest()
+            file_checksum = raw.rest_hexdigest()
     except (OSError, EOFError, zlib.error) as e:  # gzip: truncated stream, bad CRC, not gzip
         record_index = None
         check.add("shard cannot be read" + (" (gzip)" if compression == "gzip" else ""),
                   f"{type(e).__name__}: {str(e)[:200]}", check.num_records)
     if record_index is not None and compression != "gzip" and file_format.indexable:
         _check_index_file(check, index_file_name(path), shard, record_index)
-    recorded_sha256 = shard.sha256
-    if recorded_sha256 is None:
+    if checksum is None:
         check.sha256_checked = False
-    elif file_sha256 is not None and file_sha256 != recorded_sha256:
-        check.add("file SHA-256 differs from metadata.json",
-                  f"{file_sha256[:16]}..., metadata {recorded_sha256[:16]}...: not the file this build wrote")
+    elif file_checksum is not None and file_checksum != checksum.value:
+        check.add(f"file {checksum.name} differs from metadata.json",
+                  f"{_short(file_checksum)}, metadata {_short(checksum.value)}: not the file this build wrote")
     if check.num_records != shard.num_examples:
         check.add("record count differs from metadata.json",
                   f"{check.num_records} records, metadata {shard.num_examples}")
@@ -593,3 +595,8 @@ def run(args) -> VerifyReport:
         print(report.unhashed_note())
     print(report.verdict(), flush=True)
     return report
+
+
+def _short(digest: str) -> str:
+    """A checksum as a message shows it: a SHA-256's first 16 digits, a CRC32C's 8."""
+    return digest if len(digest) <= 16 else f"{digest[:16]}..."

@@ -111,4 +111,4 @@ def write_compacted_shard(config: CompactionWriter, split: str, shard: int,
         raise
     num_bytes = output.publish()
     return ShardResult(split, shard, num_shards, name, len(listed), num_bytes, dict(sorted(label_counts.items())),
-                       sum(row.lines for row in listed), output.sha256, first_key, index_file)
+                       sum(row.lines for row in listed), output.crc32c, first_key, index_file)

@@ -79,4 +79,4 @@ def rewrite_shard(config: WriterConfig, split: str, source_folder: str, file: st
         raise
     num_bytes = output.publish()
     return ShardResult(split, 0, 0, file, len(kept), num_bytes, dict(sorted(label_counts.items())),
-                       sum(row.lines for row in kept), output.sha256, first_key, index_file)
+                       sum(row.lines for row in kept), output.crc32c, first_key, index_file)

@@ -1,0 +1,64 @@
+"""A shard file's checksum as metadata.json records it, and the one way it is computed, by writers and readers.
+
+Builds record `crc32c`: the CRC32C (Castagnoli) of the file's bytes as stored (the `.gz` bytes of a gzip shard),
+as 8 lowercase hex digits of its big-endian value. Cloud Storage keeps the same value for every object (base64
+of the same 4 bytes: `gcloud storage objects describe URL --format='value(crc32c_hash)'`). Builds before it
+recorded `sha256`, the file's SHA-256 as 64 hex digits; readers check whichever a shard's entry has
+(`ShardChecksum.of`).
+
+Why CRC32C: the file checksum is there to catch a damaged, truncated or replaced file (one copied in from another
+build is caught by its first record's key too), which a 32-bit CRC does; it costs about a fifth of SHA-256 per
+byte with the CPU's CRC32C instruction (tests/benchmarks/shard_hash_cost.py), on every byte a build writes.
+What names an image is its record's own SHA-256 (`image/key/sha256`), which stays.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+
+CRC32C = "crc32c"
+SHA256 = "sha256"
+CRC32C_HEX = re.compile(r"[0-9a-f]{8}")
+
+
+class Crc32c:
+    """CRC32C of the bytes given to `update`, in order, as hashlib's objects give a digest."""
+
+    def __init__(self) -> None:
+        import google_crc32c
+
+        self._extend = google_crc32c.extend
+        self._crc = 0
+
+    def update(self, data: bytes) -> None:
+        self._crc = self._extend(self._crc, bytes(data) if isinstance(data, memoryview) else data)
+
+    def hexdigest(self) -> str:
+        return f"{self._crc:08x}"
+
+
+@dataclass(frozen=True)
+class ShardChecksum:
+    """The checksum a shard's metadata entry records: its kind (`crc32c` or `sha256`) and hex value."""
+
+    kind: str
+    value: str
+
+    @classmethod
+    def of(cls, entry) -> ShardChecksum | None:
+        """The checksum of a ShardEntry, or None for one written before shards had one."""
+        if entry.crc32c is not None:
+            return cls(CRC32C, entry.crc32c)
+        if entry.sha256 is not None:
+            return cls(SHA256, entry.sha256)
+        return None
+
+    def hasher(self):
+        """A new digest of this kind (update, hexdigest)."""
+        return Crc32c() if self.kind == CRC32C else hashlib.sha256()
+
+    @property
+    def name(self) -> str:
+        return "CRC32C" if self.kind == CRC32C else "SHA-256"
