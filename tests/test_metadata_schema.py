@@ -26,7 +26,7 @@ def _parsed(path: Path) -> Metadata:
 
 
 def test_there_is_a_file_of_every_layout():
-    assert [p.name.split("-")[0] for p in FILES] == ["1", "2", "3", "4", "5"]
+    assert [p.name.split("-")[0] for p in FILES] == ["1", "2", "3", "4", "5", "6"]
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
@@ -62,10 +62,11 @@ def test_every_layout_gives_the_read_side_what_it_takes(path, tmp_path):
     assert "  train             2 examples in 1 shard(s)" in summary and "errors            0" in summary
 
 
-def test_only_the_current_layout_has_shard_identity():
+def test_shard_identity_is_a_sha256_in_layout_5_and_a_crc32c_since():
     for path in FILES:
-        hashed = [shard.sha256 is not None for _, shard in _parsed(path).all_shards()]
-        assert hashed == [path.name.startswith("5-")] * 3, path.name
+        shards = [shard for _, shard in _parsed(path).all_shards()]
+        assert [shard.sha256 is not None for shard in shards] == [path.name.startswith("5-")] * 3, path.name
+        assert [shard.crc32c is not None for shard in shards] == [path.name.startswith("6-")] * 3, path.name
 
 
 def test_a_build_folders_own_copy_is_the_published_one_less_its_id():
