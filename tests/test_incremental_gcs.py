@@ -35,6 +35,16 @@ def test_incremental_builds_on_gcs_carry_rewrite_and_add(gcs_bucket):
         assert got == sorted(uri for s, uri, _ in day2 if s == split), split
     report = verify(out_dir)
     assert report.num_problems == 0, [str(p) for p in report.all_problems]
+    # The next export only appends (the two removed rows come back): only they and the broken row are parsed.
+    assert cli.main(["build", "--manifest", gcs_bucket.upload_manifest("d3.csv", day2 + broken + rows[:2]),
+                     *args]) == 0
+    meta = json.loads(gcs_bucket.read(f"{out_dir}/metadata.json"))
+    change = meta["incremental"]
+    assert (change["appended"], change["num_carried_rows"], change["num_added_rows"], change["num_removed_rows"],
+            change["num_images_read"], change["num_failed_again"]) == (True, 34, 3, 0, 2, 1)
+    got = sorted(r["image/filename"].decode() for split in ("train", "validation", "test")
+                 for r in records(out_dir, split))
+    assert got == sorted(uri for _, uri, _ in rows)
     # TFDS's parts are written on Cloud Storage too, each listed in the build's record; TensorFlow's gs:// file
     # system would not resolve their relative templates, so tfds_dirs says what reads the version instead.
     from shardsmith import tfds_dirs
