@@ -302,6 +302,10 @@ class Chaos:
                 result.disturbed = False
                 return
             os.kill(process.pid, signal.SIGSTOP)
+            if not self.holds_lock(process.pid):  # it released the lock between the look and the stop
+                os.kill(process.pid, signal.SIGCONT)
+                result.disturbed = False
+                return
             second = subprocess.run(self.command(result, plan, break_lock=True), capture_output=True, text=True,
                                     env=self.env, cwd=ROOT, timeout=self.deadline_s)
             (self.logs / f"step-{result.index:04d}-takeover.log").write_text(second.stdout + second.stderr)
