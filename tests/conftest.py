@@ -1,5 +1,6 @@
-"""Shared fixtures: real image files, real builds through the CLI (on Beam's FnApiRunner, pinned by
-pipeline.running.runner for every local run), and shards read back with tf.data.
+"""Fixtures the tests of more than one part share: real image files, real builds through the CLI (on Beam's
+FnApiRunner, pinned by pipeline.running.runner for every local run), shards read back with tf.data, and a local
+Cloud Storage server. A fixture only one part's tests use lives in that folder's conftest.py (tests/read/).
 
 pytest runs with --import-mode=importlib and apache-beam installs a top-level package named `tests`, so
 helpers live here as fixtures rather than in an importable module.
@@ -9,12 +10,10 @@ from __future__ import annotations
 
 import contextlib
 import csv
-import gzip
 import io
 import json
 import os
 import random
-import shutil
 import socket
 import subprocess
 import sys
@@ -25,7 +24,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 
-import google_crc32c
 import pytest
 from PIL import Image, ImageDraw
 
@@ -251,62 +249,6 @@ def tfrecorder_data() -> Path:
     return TFRECORDER_DATA
 
 
-def _encoded(image: Image.Image, kind: str) -> bytes:
-    out = io.BytesIO()
-    image.save(out, kind, **({"quality": 90} if kind == "JPEG" else {}))
-    return out.getvalue()
-
-
-@pytest.fixture(scope="session")
-def every_kind_of_image() -> dict[str, tuple[bytes, int, int]]:
-    """name -> (file bytes, height, width as the header says and a build stores them): TFRecorder's real photos
-    as they are, and re-encoded as a user's files would be: a 12-megapixel frame, a panorama, grayscale, tiny,
-    just above 224, PNG, RGBA and grayscale PNG. The readers' decode tests run over all of them."""
-    photos = sorted((TFRECORDER_DATA / "images").rglob("*.jpg"))
-    cat, goat = Image.open(photos[0]).convert("RGB"), Image.open(photos[-1]).convert("RGB")
-    made = {
-        **{f"photo_as_stored_{path.stem}": path.read_bytes() for path in photos},
-        "jpeg_12mp": _encoded(cat.resize((4000, 3000), Image.Resampling.BICUBIC), "JPEG"),
-        "jpeg_panorama": _encoded(goat.resize((3000, 300), Image.Resampling.BICUBIC), "JPEG"),
-        "jpeg_grayscale": _encoded(cat.convert("L"), "JPEG"),
-        "jpeg_tiny": _encoded(goat.resize((12, 9), Image.Resampling.BICUBIC), "JPEG"),
-        "jpeg_just_above_target": _encoded(cat.resize((250, 230), Image.Resampling.BICUBIC), "JPEG"),
-        "png_photo": _encoded(cat, "PNG"),
-        "png_rgba": _encoded(goat.convert("RGBA"), "PNG"),
-        "png_grayscale": _encoded(goat.convert("L"), "PNG"),
-    }
-    sized = {}
-    for name, data in made.items():
-        with Image.open(io.BytesIO(data)) as image:
-            sized[name] = (data, image.height, image.width)
-    return sized
-
-
-def copy_with_gzip_shards(built: Path, target: Path) -> Path:
-    """The built dataset with every shard gzip-compressed and metadata.json saying so, as --compression gzip
-    writes it (same names with .gz, num_bytes and sha256 of the compressed file, no index files, no TFDS files:
-    TFDS cannot read them)."""
-    shutil.copytree(built, target)
-    metadata = json.loads((target / "metadata.json").read_text())
-    metadata["compression"] = "gzip"
-    folder = files_dir(target)
-    for info in metadata["splits"].values():
-        for shard in info["shards"]:
-            raw = folder / shard["file"]
-            packed = folder / (shard["file"] + ".gz")
-            packed.write_bytes(gzip.compress(raw.read_bytes(), mtime=0))
-            raw.unlink()
-            (folder / (shard["file"] + ".idx")).unlink(missing_ok=True)  # gzip shards have no index
-            shard["index"] = None
-            shard["file"], shard["num_bytes"] = packed.name, packed.stat().st_size
-            shard["crc32c"] = f"{google_crc32c.value(packed.read_bytes()):08x}"
-        info["num_bytes"] = sum(s["num_bytes"] for s in info["shards"])
-    for name in ("dataset_info.json", "features.json", "image.class.label.labels.txt"):
-        (folder / name).unlink(missing_ok=True)
-    write_metadata(target, metadata)
-    return target
-
-
 def write_metadata(out: Path, metadata: dict) -> None:
     """Writes an edited top-level metadata.json and, for a published build, the build's own copy to match."""
     (out / "metadata.json").write_text(json.dumps(metadata, indent=2))
@@ -320,32 +262,12 @@ def metadata_writer():
     return write_metadata
 
 
-@pytest.fixture
-def gzip_copy():
-    return copy_with_gzip_shards
-
-
 @pytest.fixture(scope="session")
 def tf():
     """TensorFlow itself, imported on first use (seconds), for tests that check against its decoders."""
     import tensorflow
 
     return tensorflow
-
-
-def imports_without(statements: str, *modules: str) -> None:
-    """Runs `statements` in a fresh interpreter and asserts none of `modules` got imported by them."""
-    code = (f"import sys\n{statements}\nloaded = {{{', '.join(map(repr, modules))}}} & set(sys.modules)\n"
-            "assert not loaded, loaded\nprint('ok')")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                            cwd=Path(__file__).parent.parent)
-    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr
-
-
-@pytest.fixture
-def assert_imports_without():
-    """imports_without(statements, *modules): the statements, run fresh, import none of the modules."""
-    return imports_without
 
 
 @pytest.fixture(autouse=True)
