@@ -268,6 +268,28 @@ def test_no_more_default_writer_processes_start_than_the_build_has_shards(tmp_pa
     assert [r.num_examples for r in results if isinstance(r, ShardResult)] == [3]
 
 
+def test_writer_processes_take_the_largest_held_back_shard_first_and_the_smallest_last(tmp_path):
+    """A shard is one writer's from start to end, so the last shards written may each leave the other writers
+    idle: the largest of the held-back shards goes first (one writer process here: its order is the order they
+    were handed out), and the smallest seen is written last."""
+    data = _image_bytes("jpeg", 5)
+    sizes = [2, 5, 1, 4, 3]  # rows per shard, in the order the shards arrive
+    (tmp_path / "out").mkdir()
+    fn = WriteShardFn(WriterConfig(str(tmp_path / "out"), "x"), processes=1)
+    fn.setup()
+    try:
+        outputs = []
+        for shard, size in enumerate(sizes):
+            rows = [dataclasses.replace(_placed(tmp_path, f"{shard}-{i}.jpg", data, "cat", i, shard, i),
+                                        num_shards=len(sizes)) for i in range(size)]
+            outputs += fn.process((("train", shard), [rows]))
+        outputs += fn.finish_bundle()
+    finally:
+        fn.teardown()
+    results = [getattr(o, "value", o) for o in outputs]
+    assert [r.num_examples for r in results if isinstance(r, ShardResult)] == [5, 4, 3, 2, 1]
+
+
 @pytest.mark.parametrize("images, source_bytes, started", [
     (SMALL_BUILD_IMAGES, SMALL_BUILD_BYTES, False),  # written in the runner's own process
     (SMALL_BUILD_IMAGES + 1, 1000, True),
