@@ -10,7 +10,7 @@ holding another Unicode line separator (U+2028, U+0085) reads back as written.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 
 from shardsmith import storage
 from shardsmith.format.metadata_schema import Metadata, MetadataMissing, parse_metadata
@@ -48,6 +48,27 @@ def errors_bytes(errors: Iterable[dict]) -> bytes:
 def parse_errors(data: bytes) -> list[dict]:
     """errors.jsonl's objects, in file order. Raises ValueError (json.JSONDecodeError) on a line that is not JSON."""
     return [json.loads(line) for line in data.decode("utf-8").split("\n") if line.strip()]
+
+
+def stream_errors(path: str) -> Iterator[dict | None]:
+    """The objects of the errors.jsonl at `path`, streamed a line at a time (memory: one line), in file order;
+    None for a line that is not a JSON object (the caller decides what that means). Nothing when there is no
+    such file."""
+    if storage.is_remote(path) and not storage.exists(path):
+        return
+    try:
+        reader = storage.open_read(path, buffered=True)
+    except FileNotFoundError:
+        return
+    with reader:
+        for line in iter(reader.readline, b""):
+            if not line.strip():
+                continue
+            try:
+                value = json.loads(line)
+            except ValueError:  # json.JSONDecodeError, or bytes that are not UTF-8
+                value = None
+            yield value if isinstance(value, dict) else None
 
 
 def near_duplicates_bytes(pairs: Iterable[dict]) -> bytes:

@@ -24,9 +24,9 @@ import json
 from collections import Counter
 from collections.abc import Iterator
 
-from shardsmith import storage
 from shardsmith.core.failures import error_row
 from shardsmith.core.rows import ErrorRow
+from shardsmith.format.metadata import stream_errors
 
 KEY_BYTES = 16
 
@@ -45,21 +45,14 @@ def error_key(error: ErrorRow) -> bytes:
 def _failed_lines(path: str, dropped_stage: str) -> Iterator[bytes]:
     """The failure keys of an errors.jsonl's lines, streamed, but those of `dropped_stage` (rows dropped on
     purpose); lines that are not error rows are skipped."""
-    if storage.is_remote(path) and not storage.exists(path):
-        return
-    try:
-        reader = storage.open_read(path, buffered=True)
-    except FileNotFoundError:
-        return
-    with reader:
-        for line in iter(reader.readline, b""):
-            try:
-                error = error_row(json.loads(line))
-            except ValueError:  # json.JSONDecodeError among them
-                continue
-            if isinstance(error.uri, str) and isinstance(error.split, str) and isinstance(error.label, str) \
-                    and error.stage != dropped_stage:
-                yield error_key(error)
+    for fields in stream_errors(path):
+        try:
+            error = error_row(fields)
+        except ValueError:
+            continue
+        if isinstance(error.uri, str) and isinstance(error.split, str) and isinstance(error.label, str) \
+                and error.stage != dropped_stage:
+            yield error_key(error)
 
 
 def count_failed_again(published_errors: str, night_errors: str, dropped_stage: str) -> int:

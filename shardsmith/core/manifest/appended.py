@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import codecs
 import hashlib
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
 from shardsmith import storage
+from shardsmith.format.metadata import stream_errors
 from shardsmith.format.metadata_schema import SHA256_HEX, ManifestDigestEntry
 
 # Bytes hashed at a time when checking a manifest's prefix.
@@ -144,22 +144,15 @@ class AppendedPlan:
     errors_path: str
 
     def failed_lines(self) -> frozenset[int] | None:
-        """The manifest lines the version's errors.jsonl lists, or None when it cannot be read as error rows
-        (then the night parses every line)."""
+        """The manifest lines the version's errors.jsonl lists (none for a missing file: `selection` then finds
+        the rows do not add up if any failed), or None when a line names no line number, or one twice (then the
+        night parses every line)."""
         lines: set[int] = set()
-        try:
-            reader = storage.open_read(self.errors_path, buffered=True)
-        except FileNotFoundError:
-            return None
-        with reader:
-            for text in iter(reader.readline, b""):
-                try:
-                    line = json.loads(text).get("line")
-                except (ValueError, AttributeError):  # not JSON, or not an object
-                    return None
-                if not isinstance(line, int) or isinstance(line, bool) or line < 1 or line in lines:
-                    return None
-                lines.add(line)
+        for fields in stream_errors(self.errors_path):
+            line = fields.get("line") if fields is not None else None
+            if not isinstance(line, int) or isinstance(line, bool) or line < 1 or line in lines:
+                return None
+            lines.add(line)
         return frozenset(lines)
 
     def selection(self, path: str) -> LineSelection | None:
