@@ -112,11 +112,13 @@ def _appended_plan(out: str, published: Metadata, build_id: str, shards: tuple[C
     digest = published.incremental.manifest if published.incremental is not None else None
     if not valid_digest(digest) or published.num_example_rows is None:
         return None
-    listed: dict[str, set[str]] = {}
+    listed: dict[str, set[str]] = {}  # per folder of row lists: the paths in it, listed once
     for shard in shards:
-        if shard.build not in listed:
-            listed[shard.build] = set(storage.list_files(build_dir(out, shard.build)))
-        if row_list_name(shard.entry.file) not in listed[shard.build]:
+        path = storage.join(build_dir(out, shard.build), row_list_name(shard.entry.file))
+        folder = storage.parent(path)
+        if folder not in listed:
+            listed[folder] = {storage.join(folder, name) for name in storage.list_files(folder)}
+        if path not in listed[folder]:
             return None
     return AppendedPlan(digest, published.num_example_rows, storage.join(build_dir(out, build_id), ERRORS_FILE))
 

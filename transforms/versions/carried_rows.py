@@ -41,6 +41,7 @@ from shardsmith.versions import row_check
 from shardsmith.versions.carry_over import CarriedShard, CarriedVersion, RecordPlace, pair_rows
 from shardsmith.versions.shard_rewrite import rewrite_shard
 from shardsmith.versions.spill import SpillBuffer, num_partitions, read_sections
+from transforms.gather import Gather
 from transforms.metrics import ROWS_CARRIED, ROWS_REMOVED, count
 from transforms.report import DatasetCheckFailed
 from transforms.row_coder import of_batches
@@ -317,12 +318,15 @@ def gated(collection, check, label: str):
 
 
 
+def _new_hashes(digest_lists: list[list[ImageDigest]]) -> frozenset[str]:
+    return frozenset(digest.sha256 for digests in digest_lists for digest in digests)
+
+
 def _published_copies(shard_index: int, output_dir: str, version: CarriedVersion, appended: bool,
-                      new_digests: list[list[ImageDigest]]) -> Iterator[ImageDigests]:
+                      new: frozenset[str]) -> Iterator[ImageDigests]:
     """The records of one carried shard whose image is identical to one of the night's new images (their
     ImageDigests, in one list), from its row list's SHA-256s, once the list was counted against metadata.json;
     nothing unless the manifest was read as `appended` (else the pairing gives every carried record's)."""
-    new = {digest.sha256 for digests in new_digests for digest in digests}
     if not appended or not new:
         return
     carried = version.shards[shard_index]
@@ -360,9 +364,10 @@ class PublishedCopies(beam.PTransform):
         self._appended = appended
 
     def expand(self, new_digests):
+        new = new_digests | "NewHashes" >> Gather(_new_hashes)  # made once, not for each shard scanned
         return (
             new_digests.pipeline
             | "ListPublishedShards" >> beam.Create(range(len(self._version.shards)))
             | "ScanRowLists" >> beam.FlatMap(_published_copies, self._output_dir, self._version,
-                                             beam.pvalue.AsSingleton(self._appended), beam.pvalue.AsList(new_digests))
+                                             beam.pvalue.AsSingleton(self._appended), beam.pvalue.AsSingleton(new))
         )
