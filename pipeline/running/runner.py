@@ -65,7 +65,10 @@ def make_pipeline(options: PipelineOptions) -> beam.Pipeline:
     walks the globals of every loaded module, 20 times a build; with TensorFlow loaded that cost about 0.1 s of a
     0.9 s demo build (tests/benchmarks/build_overhead.py --with_tensorflow), and our side inputs (a vocabulary, a
     plan, label counts) decode in microseconds when read again. Beam's embedded worker reads the size from a
-    module constant; 0 turns the cache off, as it is in a default SDK harness."""
+    module constant; 0 turns the cache off, as it is in a default SDK harness.
+
+    And with each bundle's end waiting at most a few milliseconds for Beam's state sampler, not up to 0.2 s
+    (pipeline/running/bundle_sampler.py)."""
     import apache_beam as beam
 
     if is_local(options):
@@ -73,11 +76,13 @@ def make_pipeline(options: PipelineOptions) -> beam.Pipeline:
         from apache_beam.runners.portability.fn_api_runner import FnApiRunner, worker_handlers
 
         from pipeline.running.beam_call_cache import ViewsOnce, remember_dofn_specs
+        from pipeline.running.bundle_sampler import cap_sampling_period
 
         options = ViewsOnce.of(options)
         options.view_as(TypeOptions).pipeline_type_check = False
         worker_handlers.STATE_CACHE_SIZE_MB = 0
         remember_dofn_specs()
+        cap_sampling_period()
         return beam.Pipeline(runner=FnApiRunner(), options=options)
     # A remote runner's INFO lines carry the job id ("Created job with id: [...]", which Airflow's Beam operator
     # reads) and the console URL. A local build earlier in the same process (a notebook, a test session, an
