@@ -201,9 +201,10 @@ def label_bucket_bits(label_counts: Iterable[tuple[tuple[str, str], int]]) -> di
 
 
 class PlaceRows(beam.PTransform):
-    """Labelled, sized RowBatches -> ((split, shard), iterable of [PlacedRow, ...]) groups, and the
-    one-element plan. `label_counts`: ((split, label), rows) of the rows before their labels were attached
-    (transforms/labels.py, CountLabels), which size the rank groups; counted from `batches` when not given.
+    """Labelled, sized RowBatches -> ((split, shard), iterable of SealedBatch) groups (each iterates as
+    PlacedRows, unpickled only then: transforms/row_coder.py), and the one-element plan. `label_counts`:
+    ((split, label), rows) of the rows before their labels were attached (transforms/labels.py, CountLabels),
+    which size the rank groups; counted from `batches` when not given.
     Taking them from before, and not from the labelled rows, lets the label ids be attached and the rows keyed
     in one stage on the local runner, where a side input computed from a stage's own rows would cut it in two
     (each cut pickles every row twice).
@@ -232,8 +233,9 @@ class PlaceRows(beam.PTransform):
         )
         ranking_groups = of_grouped_batches(keyed | "GroupForRanking" >> beam.GroupByKey())
         dealt = of_keyed_batches(
-            ranking_groups | "DealToShards" >> beam.ParDo(DealRowsFn(seed), beam.pvalue.AsSingleton(plan)))
-        return of_grouped_batches(dealt | "GroupByShard" >> beam.GroupByKey()), plan
+            ranking_groups | "DealToShards" >> beam.ParDo(DealRowsFn(seed), beam.pvalue.AsSingleton(plan)),
+            sealed=True)
+        return of_grouped_batches(dealt | "GroupByShard" >> beam.GroupByKey(), sealed=True), plan
 
 
 def _sum_pairs(pairs: Iterable[tuple[int, int]]) -> tuple[int, int]:

@@ -29,7 +29,7 @@ from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
-from shardsmith.core.rows import RowBatch
+from shardsmith.core.rows import SealedBatch
 from shardsmith.core.shard_file import ShardOutcome, WriterConfig, write_shard_file
 from transforms import ERRORS
 from transforms.metrics import count_written, rejected
@@ -74,7 +74,7 @@ class WriteShardFn(beam.DoFn):
         self._pool = None
         self._pending: deque[Future] = deque()
         # Shards held back, not yet handed out: (-rows, split, shard, batches)
-        self._waiting: list[tuple[int, str, int, list[RowBatch]]] = []
+        self._waiting: list[tuple[int, str, int, list[SealedBatch]]] = []
 
     def setup(self):
         self._pool_decided = self._processes <= 0 or not self._unless_small
@@ -95,13 +95,13 @@ class WriteShardFn(beam.DoFn):
         if self._pool is None:
             yield from _outputs(write_shard_file(self._config, split, shard, dealt))
             return
-        batches = [RowBatch(rows) for rows in dealt]
+        batches = list(dealt)  # SealedBatches: handed to a writer process still pickled
         self._waiting.append((-sum(map(len, batches)), split, shard, batches))
         if len(self._waiting) > self._pool.processes * SHARDS_HELD_BACK_PER_PROCESS:
             self._waiting.sort(key=lambda waiting: waiting[:3])
             yield from self._submit(*self._waiting.pop(0)[1:])
 
-    def _submit(self, split: str, shard: int, batches: list[RowBatch]):
+    def _submit(self, split: str, shard: int, batches: list[SealedBatch]):
         """Hands a shard to the writer processes; yields the outputs of those that finished meanwhile (and of
         the oldest, while too many are queued)."""
         self._pending.append(self._pool.submit(self._config, split, shard, batches))

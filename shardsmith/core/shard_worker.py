@@ -298,7 +298,7 @@ def _reap(worker: subprocess.Popen) -> int:
 def _describe(job) -> str:
     """'train shard 3 of 8' for a job (config, split, shard, lists of rows)."""
     _, split, shard, dealt = job
-    num_shards = next((rows[0].num_shards for rows in dealt if rows), "?")
+    num_shards = next((row.num_shards for rows in dealt if len(rows) for row in rows), "?")
     return f"{split} shard {shard + 1} of {num_shards}"
 
 

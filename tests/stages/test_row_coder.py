@@ -4,12 +4,13 @@
 from __future__ import annotations
 
 import dataclasses
+import pickle
 from collections import Counter
 
 from shardsmith.core import rows
-from shardsmith.core.rows import Annotation, ImageDigest, ImageDigests, ManifestRow, PlacedRow, RowBatch
+from shardsmith.core.rows import Annotation, ImageDigest, ImageDigests, ManifestRow, PlacedRow, RowBatch, SealedBatch
 from transforms import read_manifest
-from transforms.row_coder import ImageDigestsCoder, RowBatchCoder
+from transforms.row_coder import ImageDigestsCoder, RowBatchCoder, SealedBatchCoder
 
 
 def _row(line: int) -> ManifestRow:
@@ -96,3 +97,26 @@ def test_replaced_is_dataclasses_replace_for_every_field():
         assert row.replaced(**{name: value}) == dataclasses.replace(row, **{name: value})
     assert row.replaced(**new_values) == ManifestRow(**new_values)
     assert row.replaced() == row
+
+
+def test_a_shards_placed_rows_stay_pickled_from_placement_to_the_writer(monkeypatch):
+    """SealedBatchCoder encodes a RowBatch of placed rows as RowBatchCoder's pickle behind a count, and decodes it
+    into a SealedBatch that unpickles nothing until iterated; pickled again (a writer's job) it carries the same
+    bytes, and a writer iterating it gets the rows back."""
+    placed = RowBatch(PlacedRow(_row(line), line % 4, 4, (line * 7919, 0, line)) for line in range(1, 51))
+    coder = SealedBatchCoder()
+    encoded = coder.encode(placed)
+    assert encoded.endswith(RowBatchCoder().encode(placed))
+
+    def no_rows_unpickled(*args):
+        raise AssertionError("a placed row was unpickled")
+
+    monkeypatch.setattr(rows, "_unpickled_rows", no_rows_unpickled)
+    sealed = coder.decode(encoded)
+    assert type(sealed) is SealedBatch and len(sealed) == 50
+    job = pickle.loads(pickle.dumps(("config", "train", 0, [sealed]), protocol=pickle.HIGHEST_PROTOCOL))
+    assert coder.encode(sealed) == encoded and coder.encode(job[3][0]) == encoded
+    assert 0.5 < coder.estimate_size(sealed) / len(encoded) <= 1
+    monkeypatch.undo()
+    assert list(job[3][0]) == placed and type(job[3][0].rows()) is RowBatch
+    assert len(SealedBatch.of(RowBatch())) == 0 and list(SealedBatch.of(RowBatch())) == []
