@@ -31,6 +31,7 @@ from apache_beam.utils.windowed_value import WindowedValue
 
 from shardsmith.core.rows import SealedBatch
 from shardsmith.core.shard_file import ShardOutcome, WriterConfig, write_shard_file
+from shardsmith.core.shared_shard import can_share, cut
 from transforms import ERRORS
 from transforms.metrics import count_written, rejected
 from transforms.place import ShardPlan
@@ -101,22 +102,34 @@ class WriteShardFn(beam.DoFn):
             self._waiting.sort(key=lambda waiting: waiting[:3])
             yield from self._submit(*self._waiting.pop(0)[1:])
 
-    def _submit(self, split: str, shard: int, batches: list[SealedBatch]):
-        """Hands a shard to the writer processes; yields the outputs of those that finished meanwhile (and of
-        the oldest, while too many are queued)."""
-        self._pending.append(self._pool.submit(self._config, split, shard, batches))
+    def _submit(self, split: str, shard: int, batches: list[SealedBatch], future: Future | None = None):
+        """Hands a shard to the writer processes (or takes the `future` of one handed out); yields the outputs
+        of those that finished meanwhile (and of the oldest, while too many are queued)."""
+        self._pending.append(future or self._pool.submit(self._config, split, shard, batches))
         while self._pending and (
             self._pending[0].done() or len(self._pending) > self._pool.processes * (1 + EXTRA_SHARDS_QUEUED_PER_PROCESS)
         ):
             yield from _outputs(self._pending.popleft().result())
+
+    def _submit_shared(self, split: str, shard: int, batches: list[SealedBatch]):
+        """The last shard: written by two processes when it can be (shardsmith/core/shared_shard.py), so that it
+        does not end the build with one process writing and the others idle."""
+        head, tail = cut(batches)
+        if not can_share(self._config, head, tail):
+            return self._submit(split, shard, batches)
+        return self._submit(split, shard, batches, self._pool.submit_shared(self._config, split, shard,
+                                                                           head[0].num_shards, head, tail))
 
     def finish_bundle(self):
         """The shards held back, largest first: the last shards written, each by one process while the others may
         have none left, are the smallest seen (Graham's LPT order, over a window of held-back shards). A shard's
         bytes do not depend on when it is written."""
         self._waiting.sort(key=lambda waiting: waiting[:3])
-        for _, split, shard, batches in self._waiting:
-            yield from map(_in_global_windows_of, self._submit(split, shard, batches))
+        for position, (_, split, shard, batches) in enumerate(self._waiting, start=1):
+            if position == len(self._waiting) and self._pool.processes > 1:
+                yield from map(_in_global_windows_of, self._submit_shared(split, shard, batches))
+            else:
+                yield from map(_in_global_windows_of, self._submit(split, shard, batches))
         self._waiting = []
         while self._pending:
             yield from map(_in_global_windows_of, _outputs(self._pending.popleft().result()))
