@@ -61,10 +61,10 @@ class WriteShardFn(beam.DoFn):
     bytes_written_<split>, errors_load and image_bytes (transforms/metrics.py) as each shard's outputs leave.
 
     With `processes` > 0, shards are written by that many writer processes, the largest of those held back
-    (SHARDS_HELD_BACK_PER_PROCESS) first, and their results come out as they finish (the rest in
-    finish_bundle); otherwise each shard is written in process(). With `unless_small`,
-    process() takes the build's ShardPlan as a side input, a small build (is_small) is written in process()
-    too, and no more processes start than the build has shards. The writer pool is made in setup() (with
+    (SHARDS_HELD_BACK_PER_PROCESS) first, the last few each by two processes (finish_bundle), and their results
+    come out as they finish (the rest in finish_bundle); otherwise each shard is written in process(). With
+    `unless_small`, process() takes the build's ShardPlan as a side input, a small build (is_small) is written in
+    process() too, and no more processes start than the build has shards. The writer pool is made in setup() (with
     `unless_small`, at the first shard of a build that is not small), closed in teardown() and never pickled
     (__getstate__)."""
 
@@ -112,8 +112,8 @@ class WriteShardFn(beam.DoFn):
             yield from _outputs(self._pending.popleft().result())
 
     def _submit_shared(self, split: str, shard: int, batches: list[SealedBatch]):
-        """The last shard: written by two processes when it can be (shardsmith/core/shared_shard.py), so that it
-        does not end the build with one process writing and the others idle."""
+        """One of the last shards: written by two processes when it can be (shardsmith/core/shared_shard.py), so
+        that the build does not end with one process writing and the others idle."""
         head, tail = cut(batches)
         if not can_share(self._config, head, tail):
             return self._submit(split, shard, batches)
@@ -121,12 +121,14 @@ class WriteShardFn(beam.DoFn):
                                                                            head[0].num_shards, head, tail))
 
     def finish_bundle(self):
-        """The shards held back, largest first: the last shards written, each by one process while the others may
-        have none left, are the smallest seen (Graham's LPT order, over a window of held-back shards). A shard's
-        bytes do not depend on when it is written."""
+        """The shards held back, largest first: the last shards written are the smallest seen (Graham's LPT order,
+        over a window of held-back shards), and the last of them, one per writer process, are each written by two
+        processes, so that no process writes alone while the others have nothing left. A shard's bytes do not
+        depend on when it is written, nor by how many processes."""
         self._waiting.sort(key=lambda waiting: waiting[:3])
-        for position, (_, split, shard, batches) in enumerate(self._waiting, start=1):
-            if position == len(self._waiting) and self._pool.processes > 1:
+        shared = self._pool.processes if self._pool is not None and self._pool.processes > 1 else 0
+        for position, (_, split, shard, batches) in enumerate(self._waiting):
+            if position >= len(self._waiting) - shared:
                 yield from map(_in_global_windows_of, self._submit_shared(split, shard, batches))
             else:
                 yield from map(_in_global_windows_of, self._submit(split, shard, batches))

@@ -151,7 +151,7 @@ def test_when_the_writers_die_mid_part_the_shard_is_still_written_once_and_whole
     assert {name: written[name] for name in _files(tmp_path / "whole")} == _files(tmp_path / "whole")
 
 
-def test_the_last_shard_handed_to_writer_processes_is_shared(tmp_path, monkeypatch):
+def test_the_last_shards_handed_to_writer_processes_are_shared(tmp_path, monkeypatch):
     shards = [_rows(tmp_path, count, shard=shard, num_shards=3) for shard, count in enumerate([30, 40, 20])]
     shared_calls = []
     submit_shared = ShardWriterPool.submit_shared
@@ -171,7 +171,7 @@ def test_the_last_shard_handed_to_writer_processes_is_shared(tmp_path, monkeypat
         fn.teardown()
     results = sorted((r for r in (getattr(o, "value", o) for o in outputs) if isinstance(r, ShardResult)),
                      key=lambda r: r.shard)
-    assert shared_calls == [2], "the smallest shard, handed out last"
+    assert shared_calls == [0, 2], "the two smallest shards, one per writer process, handed out last"
     for rows in shards:
         write_shard_file(_config(tmp_path / "one"), "train", rows[0].shard, [rows])
     assert _files(tmp_path / "pool") == _files(tmp_path / "one")
