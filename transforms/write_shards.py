@@ -31,7 +31,6 @@ from apache_beam.utils.windowed_value import WindowedValue
 
 from shardsmith.core.rows import SealedBatch
 from shardsmith.core.shard_file import ShardOutcome, WriterConfig, write_shard_file
-from shardsmith.core.shared_shard import can_share, cut
 from transforms import ERRORS
 from transforms.metrics import count_written, rejected
 from transforms.place import ShardPlan
@@ -61,10 +60,10 @@ class WriteShardFn(beam.DoFn):
     bytes_written_<split>, errors_load and image_bytes (transforms/metrics.py) as each shard's outputs leave.
 
     With `processes` > 0, shards are written by that many writer processes, the largest of those held back
-    (SHARDS_HELD_BACK_PER_PROCESS) first, the last few each by two processes (finish_bundle), and their results
-    come out as they finish (the rest in finish_bundle); otherwise each shard is written in process(). With
-    `unless_small`, process() takes the build's ShardPlan as a side input, a small build (is_small) is written in
-    process() too, and no more processes start than the build has shards. The writer pool is made in setup() (with
+    (SHARDS_HELD_BACK_PER_PROCESS) first, and their results come out as they finish (the rest in
+    finish_bundle); otherwise each shard is written in process(). With `unless_small`,
+    process() takes the build's ShardPlan as a side input, a small build (is_small) is written in process()
+    too, and no more processes start than the build has shards. The writer pool is made in setup() (with
     `unless_small`, at the first shard of a build that is not small), closed in teardown() and never pickled
     (__getstate__)."""
 
@@ -102,36 +101,22 @@ class WriteShardFn(beam.DoFn):
             self._waiting.sort(key=lambda waiting: waiting[:3])
             yield from self._submit(*self._waiting.pop(0)[1:])
 
-    def _submit(self, split: str, shard: int, batches: list[SealedBatch], future: Future | None = None):
-        """Hands a shard to the writer processes (or takes the `future` of one handed out); yields the outputs
-        of those that finished meanwhile (and of the oldest, while too many are queued)."""
-        self._pending.append(future or self._pool.submit(self._config, split, shard, batches))
+    def _submit(self, split: str, shard: int, batches: list[SealedBatch]):
+        """Hands a shard to the writer processes; yields the outputs of those that finished meanwhile (and of
+        the oldest, while too many are queued)."""
+        self._pending.append(self._pool.submit(self._config, split, shard, batches))
         while self._pending and (
             self._pending[0].done() or len(self._pending) > self._pool.processes * (1 + EXTRA_SHARDS_QUEUED_PER_PROCESS)
         ):
             yield from _outputs(self._pending.popleft().result())
 
-    def _submit_shared(self, split: str, shard: int, batches: list[SealedBatch]):
-        """One of the last shards: written by two processes when it can be (shardsmith/core/shared_shard.py), so
-        that the build does not end with one process writing and the others idle."""
-        head, tail = cut(batches)
-        if not can_share(self._config, head, tail):
-            return self._submit(split, shard, batches)
-        return self._submit(split, shard, batches, self._pool.submit_shared(self._config, split, shard,
-                                                                           head[0].num_shards, head, tail))
-
     def finish_bundle(self):
-        """The shards held back, largest first: the last shards written are the smallest seen (Graham's LPT order,
-        over a window of held-back shards), and the last of them, one per writer process, are each written by two
-        processes, so that no process writes alone while the others have nothing left. A shard's bytes do not
-        depend on when it is written, nor by how many processes."""
+        """The shards held back, largest first: the last shards written, each by one process while the others may
+        have none left, are the smallest seen (Graham's LPT order, over a window of held-back shards). A shard's
+        bytes do not depend on when it is written."""
         self._waiting.sort(key=lambda waiting: waiting[:3])
-        shared = self._pool.processes if self._pool is not None and self._pool.processes > 1 else 0
-        for position, (_, split, shard, batches) in enumerate(self._waiting):
-            if position >= len(self._waiting) - shared:
-                yield from map(_in_global_windows_of, self._submit_shared(split, shard, batches))
-            else:
-                yield from map(_in_global_windows_of, self._submit(split, shard, batches))
+        for _, split, shard, batches in self._waiting:
+            yield from map(_in_global_windows_of, self._submit(split, shard, batches))
         self._waiting = []
         while self._pending:
             yield from map(_in_global_windows_of, _outputs(self._pending.popleft().result()))

@@ -15,7 +15,7 @@ import contextlib
 import hashlib
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -49,7 +49,7 @@ from shardsmith.format.build_record import claim
 from shardsmith.format.file_checksum import Crc32c
 from shardsmith.format.naming import TEMP_PREFIX, index_file_name, row_list_name, shard_file_name
 from shardsmith.format.record_file import TFRECORD, RecordFileFormat
-from shardsmith.format.record_index import FRAMING_BYTES, RecordIndex
+from shardsmith.format.record_index import RecordIndex
 from shardsmith.format.row_list import ListedRow, row_list_bytes
 
 STAGE = "load"
@@ -151,119 +151,67 @@ def _loaded_with_read_ahead(rows: list[PlacedRow], config: WriterConfig) -> Iter
         yield from ordered_bounded_map(lambda p: _load(p, config), rows, pool, MAX_IMAGES_IN_FLIGHT)
 
 
-@dataclass
-class ShardRecords:
-    """What writing a run of a shard's records produced, in record order: its outcome lists (errors, digests,
-    sizes, signatures), the records' index, label counts and row list, and the first record's key. A shard
-    written by two processes (shardsmith/core/shared_shard.py) joins two of these with `then`."""
-
-    outcome: ShardOutcome
-    index: RecordIndex = field(default_factory=RecordIndex)
-    label_counts: Counter[str] = field(default_factory=Counter)
-    listed: list[ListedRow] = field(default_factory=list)
-    num_rows: int = 0
-    first_key: str | None = None  # image/key/sha256 of the first record (None: none was written)
-
-    def then(self, later: ShardRecords) -> ShardRecords:
-        """These records followed by `later`'s, as if one writer had written both runs."""
-        index = RecordIndex(list(self.index.offsets), list(self.index.lengths))
-        for length in later.index.lengths:
-            index.add(length - FRAMING_BYTES)
-        outcome = ShardOutcome(later.outcome.result, self.outcome.errors + later.outcome.errors,
-                               ImageDigests(self.outcome.digests + later.outcome.digests),
-                               self.outcome.image_sizes + later.outcome.image_sizes,
-                               self.outcome.signatures + later.outcome.signatures)
-        return ShardRecords(outcome, index, self.label_counts + later.label_counts, self.listed + later.listed,
-                            self.num_rows + later.num_rows,
-                            self.first_key if self.first_key is not None else later.first_key)
-
-
-def shard_records(config: WriterConfig, split: str, rows: list[PlacedRow],
-                  write: Callable[[tuple[bytes, ...]], None]) -> ShardRecords:
-    """Reads, checks and encodes `rows` (in placement order) and hands each framed record to `write`, as its
-    pieces (head, chunks, tail); rejected images become error rows. Memory: MAX_IMAGES_IN_FLIGHT images."""
-    records = ShardRecords(ShardOutcome(ShardResult(split, 0, 0, "", 0, 0)))
-    outcome = records.outcome
-    written = progress_signal.Tally(progress_signal.IMAGES_WRITTEN)
-    faults_armed = fault_injection.armed()
-    frame_chunks = config.file_format.frame_chunks
-    for loaded in _loaded_in_order(rows, config):
-        row = loaded.placed.row
-        if loaded.error is not None:
-            outcome.errors.append(ErrorRow.for_row(row, STAGE, loaded.error.reason, loaded.error.detail))
-            progress_signal.add(progress_signal.IMAGES_REJECTED)
-            continue
-        record = image_example_chunks(row, loaded.data, loaded.info, loaded.sha256,
-                                      config.records.image_mode, loaded.mask)
-        outcome.digests.append(ImageDigest(loaded.sha256, split, row.uri, row.source_index, row.line))
-        outcome.image_sizes.append(loaded.source_size)
-        if loaded.signature is not None:
-            outcome.signatures.append(HashedImage(loaded.signature, split, row.label, row.uri,
-                                                  row.source_index, row.line))
-        head, tail = frame_chunks(record)
-        write((head, *record, tail))
-        records.index.add(sum(map(len, record)))
-        if records.first_key is None:
-            records.first_key = loaded.sha256
-        records.label_counts[row.label] += 1
-        records.num_rows += len(row.lines)
-        if config.list_rows:  # the signature too, so that a later night compares new images with it
-            records.listed.append(ListedRow(row_identity(row), len(row.lines), row.label, row.size, row.uri,
-                                            loaded.sha256, signature_text(loaded.signature) if loaded.signature
-                                            else ""))
-        written.add()
-        if faults_armed:
-            fault_injection.reached("mid_shard")
-            fault_injection.reached(fault_injection.WRITER_KILLED)
-    written.flush()
-    return records
-
-
-def placed_in_order(dealt: Iterable[Iterable[PlacedRow]]) -> list[PlacedRow]:
-    """A shard's rows (in any order, in any number of lists) in the order its records are written."""
-    return sorted((p for rows in dealt for p in rows), key=lambda p: p.order_key)
-
-
-def shard_output(config: WriterConfig, split: str, ordered: list[PlacedRow]) -> ShardOutput:
-    """The output of the shard `ordered` (its rows, in order) belong to: its final name, a temporary name beside it."""
-    final_name = shard_file_name(config.name, split, ordered[0].shard, ordered[0].num_shards,
-                                 config.records.compression, config.generation, config.file_format)
-    return ShardOutput(config.output_dir, final_name, config.records.compression)
-
-
-def finished(output: ShardOutput, records: ShardRecords, config: WriterConfig) -> str | None:
-    """Writes the shard's index file and row list beside its temporary file; returns the index file's name."""
-    return output.finish(config, records.index, records.listed if config.list_rows else None)
-
-
-def published(output: ShardOutput, records: ShardRecords, index_file: str | None, split: str, shard: int,
-              num_shards: int) -> ShardOutcome:
-    """Renames the finished shard into place; returns its outcome."""
-    num_bytes = output.publish()
-    fault_injection.reached("after_shards")
-    records.outcome.result = ShardResult(split, shard, num_shards, output.final_name,
-                                         sum(records.label_counts.values()), num_bytes,
-                                         dict(sorted(records.label_counts.items())), records.num_rows, output.crc32c,
-                                         records.first_key, index_file)
-    return records.outcome
-
-
 def write_shard_file(config: WriterConfig, split: str, shard: int, dealt: Iterable[list[PlacedRow]]) -> ShardOutcome:
     """Writes shard `shard` of `split` from its rows (in any order, in any number of lists). A build that no
     longer holds its lock (config.lock) writes nothing: LockLost before the temporary file, and before the rename
     (the temporary file is removed)."""
     if config.lock is not None:
         config.lock.check()
-    ordered = placed_in_order(dealt)
-    output = shard_output(config, split, ordered)
+    ordered = sorted((p for rows in dealt for p in rows), key=lambda p: p.order_key)
+    num_shards = ordered[0].num_shards
+    final_name = shard_file_name(config.name, split, shard, num_shards, config.records.compression,
+                                 config.generation, config.file_format)
+    output = ShardOutput(config.output_dir, final_name, config.records.compression)
+    label_counts: Counter[str] = Counter()
+    num_rows = 0
+    first_key: str | None = None  # image/key/sha256 of the shard's first record (None: the shard holds none)
+    index = RecordIndex()  # offsets as framed: the index file is never computed by reading the shard back
+    listed: list[ListedRow] = []
+    outcome = ShardOutcome(ShardResult(split, shard, num_shards, final_name, 0, 0))
+    written = progress_signal.Tally(progress_signal.IMAGES_WRITTEN)
+    faults_armed = fault_injection.armed()
+    frame_chunks = config.file_format.frame_chunks
     try:
         with output.open_temporary() as out:
-            records = shard_records(config, split, ordered, out.write_all)
-        index_file = finished(output, records, config)
+            for loaded in _loaded_in_order(ordered, config):
+                row = loaded.placed.row
+                if loaded.error is not None:
+                    outcome.errors.append(ErrorRow.for_row(row, STAGE, loaded.error.reason, loaded.error.detail))
+                    progress_signal.add(progress_signal.IMAGES_REJECTED)
+                    continue
+                record = image_example_chunks(row, loaded.data, loaded.info, loaded.sha256,
+                                              config.records.image_mode, loaded.mask)
+                outcome.digests.append(ImageDigest(loaded.sha256, split, row.uri, row.source_index, row.line))
+                outcome.image_sizes.append(loaded.source_size)
+                if loaded.signature is not None:
+                    outcome.signatures.append(HashedImage(loaded.signature, split, row.label, row.uri,
+                                                          row.source_index, row.line))
+                head, tail = frame_chunks(record)
+                out.write_all((head, *record, tail))
+                index.add(sum(map(len, record)))
+                if first_key is None:
+                    first_key = loaded.sha256
+                label_counts[row.label] += 1
+                num_rows += len(row.lines)
+                if config.list_rows:  # the signature too, so that a later night compares new images with it
+                    listed.append(ListedRow(row_identity(row), len(row.lines), row.label, row.size, row.uri,
+                                            loaded.sha256, signature_text(loaded.signature) if loaded.signature
+                                            else ""))
+                written.add()
+                if faults_armed:
+                    fault_injection.reached("mid_shard")
+                    fault_injection.reached(fault_injection.WRITER_KILLED)
+            written.flush()
+        index_file = output.finish(config, index, listed if config.list_rows else None)
     except BaseException:
         output.discard_temporary()  # a retry writes its own temporary file; do not leave this one behind
         raise
-    return published(output, records, index_file, split, shard, ordered[0].num_shards)
+    num_bytes = output.publish()
+    fault_injection.reached("after_shards")
+    outcome.result = ShardResult(split, shard, num_shards, final_name, sum(label_counts.values()), num_bytes,
+                                 dict(sorted(label_counts.items())), num_rows, output.crc32c, first_key,
+                                 index_file)
+    return outcome
 
 
 def write_index_file(config: WriterConfig, shard_name: str, index: RecordIndex) -> str | None:
@@ -295,13 +243,12 @@ class ShardOutput:
     is computed from the bytes as they are written (`crc32c`, once the file is closed), never by reading it
     back."""
 
-    def __init__(self, output_dir: str, final_name: str, compression: str, temp_path: str | None = None):
+    def __init__(self, output_dir: str, final_name: str, compression: str):
         self.final_name = final_name
         self.final_path = storage.join(output_dir, final_name)
-        self.temp_path = temp_path or storage.join(output_dir, f"{TEMP_PREFIX}{final_name}.{uuid.uuid4().hex}")
+        self.temp_path = storage.join(output_dir, f"{TEMP_PREFIX}{final_name}.{uuid.uuid4().hex}")
         self._gzip = compression == "gzip"
         self._file: HashedFile | None = None
-        self.checksum: str | None = None  # set by a writer that wrote the file's end itself (shared_shard.py)
 
     def open_temporary(self) -> HashedFile:
         claim(self.final_path)  # listed in the build's record (with its temporary names) before it is written
@@ -310,7 +257,7 @@ class ShardOutput:
 
     @property
     def crc32c(self) -> str:
-        return self.checksum if self.checksum is not None else self._file.hexdigest()
+        return self._file.hexdigest()
 
     def finish(self, config: WriterConfig, index: RecordIndex, rows: list[ListedRow] | None) -> str | None:
         """After the last record: the shard's index file and (with `rows`) its row list, written beside it before
@@ -368,10 +315,6 @@ class HashedFile:
 
     def hexdigest(self) -> str:
         return self._raw.digest.hexdigest()
-
-    def running_crc32c(self) -> int:
-        """The CRC32C of the bytes written so far, as a value to continue from (Crc32c(start=...))."""
-        return self._raw.digest.value
 
     def __enter__(self) -> HashedFile:
         return self

@@ -34,7 +34,6 @@ from typing import BinaryIO
 
 from shardsmith.core import fault_injection, orphaned_writers
 from shardsmith.core.orphaned_writers import exit_described
-from shardsmith.core.rows import SealedBatch
 
 _LENGTH = struct.Struct("<Q")
 # A shard job must come back (sent, written, answered) within this, or its writer is killed as stuck: far more
@@ -68,17 +67,10 @@ def _receive(stream: BinaryIO):
     return pickle.loads(stream.read(_LENGTH.unpack(header)[0]))
 
 
-# A shared shard's jobs (shardsmith/core/shared_shard.py): (HEAD, config, split, rows) -> ("ok", HeadPart);
-# (TAIL, config, split, shard, num_shards, rows) -> (PREPARED, None), then (FINISH, HeadPart) -> ("ok", ShardOutcome)
-# or (DROP,) -> ("ok", None). Any other job is (config, split, shard, lists of rows) -> ("ok", ShardOutcome).
-HEAD, TAIL, PREPARED, FINISH, DROP = "head", "tail", "prepared", "finish", "drop"
-
-
 def main() -> None:
-    """The worker: jobs in, ("ok", result) or ("error", text) replies out, one reply per job (a shared shard's
-    tail: one more, PREPARED, before its FINISH or DROP)."""
+    """The worker: (config, split, shard, rows) jobs in, ("ok", ShardOutcome) or ("error", text) replies out."""
     orphaned_writers.die_with_parent()
-    from shardsmith.core import shard_file  # noqa: F401 - imported before the first job, not during it
+    from shardsmith.core.shard_file import write_shard_file
 
     jobs = sys.stdin.buffer
     replies = os.fdopen(os.dup(1), "wb")
@@ -89,30 +81,10 @@ def main() -> None:
         except EOFError:
             return
         try:
-            reply = ("ok", _done(job, jobs, replies))
-        except EOFError:
-            return
+            reply = ("ok", write_shard_file(*job))
         except Exception as e:
             reply = ("error", f"{type(e).__name__}: {e}\n{traceback.format_exc()}")
         _send(replies, reply)
-
-
-def _done(job, jobs: BinaryIO, replies: BinaryIO):
-    from shardsmith.core import shared_shard
-    from shardsmith.core.shard_file import write_shard_file
-
-    if job[0] == HEAD:
-        _, config, split, rows = job
-        return shared_shard.write_head(config, split, list(rows))
-    if job[0] == TAIL:
-        _, config, split, shard, num_shards, rows = job
-        tail = shared_shard.prepare_tail(config, split, list(rows))
-        _send(replies, (PREPARED, None))
-        then = _receive(jobs)
-        if then[0] == DROP:
-            return None
-        return shared_shard.finish_shared(config, split, shard, num_shards, then[1], tail)
-    return write_shard_file(*job)
 
 
 _POOLS: weakref.WeakSet[ShardWriterPool] = weakref.WeakSet()
@@ -190,61 +162,8 @@ class ShardWriterPool:
     def submit(self, *job) -> Future:
         return self._threads.submit(self._run, job)
 
-    def submit_shared(self, config, split: str, shard: int, num_shards: int, head: list, tail: list) -> Future:
-        """A Future of the ShardOutcome of one shard written by two writers (shardsmith/core/shared_shard.py):
-        `head` and `tail` are its rows in record order, cut in two. Needs two writer processes at least. When the
-        tail's writer dies, the shard is written whole instead, as submit() would."""
-        described = f"{split} shard {shard + 1} of {num_shards}"
-        head_job = (HEAD, config, split, SealedBatch.of(head))
-        head_done = self._threads.submit(self._run, head_job, f"the first part of {described}")
-        return self._threads.submit(self._run_tail, (config, split, shard, num_shards, head, tail), head_done,
-                                    described)
-
-    def _run_tail(self, shared: tuple, head_done: Future, described: str):
-        config, split, shard, num_shards, head, tail = shared
-        try:
-            return self._tail_exchanges((TAIL, config, split, shard, num_shards, SealedBatch.of(tail)), head_done,
-                                        described)
-        except _WriterDied as died:
-            if self._killed.is_set():
-                raise ShardWriterDied(f"the build was stopped while a writer wrote {described}") from None
-            _LOG.warning("a shard writer process died before it finished the second part of %s (%s); writing the "
-                         "shard whole in one process", described, died)
-            return self._run((config, split, shard, [SealedBatch.of(head), SealedBatch.of(tail)]))
-
-    def _tail_exchanges(self, job: tuple, head_done: Future, described: str):
-        """The tail writer's two exchanges: its part prepared, then (the head written) appended and renamed. The
-        writer goes back to the pool after a reply, and is replaced after anything else."""
-        worker = self._take_idle_worker()
-        answered = False
-        try:
-            (status, value), late = self._exchange(worker, job, f"the second part of {described}")
-            if late:
-                raise _WriterDied("killed at its deadline as it answered")
-            if status == PREPARED:
-                wait_s = self._shard_deadline_s + 2 * START_DEADLINE_S
-                try:
-                    head = head_done.result(timeout=wait_s)
-                except BaseException as failed:
-                    self._exchange(worker, (DROP,), described)
-                    answered = True
-                    if isinstance(failed, TimeoutError):
-                        raise ShardWriterStuck(f"the first part of {described} was not written within {wait_s:.0f} "
-                                               "s: nothing was published; run the same command again") from None
-                    raise
-                (status, value), late = self._exchange(worker, (FINISH, head), described)
-            answered = not late
-        finally:
-            if answered:
-                self._idle.put(worker)
-            else:
-                self._replace(worker)
-        if status != "ok":
-            raise RuntimeError(f"writing a shard failed: {value}")
-        return value
-
-    def _run(self, job, described: str | None = None):
-        shard = described or _describe(job)
+    def _run(self, job):
+        shard = _describe(job)
         first_death = ""
         while True:
             worker = self._take_idle_worker()

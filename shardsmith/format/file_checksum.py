@@ -26,19 +26,14 @@ CRC32C_HEX = re.compile(r"[0-9a-f]{8}")
 class Crc32c:
     """CRC32C of the bytes given to `update`, in order, as hashlib's objects give a digest."""
 
-    def __init__(self, start: int = 0) -> None:
-        """`start`: the `value` of the bytes before these (a file written by two processes in turn)."""
+    def __init__(self) -> None:
         import google_crc32c
 
         self._extend = google_crc32c.extend
-        self._crc = start
+        self._crc = 0
 
     def update(self, data: bytes) -> None:
         self._crc = self._extend(self._crc, bytes(data) if isinstance(data, memoryview) else data)
-
-    @property
-    def value(self) -> int:
-        return self._crc
 
     def hexdigest(self) -> str:
         return f"{self._crc:08x}"
