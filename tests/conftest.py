@@ -122,12 +122,16 @@ def make_image_set(root: Path, counts: dict[str, dict[str, int]], seed: int = 0)
                 uri = f"img/{label}/{split}_{i:04d}.{EXTENSIONS[kind]}"
                 write_image(root / uri, _image(label_index, rng), kind)
                 rows.append((split, uri, label))
-    manifest = root / "manifest.csv"
-    with manifest.open("w", newline="") as f:
+    return ImageSet(root, write_manifest(root / "manifest.csv", rows), rows)
+
+
+def write_manifest(path: Path, rows: list[tuple[str, str, str]]) -> Path:
+    """A CSV manifest (header split,image_uri,label) of `rows` at `path`; returns `path`."""
+    with path.open("w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(["split", "image_uri", "label"])
         writer.writerows(rows)
-    return ImageSet(root, manifest, rows)
+    return path
 
 
 @pytest.fixture(scope="session")
@@ -158,6 +162,12 @@ def shardsmith(capsys):
         return Result(code, captured.out, captured.err)
 
     return run
+
+
+@pytest.fixture
+def csv_manifest(tmp_path):
+    """csv_manifest(name, rows): a CSV manifest (header split,image_uri,label) of `rows` at tmp_path/NAME.csv."""
+    return lambda name, rows: write_manifest(tmp_path / f"{name}.csv", rows)
 
 
 @pytest.fixture

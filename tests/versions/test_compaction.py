@@ -4,7 +4,6 @@ byte for byte; earlier versions stay readable."""
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import shutil
@@ -26,21 +25,6 @@ BY_SIZE = ("--target_shard_mb", "0.02")  # shard counts from the images' sizes, 
 SPLITS = ("train", "validation", "test")
 
 
-@pytest.fixture
-def rows(version_rows) -> list[tuple[str, str, str]]:
-    """90 rows (30 per label, all three splits) with absolute URIs, in URI order."""
-    return version_rows()
-
-
-def manifest(folder: Path, name: str, rows: list[tuple[str, str, str]]) -> Path:
-    path = folder / f"{name}.csv"
-    with path.open("w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(["split", "image_uri", "label"])
-        writer.writerows(rows)
-    return path
-
-
 def metadata(out: Path, version: str | None = None) -> dict:
     return json.loads(((out if version is None else out / BUILDS_DIR / version) / METADATA_FILE).read_text())
 
@@ -51,8 +35,8 @@ def ok(shardsmith, *args):
     return done
 
 
-def incremental(shardsmith, tmp_path: Path, out: Path, day: str, rows, *extra: str, shards=SHARD_COUNTS):
-    ok(shardsmith, "build", "--manifest", manifest(tmp_path, day, rows), "--output_dir", out, "--name", "pets",
+def incremental(shardsmith, csv_manifest, out: Path, day: str, rows, *extra: str, shards=SHARD_COUNTS):
+    ok(shardsmith, "build", "--manifest", csv_manifest(day, rows), "--output_dir", out, "--name", "pets",
        "--incremental", *shards, *extra)
 
 
@@ -81,27 +65,27 @@ def version_rows(out: Path) -> list[tuple[str, str, str]]:
     return listed
 
 
-def full_build_matches(shardsmith, tmp_path: Path, compacted: Path, rows, labels: list[str],
+def full_build_matches(shardsmith, csv_manifest, tmp_path: Path, compacted: Path, rows, labels: list[str],
                        shards=SHARD_COUNTS) -> None:
     """A plain build of `rows` with --label_file (the labels in id order) and the same seed and shard count
     writes exactly the compacted version's shards and index files."""
     label_file = tmp_path / "labels.txt"
     label_file.write_text("".join(f"{label}\n" for label in labels))
     full = tmp_path / "full"
-    ok(shardsmith, "build", "--manifest", manifest(tmp_path, "full", rows), "--output_dir", full, "--name", "pets",
+    ok(shardsmith, "build", "--manifest", csv_manifest("full", rows), "--output_dir", full, "--name", "pets",
        *shards, "--label_file", label_file)
     want, got = shard_files(full), shard_files(compacted)
     assert sorted(got) == sorted(want)
     assert [name for name in want if got[name] != want[name]] == []
 
 
-def test_compaction_writes_the_full_builds_shards_and_keeps_earlier_versions(rows, shardsmith, tmp_path):
+def test_compaction_writes_the_full_builds_shards_and_keeps_earlier_versions(rows, shardsmith, csv_manifest, tmp_path):
     out = tmp_path / "out"
     day1 = rows[:60]
     day2 = day1[2:] + rows[60:75]  # 2 removed, 15 added
     day3 = day2[:20] + day2[23:] + rows[75:]  # 3 removed, 15 added
     for day, day_rows in (("d1", day1), ("d2", day2), ("d3", day3)):
-        incremental(shardsmith, tmp_path, out, day, day_rows)
+        incremental(shardsmith, csv_manifest, out, day, day_rows)
     before = metadata(out)
     assert before["incremental"]["generations"] == 3
     previous, old_files = before["build_id"], shard_files(out)
@@ -131,7 +115,7 @@ def test_compaction_writes_the_full_builds_shards_and_keeps_earlier_versions(row
     # The compacted version lists its rows, so later --incremental builds and compactions work from it.
     assert sorted(version_rows(out)) == sorted(old_rows)
 
-    full_build_matches(shardsmith, tmp_path, out, old_rows, meta["labels"])
+    full_build_matches(shardsmith, csv_manifest, tmp_path, out, old_rows, meta["labels"])
 
     for split in SPLITS:
         want = sorted(uri for s, uri, _ in day3 if s == split)
@@ -145,16 +129,16 @@ def test_compaction_writes_the_full_builds_shards_and_keeps_earlier_versions(row
     assert not (out / LOCK_FILE).exists()
 
     # An incremental build on the compacted version carries its rows over (its row lists are there).
-    incremental(shardsmith, tmp_path, out, "d4", day3[1:])
+    incremental(shardsmith, csv_manifest, out, "d4", day3[1:])
     assert metadata(out)["incremental"]["previous"] == meta["build_id"]
     assert metadata(out)["incremental"]["num_carried_rows"] == 84
 
 
-def test_compaction_keeps_label_ids_added_out_of_alphabetical_order(rows, shardsmith, tmp_path):
+def test_compaction_keeps_label_ids_added_out_of_alphabetical_order(rows, shardsmith, csv_manifest, tmp_path):
     out = tmp_path / "out"
     no_cats = [r for r in rows if r[2] != "cat"]
-    incremental(shardsmith, tmp_path, out, "a", no_cats, shards=BY_SIZE)
-    incremental(shardsmith, tmp_path, out, "b", rows, shards=BY_SIZE)  # "cat" sorts first but is new: id 2
+    incremental(shardsmith, csv_manifest, out, "a", no_cats, shards=BY_SIZE)
+    incremental(shardsmith, csv_manifest, out, "b", rows, shards=BY_SIZE)  # "cat" sorts first but is new: id 2
     assert metadata(out)["labels"] == ["dog", "emu", "cat"]
     old_rows = version_rows(out)
     damaged = tmp_path / "damaged"
@@ -177,10 +161,10 @@ def test_compaction_keeps_label_ids_added_out_of_alphabetical_order(rows, shards
            for r in records(out, split)}
     assert ids == {(0, "dog"), (1, "emu"), (2, "cat")}
     assert meta["splits"]["train"]["num_shards"] > 1
-    full_build_matches(shardsmith, tmp_path, out, old_rows, ["dog", "emu", "cat"], shards=BY_SIZE)
+    full_build_matches(shardsmith, csv_manifest, tmp_path, out, old_rows, ["dog", "emu", "cat"], shards=BY_SIZE)
 
 
-def test_compact_usage_errors(rows, shardsmith, tmp_path):
+def test_compact_usage_errors(rows, shardsmith, csv_manifest, tmp_path):
     def refused(out: Path, *extra: str) -> str:
         done = shardsmith("compact", out, *extra)
         assert done.code == 2, done.err + done.out
@@ -191,10 +175,10 @@ def test_compact_usage_errors(rows, shardsmith, tmp_path):
     empty.mkdir()
     assert "holds no published dataset" in refused(empty)
     plain = tmp_path / "plain"
-    ok(shardsmith, "build", "--manifest", manifest(tmp_path, "m", rows[:30]), "--output_dir", plain, "--name", "pets")
+    ok(shardsmith, "build", "--manifest", csv_manifest("m", rows[:30]), "--output_dir", plain, "--name", "pets")
     assert "is in one generation already: nothing to compact" in refused(plain)
     one = tmp_path / "one"
-    incremental(shardsmith, tmp_path, one, "m1", rows[:30])
+    incremental(shardsmith, csv_manifest, one, "m1", rows[:30])
     before = sorted(p.name for p in (one / BUILDS_DIR).iterdir())
     assert "in one generation already: nothing to compact" in refused(one)
     assert sorted(p.name for p in (one / BUILDS_DIR).iterdir()) == before  # nothing was written
@@ -206,10 +190,11 @@ def test_compact_usage_errors(rows, shardsmith, tmp_path):
     assert sorted(p.name for p in (one / BUILDS_DIR).iterdir()) == before and not (one / LOCK_FILE).exists()
 
 
-def test_a_killed_compaction_leaves_the_version_published_and_a_rerun_is_identical(rows, shardsmith, tmp_path):
+def test_a_killed_compaction_leaves_the_version_published_and_a_rerun_is_identical(rows, shardsmith, csv_manifest,
+                                                                                   tmp_path):
     out = tmp_path / "killed"
-    incremental(shardsmith, tmp_path, out, "a", rows[:70])
-    incremental(shardsmith, tmp_path, out, "b", rows[1:])
+    incremental(shardsmith, csv_manifest, out, "a", rows[:70])
+    incremental(shardsmith, csv_manifest, out, "b", rows[1:])
     clean = tmp_path / "clean"
     shutil.copytree(out, clean)
     published = metadata(out)
@@ -226,11 +211,12 @@ def test_a_killed_compaction_leaves_the_version_published_and_a_rerun_is_identic
     assert len(list((out / BUILDS_DIR).iterdir())) == len(list((clean / BUILDS_DIR).iterdir())) == 3
 
 
-def test_compaction_of_gzip_shards_streams_each_once_and_matches_the_full_build(rows, shardsmith, tmp_path):
+def test_compaction_of_gzip_shards_streams_each_once_and_matches_the_full_build(rows, shardsmith, csv_manifest,
+                                                                                tmp_path):
     out = tmp_path / "out"
     gzip_shards = (*SHARD_COUNTS, "--compression", "gzip")
-    incremental(shardsmith, tmp_path, out, "g1", rows[:60], shards=gzip_shards)
-    incremental(shardsmith, tmp_path, out, "g2", rows[1:], shards=gzip_shards)
+    incremental(shardsmith, csv_manifest, out, "g1", rows[:60], shards=gzip_shards)
+    incremental(shardsmith, csv_manifest, out, "g2", rows[1:], shards=gzip_shards)
     old_rows = version_rows(out)
     ok(shardsmith, "compact", out)
     meta = metadata(out)
@@ -238,5 +224,5 @@ def test_compaction_of_gzip_shards_streams_each_once_and_matches_the_full_build(
     folder = out / meta["build_dir"]
     assert all(shard["file"].endswith(".gz") for s in meta["splits"].values() for shard in s["shards"])
     assert not list(folder.rglob("*unpacked*"))  # the uncompressed copies went before the version was published
-    full_build_matches(shardsmith, tmp_path, out, old_rows, meta["labels"], shards=gzip_shards)
+    full_build_matches(shardsmith, csv_manifest, tmp_path, out, old_rows, meta["labels"], shards=gzip_shards)
     assert "every check holds" in ok(shardsmith, "verify", out).out

@@ -5,7 +5,6 @@ is rebuilt from its shard's records where they hold it exactly (docs/versions.md
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import json
 import shutil
@@ -22,28 +21,13 @@ SHARDS = ("--num_shards", "train=2,validation=1,test=1")
 SPLITS = ("train", "validation", "test")
 
 
-@pytest.fixture
-def rows(version_rows) -> list[tuple[str, str, str]]:
-    """90 rows (30 per label, all three splits) with absolute URIs, in URI order."""
-    return version_rows()
-
-
-def manifest(folder: Path, name: str, rows: list[tuple[str, str, str]]) -> Path:
-    path = folder / f"{name}.csv"
-    with path.open("w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(["split", "image_uri", "label"])
-        writer.writerows(rows)
-    return path
-
-
-def build(shardsmith, tmp_path: Path, out: Path, day: str, day_rows, *extra: str):
-    return shardsmith("build", "--manifest", manifest(tmp_path, day, day_rows), "--output_dir", out, "--name",
+def build(shardsmith, csv_manifest, out: Path, day: str, day_rows, *extra: str):
+    return shardsmith("build", "--manifest", csv_manifest(day, day_rows), "--output_dir", out, "--name",
                       "pets", "--incremental", *SHARDS, *extra)
 
 
-def built(shardsmith, tmp_path: Path, out: Path, day: str, day_rows, *extra: str) -> dict:
-    done = build(shardsmith, tmp_path, out, day, day_rows, *extra)
+def built(shardsmith, csv_manifest, out: Path, day: str, day_rows, *extra: str) -> dict:
+    done = build(shardsmith, csv_manifest, out, day, day_rows, *extra)
     assert done.code == 0, done.err + done.out
     return metadata(out)
 
@@ -97,27 +81,27 @@ TAMPERED = {  # the entry a refusal names -> how metadata.json is changed to lea
 
 
 @pytest.fixture
-def outside(rows, shardsmith, tmp_path) -> list[tuple[str, str, str]]:
+def outside(rows, shardsmith, csv_manifest, tmp_path) -> list[tuple[str, str, str]]:
     """A real build folder of other rows at tmp_path/outside, its shards named as the tested versions' are: a
     metadata.json that leads there would find row lists and shards to carry. Returns its rows."""
     other_rows = rows[60:]
     other = tmp_path / "other"
-    meta = built(shardsmith, tmp_path, other, "other", other_rows)
+    meta = built(shardsmith, csv_manifest, other, "other", other_rows)
     shutil.copytree(other / BUILDS_DIR / meta["build_id"], tmp_path / "outside")
     return other_rows
 
 
 @pytest.mark.parametrize("entry", ["build_id", "splits.train.shards[0].build", "splits.train.shards[0].file"])
 def test_an_incremental_build_refuses_metadata_that_leads_out_of_the_folder(entry, rows, outside, shardsmith,
-                                                                            tmp_path):
+                                                                            csv_manifest, tmp_path):
     out = tmp_path / "out"
-    built(shardsmith, tmp_path, out, "d1", rows[:60])
+    built(shardsmith, csv_manifest, out, "d1", rows[:60])
     published = metadata(out)
     TAMPERED[entry](published)
     (out / METADATA_FILE).write_text(json.dumps(published))
     listing = folder_listing(out)
     # The night's manifest lists the outside rows too: carried from a folder outside, they would be published.
-    done = build(shardsmith, tmp_path, out, "d2", rows[:60] + outside, "--max_removed_fraction", "1")
+    done = build(shardsmith, csv_manifest, out, "d2", rows[:60] + outside, "--max_removed_fraction", "1")
     assert done.code == 2, done.err + done.out
     assert done.err.startswith(f"shardsmith: error: {out}/metadata.json: {entry}: ") and "Traceback" not in done.err
     assert len(done.err.strip().splitlines()) == 1 and "nothing was read or written" in done.err
@@ -125,10 +109,11 @@ def test_an_incremental_build_refuses_metadata_that_leads_out_of_the_folder(entr
 
 
 @pytest.mark.parametrize("entry", list(TAMPERED))
-def test_compact_refuses_metadata_that_leads_out_of_the_folder(entry, rows, outside, shardsmith, tmp_path):
+def test_compact_refuses_metadata_that_leads_out_of_the_folder(entry, rows, outside, shardsmith, csv_manifest,
+                                                               tmp_path):
     out = tmp_path / "out"
-    built(shardsmith, tmp_path, out, "d1", rows[:60])
-    built(shardsmith, tmp_path, out, "d2", rows[1:60])  # a second generation: the rewritten shards
+    built(shardsmith, csv_manifest, out, "d1", rows[:60])
+    built(shardsmith, csv_manifest, out, "d2", rows[1:60])  # a second generation: the rewritten shards
     published = metadata(out)
     TAMPERED[entry](published)
     (out / METADATA_FILE).write_text(json.dumps(published))
@@ -142,13 +127,13 @@ def test_compact_refuses_metadata_that_leads_out_of_the_folder(entry, rows, outs
 
 # Item 5: row lists -------------------------------------------------------------------------------------------
 
-def test_a_row_list_one_line_short_fails_the_next_night_before_it_publishes(rows, shardsmith, tmp_path):
+def test_a_row_list_one_line_short_fails_the_next_night_before_it_publishes(rows, shardsmith, csv_manifest, tmp_path):
     out = tmp_path / "out"
-    published = built(shardsmith, tmp_path, out, "d1", rows[:60])
+    published = built(shardsmith, csv_manifest, out, "d1", rows[:60])
     path = row_list(out, published, "train", 0)
     lines = path.read_bytes().splitlines(keepends=True)
     path.write_bytes(b"".join(lines[:-1]))  # its last record's row looks new: it would be published twice
-    done = build(shardsmith, tmp_path, out, "d2", rows)
+    done = build(shardsmith, csv_manifest, out, "d2", rows)
     assert done.code == 1, done.err + done.out
     line = one_check_failed_line(done.err)
     assert f"{path} lists {len(lines) - 1} rows, but metadata.json counts {len(lines)} records" in line
@@ -156,10 +141,10 @@ def test_a_row_list_one_line_short_fails_the_next_night_before_it_publishes(rows
     unchanged(out, published)
 
 
-def test_a_row_list_one_line_short_fails_compaction(rows, shardsmith, tmp_path):
+def test_a_row_list_one_line_short_fails_compaction(rows, shardsmith, csv_manifest, tmp_path):
     out = tmp_path / "out"
-    built(shardsmith, tmp_path, out, "d1", rows[:60])
-    published = built(shardsmith, tmp_path, out, "d2", rows[:70])
+    built(shardsmith, csv_manifest, out, "d1", rows[:60])
+    published = built(shardsmith, csv_manifest, out, "d2", rows[:70])
     path = row_list(out, published, "train", 0)
     lines = path.read_bytes().splitlines(keepends=True)
     path.write_bytes(b"".join(lines[:-1]))
@@ -178,10 +163,10 @@ def _swap_lines(path: Path, first: int, second: int) -> list[list]:
     return [json.loads(line) for line in lines]
 
 
-def test_two_swapped_lines_of_a_row_list_fail_compaction_before_it_publishes(rows, shardsmith, tmp_path):
+def test_two_swapped_lines_of_a_row_list_fail_compaction_before_it_publishes(rows, shardsmith, csv_manifest, tmp_path):
     out = tmp_path / "out"
-    built(shardsmith, tmp_path, out, "d1", rows[:60])
-    published = built(shardsmith, tmp_path, out, "d2", rows[:75])
+    built(shardsmith, csv_manifest, out, "d1", rows[:60])
+    published = built(shardsmith, csv_manifest, out, "d2", rows[:75])
     path = row_list(out, published, "train", 0)
     swapped = _swap_lines(path, 0, 1)
     done = shardsmith("compact", out)
@@ -193,29 +178,30 @@ def test_two_swapped_lines_of_a_row_list_fail_compaction_before_it_publishes(row
 
 
 def test_two_swapped_lines_of_a_row_list_fail_the_rewrite_that_would_drop_the_wrong_record(rows, shardsmith,
-                                                                                          tmp_path):
+                                                                                           csv_manifest, tmp_path):
     out = tmp_path / "out"
-    published = built(shardsmith, tmp_path, out, "d1", rows[:60])
+    published = built(shardsmith, csv_manifest, out, "d1", rows[:60])
     path = row_list(out, published, "train", 0)
     swapped = _swap_lines(path, 0, 1)
     gone = next(r for r in rows[:60] if r[1] == swapped[1][4])  # record 0's row: the night removes it
-    done = build(shardsmith, tmp_path, out, "d2", [r for r in rows[:60] if r != gone])
+    done = build(shardsmith, csv_manifest, out, "d2", [r for r in rows[:60] if r != gone])
     assert done.code == 1, done.err + done.out
     line = one_check_failed_line(done.err)
     assert f"{path} line 1 does not describe record 0 of its shard" in line and gone[1] in line
     unchanged(out, published)
 
 
-def test_a_lost_row_list_is_rebuilt_from_its_shards_records_into_the_new_build(rows, shardsmith, tmp_path):
+def test_a_lost_row_list_is_rebuilt_from_its_shards_records_into_the_new_build(rows, shardsmith, csv_manifest,
+                                                                               tmp_path):
     out = tmp_path / "out"
-    first = built(shardsmith, tmp_path, out, "d1", rows[:60])
+    first = built(shardsmith, csv_manifest, out, "d1", rows[:60])
     intact = tmp_path / "intact"
     shutil.copytree(out, intact)
     lost = row_list(out, first, "train", 1)
     written = lost.read_bytes()
     lost.unlink()
     night = rows[:60] + rows[60:70]
-    meta = built(shardsmith, tmp_path, out, "d2", night)
+    meta = built(shardsmith, csv_manifest, out, "d2", night)
     for split in SPLITS:
         assert file_names(out, split) == sorted(uri for s, uri, _ in night if s == split), split
     assert meta["num_examples"] == len(night)
@@ -227,23 +213,23 @@ def test_a_lost_row_list_is_rebuilt_from_its_shards_records_into_the_new_build(r
     assert not lost.exists()
     assert "every check holds" in shardsmith("verify", out).out
     # The same night on the intact copy publishes the same records.
-    built(shardsmith, tmp_path, intact, "d2", night)
+    built(shardsmith, csv_manifest, intact, "d2", night)
     for split in SPLITS:
         assert file_names(intact, split) == file_names(out, split)
     # A night with nothing new publishes the repair too (else every later night would rebuild the list again),
     # and the next one then finds nothing to change.
     row_list(out, meta, "train", 1).unlink()
-    repaired = built(shardsmith, tmp_path, out, "d3", night)
+    repaired = built(shardsmith, csv_manifest, out, "d3", night)
     assert repaired["build_id"] != meta["build_id"] and repaired["num_examples"] == len(night)
     assert row_list(out, repaired, "train", 1).read_bytes() == written
-    done = build(shardsmith, tmp_path, out, "d3", night)
+    done = build(shardsmith, csv_manifest, out, "d3", night)
     assert done.code == 0 and f"nothing changed since version {repaired['build_id']}" in done.out, done.err
 
 
-def test_compaction_rebuilds_a_lost_row_list_and_writes_the_same_bytes(rows, shardsmith, tmp_path):
+def test_compaction_rebuilds_a_lost_row_list_and_writes_the_same_bytes(rows, shardsmith, csv_manifest, tmp_path):
     out = tmp_path / "out"
-    built(shardsmith, tmp_path, out, "d1", rows[:60])
-    published = built(shardsmith, tmp_path, out, "d2", rows[2:75])
+    built(shardsmith, csv_manifest, out, "d1", rows[:60])
+    published = built(shardsmith, csv_manifest, out, "d2", rows[2:75])
     intact = tmp_path / "intact"
     shutil.copytree(out, intact)
     row_list(out, published, "train", 0).unlink()
@@ -259,12 +245,12 @@ def test_compaction_rebuilds_a_lost_row_list_and_writes_the_same_bytes(rows, sha
     assert files(out) == files(intact) and files(out)  # shards, index files and row lists
 
 
-def test_a_lost_row_list_that_records_cannot_give_back_names_the_fix(rows, shardsmith, tmp_path):
+def test_a_lost_row_list_that_records_cannot_give_back_names_the_fix(rows, shardsmith, csv_manifest, tmp_path):
     out = tmp_path / "out"
-    published = built(shardsmith, tmp_path, out, "d1", rows[:60], "--task", "multi_label")
+    published = built(shardsmith, csv_manifest, out, "d1", rows[:60], "--task", "multi_label")
     lost = row_list(out, published, "train", 0)
     lost.unlink()
-    done = build(shardsmith, tmp_path, out, "d2", rows, "--task", "multi_label")
+    done = build(shardsmith, csv_manifest, out, "d2", rows, "--task", "multi_label")
     assert done.code == 1, done.err + done.out
     line = one_check_failed_line(done.err)
     assert f"{lost} is missing and cannot be rebuilt from its shard's records (a multi_label record" in line
@@ -315,19 +301,19 @@ def test_feature_values_reads_what_parse_example_reads():
 
 
 def test_retention_keeps_what_the_top_level_metadata_lists_whatever_the_versions_own_copy_says(rows, shardsmith,
-                                                                                                tmp_path):
+                                                                                               csv_manifest, tmp_path):
     """Retention reads each kept version's own metadata.json; the published one's top-level copy, which readers
     follow, counts too: an own copy edited to list no shard must not make the next build remove a folder the
     published version carries shards from."""
     out = tmp_path / "out"
-    first = built(shardsmith, tmp_path, out, "d1", rows[:60], "--keep_builds", "1")
-    second = built(shardsmith, tmp_path, out, "d2", rows[:66], "--keep_builds", "1")  # carries d1's shards
+    first = built(shardsmith, csv_manifest, out, "d1", rows[:60], "--keep_builds", "1")
+    second = built(shardsmith, csv_manifest, out, "d2", rows[:66], "--keep_builds", "1")  # carries d1's shards
     assert any(shard.get("build") == first["build_id"] for s in second["splits"].values() for shard in s["shards"])
     own = out / BUILDS_DIR / second["build_id"] / METADATA_FILE
     edited = json.loads(own.read_text())
     edited["splits"] = {}
     own.write_text(json.dumps(edited))
-    built(shardsmith, tmp_path, out, "d3", rows[:70], "--keep_builds", "1")
+    built(shardsmith, csv_manifest, out, "d3", rows[:70], "--keep_builds", "1")
     for split in SPLITS:
         assert file_names(out, split) == sorted(uri for s, uri, _ in rows[:70] if s == split), split
     assert "every check holds" in shardsmith("verify", out).out
