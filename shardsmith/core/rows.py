@@ -128,7 +128,8 @@ class SealedBatch:
 
     @classmethod
     def of(cls, batch: Sequence) -> SealedBatch:
-        return cls(pickle.dumps(RowBatch(batch), protocol=pickle.HIGHEST_PROTOCOL), len(batch))
+        rows = batch if isinstance(batch, RowBatch) else RowBatch(batch)
+        return cls(pickle.dumps(rows, protocol=pickle.HIGHEST_PROTOCOL), len(rows))
 
     def rows(self) -> RowBatch:
         return pickle.loads(self.data)

@@ -163,7 +163,7 @@ class ShardWriterPool:
         return self._threads.submit(self._run, job)
 
     def _run(self, job):
-        shard = _describe(job)
+        shard = _Described(job)
         first_death = ""
         while True:
             worker = self._take_idle_worker()
@@ -214,7 +214,7 @@ class ShardWriterPool:
                     raise ShardWriterDied(f"no shard writer process was free within {wait_s:.0f} s") from None
         raise ShardWriterDied("the build was stopped before a writer took this shard")
 
-    def _exchange(self, worker: subprocess.Popen, job, shard: str) -> tuple[tuple[str, object], bool]:
+    def _exchange(self, worker: subprocess.Popen, job, shard: _Described) -> tuple[tuple[str, object], bool]:
         """Sends the job and returns the writer's reply, and whether the deadline killed the writer as it
         answered (the answer stands, the writer does not)."""
         expired = threading.Event()
@@ -295,11 +295,17 @@ def _reap(worker: subprocess.Popen) -> int:
         return worker.wait(timeout=10)
 
 
-def _describe(job) -> str:
-    """'train shard 3 of 8' for a job (config, split, shard, lists of rows)."""
-    _, split, shard, dealt = job
-    num_shards = next((row.num_shards for rows in dealt if len(rows) for row in rows), "?")
-    return f"{split} shard {shard + 1} of {num_shards}"
+class _Described:
+    """'train shard 3 of 8' for a job (config, split, shard, lists of rows), worked out only when a message is
+    written: the shard count is in the rows, and a SealedBatch unpickles them to tell it."""
+
+    def __init__(self, job):
+        self._job = job
+
+    def __str__(self) -> str:
+        _, split, shard, dealt = self._job
+        num_shards = next((row.num_shards for rows in dealt if len(rows) for row in rows), "?")
+        return f"{split} shard {shard + 1} of {num_shards}"
 
 
 if __name__ == "__main__":
