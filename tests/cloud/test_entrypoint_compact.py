@@ -23,8 +23,8 @@ OPTIONS = ROOT / "pipeline" / "options"
 
 
 def _compaction_tests():
-    """tests/versions/test_compaction.py as a module: its row fixture and incremental-build helpers (the suite imports
-    test files by path, never as a `tests` package)."""
+    """tests/versions/test_compaction.py as a module: its incremental-build helpers (the suite imports test files by
+    path, never as a `tests` package)."""
     compaction_tests = Path(__file__).parents[1] / "versions" / "test_compaction.py"
     spec = importlib.util.spec_from_file_location("compaction_tests", compaction_tests)
     module = importlib.util.module_from_spec(spec)
@@ -33,7 +33,6 @@ def _compaction_tests():
 
 
 compaction = _compaction_tests()
-rows = compaction.rows  # the fixture: 90 rows, 30 per label, all three splits
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 
@@ -48,14 +47,16 @@ def uris(out: Path, split: str, version: str | None = None) -> list[str]:
     return sorted(r["image/filename"].decode() for r in records(out, split, version=version))
 
 
-def test_the_entry_point_builds_by_default_and_compacts_with_command_compact(rows, capsys, tmp_path):
+def test_the_entry_point_builds_by_default_and_compacts_with_command_compact(version_rows, csv_manifest, capsys,
+                                                                          tmp_path):
+    rows = version_rows()
     out = tmp_path / "out"
     day1, day2 = rows[:60], rows[2:80]
     shards = "--num_shards=train=3,validation=1,test=1"
     # The build template's launch: no command parameter, booleans as true/false. Then the same with
     # --command=build: the build path either way.
     for day, day_rows, extra in (("d1", day1, ()), ("d2", day2, ("--command=build",))):
-        code, _, err = launched(capsys, f"--manifest={compaction.manifest(tmp_path, day, day_rows)}",
+        code, _, err = launched(capsys, f"--manifest={csv_manifest(day, day_rows)}",
                                 f"--output_dir={out}", "--name=pets", "--incremental=true", "--overwrite=false",
                                 shards, *extra)
         assert code == 0, err
@@ -94,12 +95,14 @@ def test_the_entry_point_builds_by_default_and_compacts_with_command_compact(row
     assert compaction.metadata(out)["build_id"] == meta["build_id"]
 
 
-def test_the_entry_point_refuses_an_unknown_command_and_bad_values_in_one_line(rows, shardsmith, capsys, tmp_path):
+def test_the_entry_point_refuses_an_unknown_command_and_bad_values_in_one_line(version_rows, shardsmith, csv_manifest,
+                                                                              capsys, tmp_path):
+    rows = version_rows()
     code, _, err = launched(capsys, "--command=rebuild", f"--output_dir={tmp_path}")
     assert code == 2 and err.strip().splitlines() == [
         "shardsmith: error: --command=rebuild: the template's command must be one of build, compact"]
     out = tmp_path / "one"
-    compaction.incremental(shardsmith, tmp_path, out, "m", rows[:30])
+    compaction.incremental(shardsmith, csv_manifest, out, "m", rows[:30])
     for bad, message in (("--compact_after=0", "--compact_after must be at least 1"),
                          ("--keep_builds=0", "--keep_builds must be at least 1"),
                          ("--num_shards=2", "compact: unknown flag --num_shards=2")):
