@@ -29,16 +29,19 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TypeVar
 
-from shardsmith.storage import open_read
-from shardsmith.storage.local_files import NotARegularFile, OutsideAllowedPrefixes
+from shardsmith import storage
+from shardsmith.storage.local_files import (
+    READ_CHUNK_BYTES,
+    NotARegularFile,
+    OutsideAllowedPrefixes,
+    read_regular_file,
+)
 
 VALIDATE_MODES = ("header", "decode")
 # libjpeg's smallest DCT scale: 1/8 in each dimension.
 JPEG_VALIDATION_SCALE = 8
 # Pillow's own default limit; larger images are error rows (decompression bombs), never an out-of-memory.
 DEFAULT_MAX_PIXELS = 89_478_485
-# Reads of a file whose size is not known beforehand go this many bytes at a time.
-READ_CHUNK_BYTES = 1 << 20
 
 # (Pillow format, Pillow mode) -> channels from tf.io.decode_image; GIF, PNG and BMP are handled apart.
 _CHANNELS = {
@@ -273,24 +276,26 @@ def read_input_file(uri: str, max_bytes: int, expected_size: int = -1, allowed_p
 
     `expected_size` (from the size lookup) sizes the first read: asking for max_bytes at once would make
     Python allocate a buffer of max_bytes (64 MiB by default) for every image, which costs more than the read."""
-    first = expected_size + 1 if 0 <= expected_size < max_bytes else READ_CHUNK_BYTES
+    first = min(expected_size + 1 if 0 <= expected_size < max_bytes else READ_CHUNK_BYTES, max_bytes + 1)
     try:
-        opened = open_read(uri, allowed_prefixes)
+        if not storage.is_remote(uri):
+            data = read_regular_file(uri, allowed_prefixes, first, max_bytes)
+        else:
+            with storage.open_read(uri) as f:
+                chunks = [f.read(first)]
+                total = len(chunks[0])
+                while chunks[-1] and total <= max_bytes:
+                    chunks.append(f.read(min(READ_CHUNK_BYTES, max_bytes + 1 - total)))
+                    total += len(chunks[-1])
+            data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
     except NotARegularFile as e:
         raise ImageRejected("file is not a regular file" if what == "image" else f"{what} file is not a regular file",
                             e.kind) from None
     except OutsideAllowedPrefixes:
         raise ImageRejected(f"{what} URI is outside --allowed_prefixes", uri) from None
-    with opened as f:
-        chunks = [f.read(min(first, max_bytes + 1))]
-        total = len(chunks[0])
-        while chunks[-1] and total <= max_bytes:
-            chunks.append(f.read(min(READ_CHUNK_BYTES, max_bytes + 1 - total)))
-            total += len(chunks[-1])
-    if total > max_bytes:
+    if len(data) > max_bytes:
         raise ImageRejected("file is larger than --max_image_bytes", f"more than {max_bytes} bytes")
-    chunks = [chunk for chunk in chunks if chunk]
-    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+    return data
 
 
 T = TypeVar("T")

@@ -51,6 +51,7 @@ from shardsmith.format.naming import TEMP_PREFIX, index_file_name, row_list_name
 from shardsmith.format.record_file import TFRECORD, RecordFileFormat
 from shardsmith.format.record_index import RecordIndex
 from shardsmith.format.row_list import ListedRow, row_list_bytes
+from shardsmith.storage.local_files import write_pieces
 
 STAGE = "load"
 # Remote images read ahead of the writer; bounds memory per shard writer while hiding object-store latency.
@@ -292,7 +293,8 @@ class HashedFile:
     `FileSystems.create(..., compression_type=GZIP)` writes them (shardsmith.storage.gzip_writer)."""
 
     def __init__(self, path: str, *, gzip_compressed: bool):
-        self._raw = _HashingWriter(storage.create(path, gzip_compressed=gzip_compressed))
+        file = storage.create(path, gzip_compressed=gzip_compressed)
+        self._raw = _HashingWriter(file, None if storage.is_remote(path) else file.fileno())
         self._stream = storage.gzip_writer(self._raw, path) if gzip_compressed else self._raw
 
     def write(self, data: bytes) -> None:
@@ -324,10 +326,14 @@ class HashedFile:
 
 
 class _HashingWriter:
-    """A binary file's writer that checksums what it writes; every other attribute is the file's. Closes once."""
+    """A binary file's writer that checksums what it writes; every other attribute is the file's. Closes once.
+    With `fd` (a local file's descriptor), `write_all` hands a record's pieces to the kernel in one call (about
+    2.5 us less per record than writing them one by one through the file's buffer, tests/benchmarks/
+    writer_cpu.py), after whatever `write` left in the buffer."""
 
-    def __init__(self, file):
+    def __init__(self, file, fd: int | None = None):
         self._file = file
+        self._fd = fd
         self.digest = Crc32c()
         self._closed = False
 
@@ -336,10 +342,18 @@ class _HashingWriter:
         return self._file.write(data)
 
     def write_all(self, pieces: Iterable[bytes]) -> None:
-        update, write = self.digest.update, self._file.write
+        update = self.digest.update
+        if self._fd is None:
+            write = self._file.write
+            for piece in pieces:
+                update(piece)
+                write(piece)
+            return
+        pieces = tuple(pieces)
         for piece in pieces:
             update(piece)
-            write(piece)
+        self._file.flush()
+        write_pieces(self._fd, pieces)
 
     def close(self) -> None:
         if not self._closed:

@@ -15,8 +15,11 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Sequence
 from typing import BinaryIO
 
+# Reads of a file whose size is not known beforehand go this many bytes at a time.
+READ_CHUNK_BYTES = 1 << 20
 _OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0)
 
 
@@ -55,6 +58,34 @@ def open_regular_file(path: str, allowed_prefixes: tuple[str, ...] = ()) -> Bina
     """The local file at `path`, opened for binary reading, if the opened file is a regular file and, when
     `allowed_prefixes` (real paths ending in "/") are given, its real path lies under one of them. Never waits on
     a named pipe. Raises NotARegularFile, OutsideAllowedPrefixes, or the OSError of the open itself."""
+    fd, _ = _open_checked(path, allowed_prefixes)
+    # O_NONBLOCK means nothing for a regular file's reads; it stays set. Unbuffered: callers read in sizes they
+    # choose, and a buffer would only be one more copy.
+    return os.fdopen(fd, "rb", buffering=0)
+
+
+def read_regular_file(path: str, allowed_prefixes: tuple[str, ...], first_read: int, max_bytes: int) -> bytes:
+    """The bytes of the local file at `path`, opened and judged as `open_regular_file` does, up to the first read
+    past `max_bytes` (the caller sees the length and rejects it). The first read asks for `first_read` bytes; when
+    it returns fewer, and as many as the opened file held (its fstat), that was the end of the file, and no second
+    read asks again: one read per image when `first_read` is the size looked up before, plus one. Costs about 3 us
+    less per image than reading through a file object (tests/benchmarks/writer_cpu.py)."""
+    fd, opened = _open_checked(path, allowed_prefixes)
+    try:
+        data = os.read(fd, first_read)
+        if len(data) < first_read and len(data) == opened.st_size:
+            return data
+        chunks, total = [data], len(data)
+        while chunks[-1] and total <= max_bytes:
+            chunks.append(os.read(fd, min(READ_CHUNK_BYTES, max_bytes + 1 - total)))
+            total += len(chunks[-1])
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _open_checked(path: str, allowed_prefixes: tuple[str, ...]) -> tuple[int, os.stat_result]:
+    """`open_regular_file`'s descriptor and the fstat it judged, the descriptor the caller's to close."""
     fd = os.open(path, _OPEN_FLAGS)
     try:
         opened = os.fstat(fd)
@@ -64,9 +95,7 @@ def open_regular_file(path: str, allowed_prefixes: tuple[str, ...] = ()) -> Bina
             real = _real_path_of(fd, path, opened)
             if real is None or not real.startswith(allowed_prefixes):
                 raise OutsideAllowedPrefixes(path)
-        # O_NONBLOCK means nothing for a regular file's reads; it stays set. Unbuffered: callers read in sizes
-        # they choose, and a buffer would only be one more copy.
-        return os.fdopen(fd, "rb", buffering=0)
+        return fd, opened
     except BaseException:
         os.close(fd)
         raise
@@ -85,3 +114,16 @@ def _real_path_of(fd: int, path: str, opened: os.stat_result) -> str | None:
     except OSError:
         return None
     return real if (now.st_dev, now.st_ino) == (opened.st_dev, opened.st_ino) else None
+
+
+def write_pieces(fd: int, pieces: Sequence[bytes]) -> None:
+    """Writes `pieces` one after the other at the descriptor's position, in one `writev` when the kernel takes them
+    all (it may take fewer bytes: the rest follows, from where it stopped)."""
+    left = list(pieces)
+    while left:
+        written = os.writev(fd, left)
+        while left and written >= len(left[0]):
+            written -= len(left[0])
+            left.pop(0)
+        if written:
+            left[0] = memoryview(left[0])[written:]

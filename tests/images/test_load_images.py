@@ -358,6 +358,20 @@ def test_read_bytes_reads_whole_files_and_refuses_larger_than_the_limit(tmp_path
     assert "larger than --max_image_bytes" in error.reason
 
 
+@pytest.mark.parametrize("expected_size", [-1, 0, 1, 99_999, 100_000, 100_001, 3 << 20])
+def test_read_bytes_reads_the_file_as_it_is_whatever_size_was_looked_up(tmp_path, expected_size):
+    # A size looked up before the read is only a hint for the first read: a file that grew or shrank since is
+    # read whole, and one of more than a read chunk (1 MiB) whose size is not known is read chunk by chunk.
+    for size in (100_000, (1 << 20) + 7, 3 << 20):
+        path = tmp_path / f"{size}.bin"
+        payload = random.Random(size).randbytes(size)
+        path.write_bytes(payload)
+        assert read_input_file(str(path), 64 << 20, expected_size) == payload
+        assert read_input_file(str(path), size, expected_size) == payload
+        error = pytest.raises(ImageRejected, read_input_file, str(path), size - 1, expected_size).value
+        assert "larger than --max_image_bytes" in error.reason
+
+
 def test_read_bytes_never_decompresses(tmp_path):
     import gzip
 

@@ -12,7 +12,7 @@ import google_crc32c
 import pytest
 
 from shardsmith import storage
-from shardsmith.storage.local_files import NotARegularFile, OutsideAllowedPrefixes
+from shardsmith.storage.local_files import NotARegularFile, OutsideAllowedPrefixes, write_pieces
 
 BUCKET = "shardsmith-storage"
 
@@ -119,6 +119,35 @@ def _open_error(path: str) -> Exception | None:
     except Exception as e:  # noqa: BLE001 (the test asserts which)
         return e
     return None
+
+
+@pytest.mark.parametrize("most_per_call", [1, 5, 12, 1000, None])
+def test_pieces_are_written_whole_and_in_order_however_few_bytes_each_writev_takes(tmp_path, monkeypatch,
+                                                                                    most_per_call):
+    # The kernel may take fewer bytes than a writev was given (a signal, a full disk's last blocks): the rest
+    # follows from where it stopped. A real writev, limited to `most_per_call` bytes a call.
+    writev = os.writev
+
+    def short_writev(fd, buffers):
+        if most_per_call is None:
+            return writev(fd, buffers)
+        taken, left = [], most_per_call
+        for buffer in buffers:
+            if left == 0:
+                break
+            taken.append(memoryview(buffer)[:left])
+            left -= len(taken[-1])
+        return writev(fd, taken)
+
+    monkeypatch.setattr(os, "writev", short_writev)
+    pieces = [b"head", b"", random.Random(5).randbytes(3000), b"x", b"tail"]
+    path = tmp_path / "pieces.bin"
+    with open(path, "wb") as f:
+        f.write(b"before:")
+        f.flush()
+        write_pieces(f.fileno(), pieces)
+        write_pieces(f.fileno(), pieces[::-1])
+    assert path.read_bytes() == b"before:" + b"".join(pieces) + b"".join(pieces[::-1])
 
 
 def test_local_gzip_is_the_bytes_gzip_writes_with_no_name_and_no_time(tmp_path):
