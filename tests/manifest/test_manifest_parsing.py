@@ -281,9 +281,9 @@ def test_a_relative_uri_resolves_as_normpath_of_the_join_whatever_its_segments()
     """Whatever the manifest's folder and the URI's segments (empty, ".", ".."), the same path as normpath of
     the join."""
     bases = ["/data/set", "/data/set/", "/data/./set", "/data//set", "/data/x/../set", "data", "./data", "", "/",
-             ".", "..", "../up"]
+             ".", "..", "../up", "//srv/data", "///srv", "/a/b/..", "x/.", "data/", "a..b"]
     uris = ["a.jpg", "img/a.jpg", "img//a.jpg", "img/./a.jpg", "img/../a.jpg", "img/", "./a.jpg", "../a.jpg",
-            "a.jpg/.", "a.jpg/..", ".", "..", "...", ".hidden/a.jpg"]
+            "a.jpg/.", "a.jpg/..", ".", "..", "...", ".hidden/a.jpg", "img/.a.jpg", "a..b/c.jpg", "img/a.jpg."]
     for base in bases:
         for uri in uris:
             expected = posixpath.normpath(posixpath.join(base.rstrip("/"), uri))
