@@ -31,6 +31,7 @@ from apache_beam.utils.windowed_value import WindowedValue
 
 from shardsmith.core.rows import SealedBatch
 from shardsmith.core.shard_file import ShardOutcome, WriterConfig, write_shard_file
+from shardsmith.core.split_shard import cut, join_parts, num_parts, write_part
 from transforms import ERRORS
 from transforms.metrics import count_written, rejected
 from transforms.place import ShardPlan
@@ -104,7 +105,7 @@ class WriteShardFn(beam.DoFn):
     def _submit(self, split: str, shard: int, batches: list[SealedBatch]):
         """Hands a shard to the writer processes; yields the outputs of those that finished meanwhile (and of
         the oldest, while too many are queued)."""
-        self._pending.append(self._pool.submit(self._config, split, shard, batches))
+        self._pending.append(self._pool.submit(write_shard_file, self._config, split, shard, batches))
         while self._pending and (
             self._pending[0].done() or len(self._pending) > self._pool.processes * (1 + EXTRA_SHARDS_QUEUED_PER_PROCESS)
         ):
@@ -112,14 +113,32 @@ class WriteShardFn(beam.DoFn):
 
     def finish_bundle(self):
         """The shards held back, largest first: the last shards written, each by one process while the others may
-        have none left, are the smallest seen (Graham's LPT order, over a window of held-back shards). A shard's
-        bytes do not depend on when it is written."""
+        have none left, are the smallest seen (Graham's LPT order, over a window of held-back shards). The very
+        last is cut into one part per writer process, written at once and joined (shardsmith/core/split_shard.py),
+        so that no process writes it alone while the others wait. A shard's bytes do not depend on when it is
+        written, nor on whether it was written in parts."""
         self._waiting.sort(key=lambda waiting: waiting[:3])
+        last = self._waiting.pop() if self._waiting else None
         for _, split, shard, batches in self._waiting:
             yield from map(_in_global_windows_of, self._submit(split, shard, batches))
         self._waiting = []
+        split_last = None
+        if last is not None:
+            rows, split, shard, batches = -last[0], *last[1:]
+            parts = num_parts(self._config, rows, self._pool.processes)
+            if parts > 1:
+                split_last = (split, shard, [self._pool.submit(write_part, self._config, split, shard, part)
+                                             for part in cut(batches, parts)])
+            else:
+                yield from map(_in_global_windows_of, self._submit(split, shard, batches))
         while self._pending:
             yield from map(_in_global_windows_of, _outputs(self._pending.popleft().result()))
+        if split_last is not None:
+            split, shard, written = split_last
+            parts = [part.result() for part in written]
+            num_shards = parts[0].records.outcome.result.num_shards
+            outcome = join_parts(self._config, split, shard, num_shards, parts)
+            yield from map(_in_global_windows_of, _outputs(outcome))
 
     def teardown(self):
         if self._pool is not None:

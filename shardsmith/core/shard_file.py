@@ -158,61 +158,101 @@ def write_shard_file(config: WriterConfig, split: str, shard: int, dealt: Iterab
     (the temporary file is removed)."""
     if config.lock is not None:
         config.lock.check()
-    ordered = sorted((p for rows in dealt for p in rows), key=lambda p: p.order_key)
-    num_shards = ordered[0].num_shards
-    final_name = shard_file_name(config.name, split, shard, num_shards, config.records.compression,
-                                 config.generation, config.file_format)
-    output = ShardOutput(config.output_dir, final_name, config.records.compression)
-    label_counts: Counter[str] = Counter()
-    num_rows = 0
-    first_key: str | None = None  # image/key/sha256 of the shard's first record (None: the shard holds none)
-    index = RecordIndex()  # offsets as framed: the index file is never computed by reading the shard back
-    listed: list[ListedRow] = []
-    outcome = ShardOutcome(ShardResult(split, shard, num_shards, final_name, 0, 0))
-    written = progress_signal.Tally(progress_signal.IMAGES_WRITTEN)
-    faults_armed = fault_injection.armed()
-    frame_chunks = config.file_format.frame_chunks
+    ordered = placed_in_order(dealt)
+    output = shard_output(config, split, ordered)
     try:
         with output.open_temporary() as out:
-            for loaded in _loaded_in_order(ordered, config):
-                row = loaded.placed.row
-                if loaded.error is not None:
-                    outcome.errors.append(ErrorRow.for_row(row, STAGE, loaded.error.reason, loaded.error.detail))
-                    progress_signal.add(progress_signal.IMAGES_REJECTED)
-                    continue
-                record = image_example_chunks(row, loaded.data, loaded.info, loaded.sha256,
-                                              config.records.image_mode, loaded.mask)
-                outcome.digests.append(ImageDigest(loaded.sha256, split, row.uri, row.source_index, row.line))
-                outcome.image_sizes.append(loaded.source_size)
-                if loaded.signature is not None:
-                    outcome.signatures.append(HashedImage(loaded.signature, split, row.label, row.uri,
-                                                          row.source_index, row.line))
-                head, tail = frame_chunks(record)
-                out.write_all((head, *record, tail))
-                index.add(sum(map(len, record)))
-                if first_key is None:
-                    first_key = loaded.sha256
-                label_counts[row.label] += 1
-                num_rows += len(row.lines)
-                if config.list_rows:  # the signature too, so that a later night compares new images with it
-                    listed.append(ListedRow(row_identity(row), len(row.lines), row.label, row.size, row.uri,
-                                            loaded.sha256, signature_text(loaded.signature) if loaded.signature
-                                            else ""))
-                written.add()
-                if faults_armed:
-                    fault_injection.reached("mid_shard")
-                    fault_injection.reached(fault_injection.WRITER_KILLED)
-            written.flush()
-        index_file = output.finish(config, index, listed if config.list_rows else None)
+            records = write_records(config, split, ordered, out)
+        index_file = output.finish(config, records.index, records.listed if config.list_rows else None)
     except BaseException:
         output.discard_temporary()  # a retry writes its own temporary file; do not leave this one behind
         raise
-    num_bytes = output.publish()
-    fault_injection.reached("after_shards")
-    outcome.result = ShardResult(split, shard, num_shards, final_name, sum(label_counts.values()), num_bytes,
-                                 dict(sorted(label_counts.items())), num_rows, output.crc32c, first_key,
-                                 index_file)
-    return outcome
+    return records.published(output, index_file, split, shard, ordered[0].num_shards)
+
+
+def placed_in_order(dealt: Iterable[Iterable[PlacedRow]]) -> list[PlacedRow]:
+    """A shard's rows, from any number of lists, in record order."""
+    return sorted((p for rows in dealt for p in rows), key=lambda p: p.order_key)
+
+
+def shard_output(config: WriterConfig, split: str, ordered: list[PlacedRow]) -> ShardOutput:
+    """A new temporary file of the shard that `ordered` (not empty) is placed in."""
+    final_name = shard_file_name(config.name, split, ordered[0].shard, ordered[0].num_shards,
+                                 config.records.compression, config.generation, config.file_format)
+    return ShardOutput(config.output_dir, final_name, config.records.compression)
+
+
+@dataclass
+class ShardRecords:
+    """What writing a run of a shard's rows produced besides its bytes: the outcome's errors, digests, sizes and
+    signatures; the records' label counts, manifest lines, first key and index; and their row list entries."""
+
+    outcome: ShardOutcome
+    label_counts: Counter[str] = field(default_factory=Counter)
+    num_rows: int = 0
+    first_key: str | None = None  # image/key/sha256 of the first record (None: no record was written)
+    index: RecordIndex = field(default_factory=RecordIndex)  # offsets as framed, never read back from the file
+    listed: list[ListedRow] = field(default_factory=list)
+
+    def then(self, later: ShardRecords) -> ShardRecords:
+        """These records followed by `later`'s, written right after them in the same file."""
+        outcome, also = self.outcome, later.outcome
+        index = RecordIndex(list(self.index.offsets), list(self.index.lengths))
+        index.offsets += [offset + self.index.end for offset in later.index.offsets]
+        index.lengths += later.index.lengths
+        return ShardRecords(
+            ShardOutcome(outcome.result, outcome.errors + also.errors, ImageDigests(outcome.digests + also.digests),
+                         outcome.image_sizes + also.image_sizes, outcome.signatures + also.signatures),
+            self.label_counts + later.label_counts, self.num_rows + later.num_rows,
+            self.first_key if self.first_key is not None else later.first_key, index, self.listed + later.listed)
+
+    def published(self, output: ShardOutput, index_file: str | None, split: str, shard: int,
+                  num_shards: int) -> ShardOutcome:
+        """Renames the shard's file into place; the outcome of writing it."""
+        num_bytes = output.publish()
+        fault_injection.reached("after_shards")
+        self.outcome.result = ShardResult(split, shard, num_shards, output.final_name, sum(self.label_counts.values()),
+                                          num_bytes, dict(sorted(self.label_counts.items())), self.num_rows,
+                                          output.crc32c, self.first_key, index_file)
+        return self.outcome
+
+
+def write_records(config: WriterConfig, split: str, ordered: list[PlacedRow], out: HashedFile) -> ShardRecords:
+    """Reads, checks and encodes the images of `ordered` and writes their framed records to `out`, in order."""
+    records = ShardRecords(ShardOutcome(ShardResult(split, ordered[0].shard, ordered[0].num_shards, "", 0, 0)))
+    outcome, label_counts, index, listed = records.outcome, records.label_counts, records.index, records.listed
+    written = progress_signal.Tally(progress_signal.IMAGES_WRITTEN)
+    faults_armed = fault_injection.armed()
+    frame_chunks = config.file_format.frame_chunks
+    for loaded in _loaded_in_order(ordered, config):
+        row = loaded.placed.row
+        if loaded.error is not None:
+            outcome.errors.append(ErrorRow.for_row(row, STAGE, loaded.error.reason, loaded.error.detail))
+            progress_signal.add(progress_signal.IMAGES_REJECTED)
+            continue
+        record = image_example_chunks(row, loaded.data, loaded.info, loaded.sha256, config.records.image_mode,
+                                      loaded.mask)
+        outcome.digests.append(ImageDigest(loaded.sha256, split, row.uri, row.source_index, row.line))
+        outcome.image_sizes.append(loaded.source_size)
+        if loaded.signature is not None:
+            outcome.signatures.append(HashedImage(loaded.signature, split, row.label, row.uri, row.source_index,
+                                                  row.line))
+        head, tail = frame_chunks(record)
+        out.write_all((head, *record, tail))
+        index.add(sum(map(len, record)))
+        if records.first_key is None:
+            records.first_key = loaded.sha256
+        label_counts[row.label] += 1
+        records.num_rows += len(row.lines)
+        if config.list_rows:  # the signature too, so that a later night compares new images with it
+            listed.append(ListedRow(row_identity(row), len(row.lines), row.label, row.size, row.uri, loaded.sha256,
+                                    signature_text(loaded.signature) if loaded.signature else ""))
+        written.add()
+        if faults_armed:
+            fault_injection.reached("mid_shard")
+            fault_injection.reached(fault_injection.WRITER_KILLED)
+    written.flush()
+    return records
 
 
 def write_index_file(config: WriterConfig, shard_name: str, index: RecordIndex) -> str | None:
@@ -244,12 +284,13 @@ class ShardOutput:
     is computed from the bytes as they are written (`crc32c`, once the file is closed), never by reading it
     back."""
 
-    def __init__(self, output_dir: str, final_name: str, compression: str):
+    def __init__(self, output_dir: str, final_name: str, compression: str, temp_path: str | None = None):
         self.final_name = final_name
         self.final_path = storage.join(output_dir, final_name)
-        self.temp_path = storage.join(output_dir, f"{TEMP_PREFIX}{final_name}.{uuid.uuid4().hex}")
+        self.temp_path = temp_path or storage.join(output_dir, f"{TEMP_PREFIX}{final_name}.{uuid.uuid4().hex}")
         self._gzip = compression == "gzip"
         self._file: HashedFile | None = None
+        self.checksum: str | None = None  # set by whoever completed the file otherwise than through open_temporary
 
     def open_temporary(self) -> HashedFile:
         claim(self.final_path)  # listed in the build's record (with its temporary names) before it is written
@@ -258,7 +299,7 @@ class ShardOutput:
 
     @property
     def crc32c(self) -> str:
-        return self._file.hexdigest()
+        return self.checksum if self.checksum is not None else self._file.hexdigest()
 
     def finish(self, config: WriterConfig, index: RecordIndex, rows: list[ListedRow] | None) -> str | None:
         """After the last record: the shard's index file and (with `rows`) its row list, written beside it before

@@ -1,12 +1,14 @@
 """Shard writer processes for local runs: N plain Python processes (`python -m shardsmith.core.shard_worker`), each
-writing whole shards with shardsmith/core/shard_file.py, so that writing uses every core of the machine.
+writing whole shards with shardsmith/core/shard_file.py (or a part of one, shardsmith/core/split_shard.py), so that
+writing uses every core of the machine.
 
 Why not Beam's multi_processing mode: its workers import Beam and every module of the graph (0.2 GB each, 0.7
 GB more where tensorflow-transform's steps land) and, measured here, start in seconds; these import Pillow,
 protobuf and crc32c only. Why not multiprocessing: its spawn and forkserver start methods import the parent's
 __main__ module (here, the CLI and Beam) in every child.
 
-Jobs and replies are pickles framed by an 8-byte length on the worker's stdin and stdout. A worker that dies
+Jobs and replies are pickles framed by an 8-byte length on the worker's stdin and stdout. A job is (function,
+config, split, shard, rows): one of the writing functions above, by reference, and its arguments. A worker that dies
 (killed, out of memory) while it holds a shard is replaced, and the new process writes that shard once more from
 scratch (the local runner does not retry a failed bundle); a second death on the same shard fails the build,
 naming the shard. A worker that gives no answer within SHARD_DEADLINE_S is killed and its shard fails. A build
@@ -68,9 +70,9 @@ def _receive(stream: BinaryIO):
 
 
 def main() -> None:
-    """The worker: (config, split, shard, rows) jobs in, ("ok", ShardOutcome) or ("error", text) replies out."""
+    """The worker: (function, config, split, shard, rows) jobs in, ("ok", what the function returned) or ("error",
+    text) replies out."""
     orphaned_writers.die_with_parent()
-    from shardsmith.core.shard_file import write_shard_file
 
     jobs = sys.stdin.buffer
     replies = os.fdopen(os.dup(1), "wb")
@@ -81,7 +83,7 @@ def main() -> None:
         except EOFError:
             return
         try:
-            reply = ("ok", write_shard_file(*job))
+            reply = ("ok", job[0](*job[1:]))
         except Exception as e:
             reply = ("error", f"{type(e).__name__}: {e}\n{traceback.format_exc()}")
         _send(replies, reply)
@@ -296,16 +298,20 @@ def _reap(worker: subprocess.Popen) -> int:
 
 
 class _Described:
-    """'train shard 3 of 8' for a job (config, split, shard, lists of rows), worked out only when a message is
-    written: the shard count is in the rows, and a SealedBatch unpickles them to tell it."""
+    """'train shard 3 of 8' for a job (function, config, split, shard, rows: lists of rows, or one list, a part of
+    the shard), worked out only when a message is written: the shard count is in the rows, and a SealedBatch
+    unpickles them to tell it."""
 
     def __init__(self, job):
         self._job = job
 
     def __str__(self) -> str:
-        _, split, shard, dealt = self._job
-        num_shards = next((row.num_shards for rows in dealt if len(rows) for row in rows), "?")
-        return f"{split} shard {shard + 1} of {num_shards}"
+        function, _, split, shard, rows = self._job
+        first = next(iter(rows), None)
+        dealt = rows if first is None or hasattr(first, "__iter__") else [rows]
+        num_shards = next((row.num_shards for batch in dealt if len(batch) for row in batch), "?")
+        part = " (a part of it)" if function.__name__ == "write_part" else ""
+        return f"{split} shard {shard + 1} of {num_shards}{part}"
 
 
 if __name__ == "__main__":

@@ -39,6 +39,28 @@ class Crc32c:
         return f"{self._crc:08x}"
 
 
+# Zero bytes hashed at a time by `crc32c_of_joined`: a buffer reused, never one as long as the second file.
+ZERO_CHUNK_BYTES = 1 << 20
+_FINAL_XOR = 0xFFFFFFFF  # CRC32C's initial value and final XOR
+
+
+def crc32c_of_joined(first: int, second: int, second_length: int) -> int:
+    """The CRC32C of two byte strings one after the other, from each one's CRC32C and the second's length, without
+    the bytes: the CRC is linear in its register, so it is the second's, XOR the first's register carried over
+    `second_length` zero bytes (a CRC32C continued over them from the first's value with its final XOR undone,
+    then redone). Costs one pass of the CRC32C instruction over that many zero bytes (about 3 ms for 50 MB)."""
+    import google_crc32c
+
+    register = first ^ _FINAL_XOR
+    left = second_length
+    zero_chunk = bytes(min(ZERO_CHUNK_BYTES, second_length))
+    while left:
+        chunk = zero_chunk if left >= len(zero_chunk) else zero_chunk[:left]
+        register = google_crc32c.extend(register, chunk)
+        left -= len(chunk)
+    return register ^ _FINAL_XOR ^ second
+
+
 @dataclass(frozen=True)
 class ShardChecksum:
     """The checksum a shard's metadata entry records: its kind (`crc32c` or `sha256`) and hex value."""

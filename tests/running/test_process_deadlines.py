@@ -11,7 +11,7 @@ from pathlib import Path
 
 from shardsmith.core.fault_injection import FAULT_ENV, WRITER_KILLED_ALWAYS
 from shardsmith.core.rows import ManifestRow, PlacedRow
-from shardsmith.core.shard_file import WriterConfig
+from shardsmith.core.shard_file import WriterConfig, write_shard_file
 from shardsmith.core.shard_worker import ShardWriterPool
 from transforms.place import order_key
 
@@ -68,7 +68,8 @@ def test_a_writer_that_stops_answering_is_killed_at_its_deadline(label_sorted_se
     try:
         (writer,) = _writer_pids()
         os.kill(writer, signal.SIGSTOP)
-        job = pool.submit(WriterConfig(str(tmp_path), "pets"), "train", 0, [_placed_rows(label_sorted_set, 10)])
+        job = pool.submit(write_shard_file, WriterConfig(str(tmp_path), "pets"), "train", 0,
+                          [_placed_rows(label_sorted_set, 10)])
         started = time.monotonic()
         error = _within(30, job.result)
         assert isinstance(error, RuntimeError), error
@@ -83,7 +84,8 @@ def test_a_writer_killed_twice_on_one_shard_fails_it_naming_the_shard(label_sort
     monkeypatch.setenv(FAULT_ENV, f"{WRITER_KILLED_ALWAYS}:3")
     pool = ShardWriterPool(1)
     try:
-        job = pool.submit(WriterConfig(str(tmp_path), "pets"), "train", 0, [_placed_rows(label_sorted_set, 10)])
+        job = pool.submit(write_shard_file, WriterConfig(str(tmp_path), "pets"), "train", 0,
+                          [_placed_rows(label_sorted_set, 10)])
         error = _within(60, job.result)
     finally:
         pool.close()
@@ -111,7 +113,7 @@ def test_a_reply_the_launcher_cannot_read_fails_its_shard_at_once_and_the_writer
         config, rows = WriterConfig(str(tmp_path / "out"), "pets"), [_placed_rows(label_sorted_set, 5)]
         for _ in range(2):
             started = time.monotonic()
-            error = _within(40, pool.submit(config, "train", 0, rows).result)
+            error = _within(40, pool.submit(write_shard_file, config, "train", 0, rows).result)
             assert isinstance(error, RuntimeError), error
             text = str(error)
             assert "train shard 1 of 1" in text and "_only_in_the_writer" in text and "run the same command" in text

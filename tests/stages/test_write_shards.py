@@ -23,7 +23,7 @@ from PIL import Image
 
 from shardsmith.core.rows import ErrorRow, ImageDigest, ManifestRow, PlacedRow, ShardResult
 from shardsmith.core.settings import RecordSettings
-from shardsmith.core.shard_file import WriterConfig
+from shardsmith.core.shard_file import WriterConfig, write_shard_file
 from shardsmith.format.example import EXAMPLE_KEYS
 from shardsmith.format.naming import TEMP_PREFIX, shard_file_name
 from shardsmith.format.tfrecord import frame
@@ -240,10 +240,10 @@ def test_a_writer_process_killed_between_shards_is_replaced_and_the_next_shard_w
     rows = [_placed(tmp_path, f"{i}.jpg", data, "cat", i, 0, i) for i in range(3)]
     pool = ShardWriterPool(1)
     try:
-        outcome = pool.submit(WriterConfig(str(tmp_path), "ok"), "train", 0, [rows]).result()
+        outcome = pool.submit(write_shard_file, WriterConfig(str(tmp_path), "ok"), "train", 0, [rows]).result()
         assert outcome.result.num_examples == 3 and not outcome.errors
         pool._workers[0].kill()
-        again = pool.submit(WriterConfig(str(tmp_path), "again"), "train", 0, [rows]).result()
+        again = pool.submit(write_shard_file, WriterConfig(str(tmp_path), "again"), "train", 0, [rows]).result()
     finally:
         pool.close()
     assert again.result.num_examples == 3
