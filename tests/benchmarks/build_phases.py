@@ -13,8 +13,9 @@ turns, with the moments below noted from inside the launcher:
                  on the launcher's one core while the other cores wait (no shard can start before the last row
                  is placed)
     writing      the writers' start to the last shard written
-    last alone   the last shard's end minus the one before it: roughly how long one writer wrote while another
-                 had nothing left (shards are written whole, one per writer process)
+    last shard   the last shard's end minus the one before it: the last shard handed out is written in parts by
+                 every writer at once, then joined in the launcher (shardsmith/core/split_shard.py)
+    join         of which the join (0 when the last shard was written whole)
     after        the last shard to the command's return (summaries, the report, publishing)
 
 Then the medians per size and, per extra row, (large - small) / (rows at large - rows at small) for each phase.
@@ -36,7 +37,7 @@ from corpora import BUILD_DEADLINE_S, manifest_rows  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 NO_WRITER_PROCESSES = 3  # the probe's exit status for a build that started no writer processes
-PHASES = ("start-up", "rows", "writing", "last alone", "after", "total")
+PHASES = ("start-up", "rows", "writing", "last shard", "join", "after", "total")
 PROBE = f"""
 import sys, time
 started = time.monotonic()
@@ -58,6 +59,15 @@ def noted_outputs(outcome):
     return outputs(outcome)
 write_shards._outputs = noted_outputs
 
+join_parts = write_shards.join_parts
+def noted_join(*args):
+    started = time.monotonic()
+    try:
+        return join_parts(*args)
+    finally:
+        marks["join"] = time.monotonic() - started
+write_shards.join_parts = noted_join
+
 batches = read_manifest.ReadSourceFn._batches
 def noted_batches(self, source):
     marks.setdefault("read", time.monotonic())
@@ -72,7 +82,7 @@ if code or "writers" not in marks or len(marks["done"]) < 2:
     sys.exit(code or {NO_WRITER_PROCESSES})
 done = sorted(marks["done"])
 print(marks["read"] - started, marks["writers"] - marks["read"], done[-1] - marks["writers"], done[-1] - done[-2],
-      ended - done[-1], ended - started)
+      marks.get("join", 0.0), ended - done[-1], ended - started)
 """
 
 
