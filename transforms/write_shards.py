@@ -127,17 +127,14 @@ class WriteShardFn(beam.DoFn):
             rows, split, shard, batches = -last[0], *last[1:]
             parts = num_parts(self._config, rows, self._pool.processes)
             if parts > 1:
-                split_last = (split, shard, [self._pool.submit(write_part, self._config, split, shard, part)
-                                             for part in cut(batches, parts)])
+                split_last = [self._pool.submit(write_part, self._config, split, shard, part)
+                              for part in cut(batches, parts)]
             else:
                 yield from map(_in_global_windows_of, self._submit(split, shard, batches))
         while self._pending:
             yield from map(_in_global_windows_of, _outputs(self._pending.popleft().result()))
         if split_last is not None:
-            split, shard, written = split_last
-            parts = [part.result() for part in written]
-            num_shards = parts[0].records.outcome.result.num_shards
-            outcome = join_parts(self._config, split, shard, num_shards, parts)
+            outcome = join_parts(self._config, [part.result() for part in split_last])
             yield from map(_in_global_windows_of, _outputs(outcome))
 
     def teardown(self):

@@ -35,6 +35,7 @@ from shardsmith.storage.local_files import (
     NotARegularFile,
     OutsideAllowedPrefixes,
     read_regular_file,
+    read_to_limit,
 )
 
 VALIDATE_MODES = ("header", "decode")
@@ -282,12 +283,7 @@ def read_input_file(uri: str, max_bytes: int, expected_size: int = -1, allowed_p
             data = read_regular_file(uri, allowed_prefixes, first, max_bytes)
         else:
             with storage.open_read(uri) as f:
-                chunks = [f.read(first)]
-                total = len(chunks[0])
-                while chunks[-1] and total <= max_bytes:
-                    chunks.append(f.read(min(READ_CHUNK_BYTES, max_bytes + 1 - total)))
-                    total += len(chunks[-1])
-            data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+                data = read_to_limit(f.read, first, max_bytes)
     except NotARegularFile as e:
         raise ImageRejected("file is not a regular file" if what == "image" else f"{what} file is not a regular file",
                             e.kind) from None

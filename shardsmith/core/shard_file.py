@@ -159,15 +159,15 @@ def write_shard_file(config: WriterConfig, split: str, shard: int, dealt: Iterab
     if config.lock is not None:
         config.lock.check()
     ordered = placed_in_order(dealt)
-    output = shard_output(config, split, ordered)
+    output = shard_output(config, split, shard, ordered[0].num_shards)
     try:
         with output.open_temporary() as out:
-            records = write_records(config, split, ordered, out)
+            records = write_records(config, split, shard, ordered, out)
         index_file = output.finish(config, records.index, records.listed if config.list_rows else None)
     except BaseException:
         output.discard_temporary()  # a retry writes its own temporary file; do not leave this one behind
         raise
-    return records.published(output, index_file, split, shard, ordered[0].num_shards)
+    return records.published(output, index_file)
 
 
 def placed_in_order(dealt: Iterable[Iterable[PlacedRow]]) -> list[PlacedRow]:
@@ -175,11 +175,12 @@ def placed_in_order(dealt: Iterable[Iterable[PlacedRow]]) -> list[PlacedRow]:
     return sorted((p for rows in dealt for p in rows), key=lambda p: p.order_key)
 
 
-def shard_output(config: WriterConfig, split: str, ordered: list[PlacedRow]) -> ShardOutput:
-    """A new temporary file of the shard that `ordered` (not empty) is placed in."""
-    final_name = shard_file_name(config.name, split, ordered[0].shard, ordered[0].num_shards,
-                                 config.records.compression, config.generation, config.file_format)
-    return ShardOutput(config.output_dir, final_name, config.records.compression)
+def shard_output(config: WriterConfig, split: str, shard: int, num_shards: int, temp_path: str | None = None
+                 ) -> ShardOutput:
+    """The output of shard `shard` of `num_shards` of `split`: a new temporary file, or `temp_path`."""
+    final_name = shard_file_name(config.name, split, shard, num_shards, config.records.compression, config.generation,
+                                 config.file_format)
+    return ShardOutput(config.output_dir, final_name, config.records.compression, temp_path)
 
 
 @dataclass
@@ -206,20 +207,23 @@ class ShardRecords:
             self.label_counts + later.label_counts, self.num_rows + later.num_rows,
             self.first_key if self.first_key is not None else later.first_key, index, self.listed + later.listed)
 
-    def published(self, output: ShardOutput, index_file: str | None, split: str, shard: int,
-                  num_shards: int) -> ShardOutcome:
+    def published(self, output: ShardOutput, index_file: str | None) -> ShardOutcome:
         """Renames the shard's file into place; the outcome of writing it."""
         num_bytes = output.publish()
         fault_injection.reached("after_shards")
-        self.outcome.result = ShardResult(split, shard, num_shards, output.final_name, sum(self.label_counts.values()),
-                                          num_bytes, dict(sorted(self.label_counts.items())), self.num_rows,
-                                          output.crc32c, self.first_key, index_file)
+        placed = self.outcome.result  # split, shard and shard count, set when the records were written
+        self.outcome.result = ShardResult(placed.split, placed.shard, placed.num_shards, output.final_name,
+                                          sum(self.label_counts.values()), num_bytes,
+                                          dict(sorted(self.label_counts.items())), self.num_rows, output.crc32c,
+                                          self.first_key, index_file)
         return self.outcome
 
 
-def write_records(config: WriterConfig, split: str, ordered: list[PlacedRow], out: HashedFile) -> ShardRecords:
-    """Reads, checks and encodes the images of `ordered` and writes their framed records to `out`, in order."""
-    records = ShardRecords(ShardOutcome(ShardResult(split, ordered[0].shard, ordered[0].num_shards, "", 0, 0)))
+def write_records(config: WriterConfig, split: str, shard: int, ordered: list[PlacedRow], out: HashedFile
+                  ) -> ShardRecords:
+    """Reads, checks and encodes the images of `ordered` (rows of shard `shard`) and writes their framed records to
+    `out`, in order."""
+    records = ShardRecords(ShardOutcome(ShardResult(split, shard, ordered[0].num_shards, "", 0, 0)))
     outcome, label_counts, index, listed = records.outcome, records.label_counts, records.index, records.listed
     written = progress_signal.Tally(progress_signal.IMAGES_WRITTEN)
     faults_armed = fault_injection.armed()

@@ -28,7 +28,6 @@ from shardsmith import storage
 from shardsmith.core.rows import PlacedRow, RowBatch, SealedBatch
 from shardsmith.core.shard_file import (
     ShardOutcome,
-    ShardOutput,
     ShardRecords,
     WriterConfig,
     placed_in_order,
@@ -36,7 +35,6 @@ from shardsmith.core.shard_file import (
     write_records,
 )
 from shardsmith.format.file_checksum import crc32c_of_joined
-from shardsmith.format.naming import shard_file_name
 
 # Each part holds at least this many rows (a shard of fewer than twice as many is written whole): a smaller part
 # saves less than handing it to another process and joining it costs.
@@ -51,12 +49,16 @@ class SplitShardError(RuntimeError):
 
 @dataclass
 class ShardPart:
-    """What writing one part left: its temporary file, that file's length and CRC32C, and its records."""
+    """What writing one part left: its temporary file, that file's CRC32C, and its records."""
 
     temp_path: str
-    length: int
     crc32c: int
     records: ShardRecords
+
+    @property
+    def length(self) -> int:
+        """The file's length as its writer left it: the end of its last record."""
+        return self.records.index.end
 
 
 def num_parts(config: WriterConfig, num_rows: int, processes: int) -> int:
@@ -82,31 +84,30 @@ def write_part(config: WriterConfig, split: str, shard: int, rows: list[PlacedRo
     if config.lock is not None:
         config.lock.check()
     ordered = placed_in_order([rows])
-    output = shard_output(config, split, ordered)
+    output = shard_output(config, split, shard, ordered[0].num_shards)
     try:
         with output.open_temporary() as out:
-            records = write_records(config, split, ordered, out)
+            records = write_records(config, split, shard, ordered, out)
     except BaseException:
         output.discard_temporary()
         raise
-    return ShardPart(output.temp_path, records.index.end, int(output.crc32c, 16), records)
+    return ShardPart(output.temp_path, int(output.crc32c, 16), records)
 
 
-def join_parts(config: WriterConfig, split: str, shard: int, num_shards: int, parts: list[ShardPart]) -> ShardOutcome:
+def join_parts(config: WriterConfig, parts: list[ShardPart]) -> ShardOutcome:
     """The shard written as its parts are, one after the other: the later parts' bytes appended to the first's file,
     then its index file and row list written and the file renamed into place. SplitShardError (nothing renamed)
     when a part's file is not the length its writer left."""
     if config.lock is not None:
         config.lock.check()
-    final_name = shard_file_name(config.name, split, shard, num_shards, config.records.compression,
-                                 config.generation, config.file_format)
     first, later = parts[0], parts[1:]
-    output = ShardOutput(config.output_dir, final_name, config.records.compression, temp_path=first.temp_path)
+    placed = first.records.outcome.result
+    output = shard_output(config, placed.split, placed.shard, placed.num_shards, temp_path=first.temp_path)
     try:
         _append(first, later)
-        records, length, crc32c = first.records, first.length, first.crc32c
+        records, crc32c = first.records, first.crc32c
         for part in later:
-            records, length = records.then(part.records), length + part.length
+            records = records.then(part.records)
             crc32c = crc32c_of_joined(crc32c, part.crc32c, part.length)
         output.checksum = f"{crc32c:08x}"
         index_file = output.finish(config, records.index, records.listed if config.list_rows else None)
@@ -116,7 +117,7 @@ def join_parts(config: WriterConfig, split: str, shard: int, num_shards: int, pa
         with contextlib.suppress(Exception):  # else swept with the build's other leftovers when it is published
             storage.delete([part.temp_path for part in later])
         raise
-    return records.published(output, index_file, split, shard, num_shards)
+    return records.published(output, index_file)
 
 
 def _append(first: ShardPart, later: list[ShardPart]) -> None:

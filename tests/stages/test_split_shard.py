@@ -9,19 +9,23 @@ import errno
 import io
 import os
 import random
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import google_crc32c
 import pytest
 from PIL import Image
 
+from shardsmith.core.fault_injection import FAULT_ENV
 from shardsmith.core.rows import ManifestRow, PlacedRow, RowBatch, SealedBatch
 from shardsmith.core.settings import RecordSettings
 from shardsmith.core.shard_file import WriterConfig, write_shard_file
 from shardsmith.core.split_shard import MIN_ROWS_PER_PART, SplitShardError, cut, join_parts, num_parts, write_part
 from shardsmith.format.build_folder import published_dir
 from shardsmith.format.file_checksum import crc32c_of_joined
-from shardsmith.format.naming import TEMP_PREFIX
+from shardsmith.format.naming import BUILDS_DIR, TEMP_PREFIX
 from tests.conftest import write_manifest
 
 NUM_ROWS = 70
@@ -66,7 +70,7 @@ def test_a_shard_written_in_parts_is_the_shard_written_whole(tmp_path, parts, br
     shuffled = random.Random(1).sample(rows, len(rows))  # cut() puts them in record order first
     written = [write_part(_config(tmp_path / "parts"), "train", 0, part)
                for part in cut([SealedBatch.of(RowBatch(shuffled))], parts)]
-    joined = join_parts(_config(tmp_path / "parts"), "train", 0, 1, written)
+    joined = join_parts(_config(tmp_path / "parts"), written)
 
     assert _files(tmp_path / "parts") == _files(tmp_path / "whole")  # shard, index file and row list
     assert joined.result == whole.result
@@ -82,7 +86,7 @@ def test_a_part_file_changed_before_the_join_stops_it_and_nothing_is_renamed(tmp
     with open(second.temp_path, "ab") as f:
         f.write(b"x")
     with pytest.raises(SplitShardError, match="another process changed it"):
-        join_parts(config, "train", 0, 1, [first, second])
+        join_parts(config, [first, second])
     assert not [p for p in (tmp_path / "out").iterdir() if p.is_file()]  # no shard, index file or temporary file
 
 
@@ -96,7 +100,7 @@ def test_parts_are_joined_by_plain_reads_and_writes_where_the_kernel_cannot_copy
         raise OSError(errno.EXDEV, "Invalid cross-device link")
 
     monkeypatch.setattr(os, "copy_file_range", cannot_copy, raising=False)
-    joined = join_parts(_config(tmp_path / "parts"), "train", 0, 1, written)
+    joined = join_parts(_config(tmp_path / "parts"), written)
     assert _files(tmp_path / "parts") == _files(tmp_path / "whole")
     assert joined.result == whole.result
 
@@ -124,8 +128,7 @@ def test_the_joined_checksum_is_the_checksum_of_the_joined_bytes():
 def test_a_build_whose_last_shard_is_split_publishes_what_one_process_writes(label_sorted_set, shardsmith, tmp_path,
                                                                              writers):
     """Train rows only, one shard: the build's one shard is its last, cut into one part per writer process."""
-    manifest = write_manifest(tmp_path / "train.csv", [row for row in label_sorted_set.rows if row[0] == "train"])
-    manifest.with_name("img").symlink_to(label_sorted_set.root / "img")
+    manifest = _train_only(label_sorted_set, tmp_path / "data")
     folders = {}
     for how in ("0", writers):
         out = tmp_path / f"out-{how}"
@@ -137,3 +140,41 @@ def test_a_build_whose_last_shard_is_split_publishes_what_one_process_writes(lab
         assert not [name for name in folders[how] if Path(name).name.startswith(TEMP_PREFIX)]
     assert any(name.startswith("rows/") for name in folders["0"])  # --incremental: each shard's row list too
     assert folders[writers] == folders["0"]
+
+
+def _train_only(label_sorted_set, folder: Path) -> Path:
+    """A manifest of the set's training rows only, beside a link to its images: built with --num_shards 1, its one
+    shard is the build's last, cut into one part per writer process."""
+    folder.mkdir(parents=True, exist_ok=True)
+    manifest = write_manifest(folder / "train.csv", [row for row in label_sorted_set.rows if row[0] == "train"])
+    (folder / "img").symlink_to(label_sorted_set.root / "img")
+    return manifest
+
+
+@pytest.mark.parametrize("fault", ["mid_shard:40", "after_shards:1"])
+def test_a_build_killed_while_its_last_shard_is_written_in_parts_or_joined_is_taken_over_by_the_next(
+        label_sorted_set, tmp_path, fault):
+    """Killed (SIGKILL) 40 records into a part, or once the joined shard is renamed (in the launcher, which joins):
+    the rerun publishes what an undisturbed build does and no temporary file is left."""
+    manifest = _train_only(label_sorted_set, tmp_path / "data")
+    args = [sys.executable, "-m", "pipeline", "build", "--manifest", str(manifest), "--name", "pets",
+            "--num_shards", "1", "--writer_processes", "2"]
+    env = {key: value for key, value in os.environ.items() if key != FAULT_ENV}
+    undisturbed = subprocess.run([*args, "--output_dir", str(tmp_path / "undisturbed")], env=env,
+                                 capture_output=True, text=True, timeout=300)
+    assert undisturbed.returncode == 0, undisturbed.stderr[-2000:]
+    out = tmp_path / "out"
+    killed = subprocess.run([*args, "--output_dir", str(out)], env={**env, FAULT_ENV: fault}, capture_output=True,
+                            text=True, timeout=300)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    assert not (out / "metadata.json").exists()
+    rerun = subprocess.run([*args, "--output_dir", str(out)], env=env, capture_output=True, text=True, timeout=300)
+    assert rerun.returncode == 0, rerun.stderr[-2000:]
+
+    assert len(list((out / BUILDS_DIR).iterdir())) == 1, "the killed build's folder was removed"
+    published = _files(Path(published_dir(out)))
+    assert not [name for name in published if Path(name).name.startswith(TEMP_PREFIX)]
+    expected = _files(Path(published_dir(tmp_path / "undisturbed")))
+    for files in (published, expected):
+        del files["build.json"]  # its build id and start time
+    assert published == expected
