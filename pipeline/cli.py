@@ -256,6 +256,10 @@ def _run_build(options, sources, beam_args: list[str], fixed_labels=None) -> Met
         waits = True  # the job failed or was never submitted: nothing else will release the lock
         raise
     finally:
+        from shardsmith.core.shard_worker import close_build_pool
+        from shardsmith.format.build_folder import build_dir
+
+        close_build_pool(build_dir(options.output_dir, lock.build_id))  # one a failed build left open
         if made_temp:
             shutil.rmtree(temp_dir, ignore_errors=True)
         if waits:

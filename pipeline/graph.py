@@ -22,6 +22,7 @@ from shardsmith.core import progress_signal
 from shardsmith.core.build_lock import LockGuard
 from shardsmith.core.label_list import FixedLabels
 from shardsmith.core.manifest import LINE_FORMATS
+from shardsmith.core.parallel_parse import RowHelpers
 from shardsmith.core.shard_file import WriterConfig
 from shardsmith.format.build_folder import build_dir
 from shardsmith.versions import CarriedVersion
@@ -67,11 +68,14 @@ def build_graph(pipeline: beam.Pipeline, options: BuildOptions, sources: list[So
     one_line_manifest = len(sources) == 1 and sources[0].kind in LINE_FORMATS and manifest.task != "detection"
     records_manifest = carried is not None and one_line_manifest
     appended_plan = carried.appended if diffs and records_manifest and checks.near_duplicates == "off" else None
+    helpers = None  # writer processes parse a large line manifest (shardsmith/core/parallel_parse.py)
+    if writer_processes > 0:
+        helpers = RowHelpers(files_dir, writer_processes, look_up_sizes=not diffs and manifest.task != "detection")
     read = (
         pipeline
         | "ListSources" >> beam.Create(sources)
         | "ReadManifest" >> ReadManifest(manifest, fan_out=fan_out and not diffs, digests=records_manifest,
-                                          appended=appended_plan)
+                                          appended=appended_plan, helpers=helpers)
     )
     read_rows, manifest_errors = read.rows, read.errors
     appended = None if appended_plan is None else read.source_reads | "ReadAsAppended" >> beam.Map(lambda r: r.appended)

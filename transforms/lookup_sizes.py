@@ -1,4 +1,5 @@
-"""A metadata lookup (no read) of each image file: its size in bytes, or why it cannot be used.
+"""A metadata lookup (no read) of each image file: its size in bytes, or why it cannot be used. A row whose size
+was looked up as it was parsed (shardsmith/core/parallel_parse.py) is only judged.
 
 Missing, empty and oversized files leave here as error rows, before placement, so that they do not leave
 holes in otherwise balanced shards. Sizes feed the shard count (--target_shard_mb). Lookups of remote
@@ -33,12 +34,12 @@ class LookupSizesFn(ThreadPoolDoFn):
         self._max_image_bytes = max_image_bytes
 
     def process(self, batch: RowBatch) -> Iterator:
-        uris = [row.resolved_uri for row in batch]
+        uris = [row.resolved_uri for row in batch if row.size < 0]  # a size found as the row was parsed stands
         remote = any(is_remote(u) for u in uris)
-        lookups = list(self._pool.map(look_up, uris)) if remote else [look_up(u) for u in uris]
+        found = iter(list(self._pool.map(look_up, uris)) if remote else [look_up(u) for u in uris])
         sized = RowBatch()
-        for row, lookup in zip(batch, lookups, strict=True):
-            judged = self._judge(row, lookup)
+        for row in batch:
+            judged = self._judge(row, FileLookup(row.size) if row.size >= 0 else next(found))
             if isinstance(judged, ManifestRow):
                 sized.append(judged)
             else:
@@ -59,7 +60,7 @@ class LookupSizesFn(ThreadPoolDoFn):
                 row, "file is larger than --max_image_bytes",
                 f"{size} bytes > {self._max_image_bytes} bytes",
             )
-        return row.replaced(size=size)
+        return row if row.size == size else row.replaced(size=size)
 
     @staticmethod
     def _error(row: ManifestRow, reason: str, detail: str = "") -> beam.pvalue.TaggedOutput:

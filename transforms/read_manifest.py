@@ -24,6 +24,7 @@ from shardsmith.core.manifest import (
     ManifestRead,
     Source,
 )
+from shardsmith.core.parallel_parse import RowHelpers, parse_in_helpers
 from shardsmith.core.rows import ROWS_PER_BATCH, ManifestRow, RowBatch
 from shardsmith.errors import UsageError, WorkerUsageError
 from shardsmith.format.metadata_schema import ManifestDigestEntry
@@ -53,10 +54,12 @@ class ReadSourceFn(beam.DoFn):
     read is hashed and described in a SourceRead (tagged `source_read`); with `appended` too, a manifest that
     starts with the published version's bytes is parsed only after them and on its failed lines."""
 
-    def __init__(self, fmt: ManifestFormat, digests: bool = False, appended: AppendedPlan | None = None):
+    def __init__(self, fmt: ManifestFormat, digests: bool = False, appended: AppendedPlan | None = None,
+                 helpers: RowHelpers | None = None):
         self._parser = ManifestParser(fmt)
         self._digests = digests
         self._appended = appended
+        self._helpers = helpers
 
     def process(self, source: Source) -> Iterator:
         try:
@@ -80,7 +83,7 @@ class ReadSourceFn(beam.DoFn):
 
     def _batches(self, source: Source) -> Iterator:
         batch, read, rows = RowBatch(), self._read(source), 0
-        for item in self._parser.parse(source, read):
+        for item in self._items(source, read):
             rows += 1
             if not isinstance(item, ManifestRow):
                 count(ROWS_READ)  # a rejected line is a row read, as the accounting counts it
@@ -99,6 +102,13 @@ class ReadSourceFn(beam.DoFn):
             yield batch
         if read is not None:
             yield beam.pvalue.TaggedOutput(SOURCE_READ, self._source_read(source, read, rows))
+
+    def _items(self, source: Source, read: ManifestRead | None) -> Iterator:
+        """The source's rows and error rows in file order: a line manifest's parsed with the build's writer
+        processes when it has them (shardsmith/core/parallel_parse.py), unless only its appended lines are."""
+        if self._helpers is None or source.kind not in LINE_FORMATS or (read is not None and read.selection):
+            return self._parser.parse(source, read)
+        return parse_in_helpers(self._parser.line_parser(source), self._helpers, read)
 
     def _source_read(self, source: Source, read: ManifestRead, rows: int) -> SourceRead:
         appended = read.selection is not None
@@ -140,14 +150,16 @@ class ReadManifest(beam.PTransform):
     Without `fan_out` the batches stay on the worker that read them: for a run in one process (the local
     runner's default mode, where the Reshuffle would only pickle every row once more), and for a next stage that
     fans out by itself (--incremental's partitioned join), so the local runner never holds the whole manifest.
+    With `helpers` (a run in one process with writer processes), a large line manifest's lines are parsed by those
+    processes (shardsmith/core/parallel_parse.py).
     """
 
     def __init__(self, fmt: ManifestFormat, fan_out: bool = True, digests: bool = False,
-                 appended: AppendedPlan | None = None):
+                 appended: AppendedPlan | None = None, helpers: RowHelpers | None = None):
         super().__init__()
         self._fmt = fmt
         self._fan_out = fan_out
-        self._read_fn = ReadSourceFn(fmt, digests, appended)
+        self._read_fn = ReadSourceFn(fmt, digests, appended, helpers)
 
     def expand(self, sources):
         read = sources | "ParseSources" >> beam.ParDo(self._read_fn).with_outputs(ERRORS, SOURCE_READ, main="rows")

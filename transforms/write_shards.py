@@ -64,9 +64,10 @@ class WriteShardFn(beam.DoFn):
     (SHARDS_HELD_BACK_PER_PROCESS) first, and their results come out as they finish (the rest in
     finish_bundle); otherwise each shard is written in process(). With `unless_small`,
     process() takes the build's ShardPlan as a side input, a small build (is_small) is written in process()
-    too, and no more processes start than the build has shards. The writer pool is made in setup() (with
-    `unless_small`, at the first shard of a build that is not small), closed in teardown() and never pickled
-    (__getstate__)."""
+    too, and no more processes start here than the build has shards. The writer pool is the build's
+    (shard_worker.build_pool, by the build's folder): started to parse a large manifest (ReadManifest, with all
+    `processes`) or else in setup() (with `unless_small`, at the first shard of a build that is not small), closed in teardown() and
+    never pickled (__getstate__)."""
 
     def __init__(self, config: WriterConfig, processes: int = 0, unless_small: bool = False):
         self._config = config
@@ -83,9 +84,9 @@ class WriteShardFn(beam.DoFn):
             self._start_pool(self._processes)
 
     def _start_pool(self, processes: int) -> None:
-        from shardsmith.core.shard_worker import ShardWriterPool
+        from shardsmith.core.shard_worker import build_pool
 
-        self._pool = ShardWriterPool(processes)
+        self._pool = build_pool(self._config.output_dir, processes)  # started as the manifest was read, or now
 
     def process(self, keyed_rows, plan: ShardPlan | None = None):
         (split, shard), dealt = keyed_rows
@@ -139,7 +140,9 @@ class WriteShardFn(beam.DoFn):
 
     def teardown(self):
         if self._pool is not None:
-            self._pool.close()
+            from shardsmith.core.shard_worker import close_build_pool
+
+            close_build_pool(self._config.output_dir)
             self._pool = None
 
     def __getstate__(self):

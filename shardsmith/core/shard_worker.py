@@ -92,6 +92,30 @@ def main() -> None:
 _POOLS: weakref.WeakSet[ShardWriterPool] = weakref.WeakSet()
 
 
+# A build's pool, by the build's folder: started by the first stage that needs it (ReadManifest, to parse a large
+# manifest's lines; else WriteShards) and used by the next, so that its processes start once, while the launcher
+# still reads rows. The launcher closes it when the build ends, however it ends (pipeline/cli.py).
+_BUILD_POOLS: dict[str, ShardWriterPool] = {}
+_BUILD_POOLS_LOCK = threading.Lock()
+
+
+def build_pool(build_folder: str, processes: int) -> ShardWriterPool:
+    """The writer pool of the build in `build_folder`: the one already started, or `processes` new writers."""
+    with _BUILD_POOLS_LOCK:
+        pool = _BUILD_POOLS.get(build_folder)
+        if pool is None:
+            pool = _BUILD_POOLS[build_folder] = ShardWriterPool(processes)
+        return pool
+
+
+def close_build_pool(build_folder: str) -> None:
+    """Closes the pool of the build in `build_folder`, if it has one (waiting for the jobs in hand)."""
+    with _BUILD_POOLS_LOCK:
+        pool = _BUILD_POOLS.pop(build_folder, None)
+    if pool is not None:
+        pool.close()
+
+
 def kill_all_writers() -> None:
     """Kills every writer process of this process's pools at once (an interrupted build: a shard they were
     writing stays a temporary file in the unfinished build's folder, which the next run removes). Their jobs
@@ -201,7 +225,7 @@ class ShardWriterPool:
             else:
                 self._idle.put(worker)
             if status != "ok":
-                raise RuntimeError(f"writing a shard failed: {value}")
+                raise RuntimeError(f"{shard} failed: {value}")
             return value
 
     def _take_idle_worker(self) -> subprocess.Popen:
@@ -300,12 +324,16 @@ def _reap(worker: subprocess.Popen) -> int:
 class _Described:
     """'train shard 3 of 8' for a job (function, config, split, shard, rows: lists of rows, or one list, a part of
     the shard), worked out only when a message is written: the shard count is in the rows, and a SealedBatch
-    unpickles them to tell it."""
+    unpickles them to tell it. A function with a `describe_job(*args)` tells its own jobs ("lines 1025-2048 of
+    manifest.csv")."""
 
     def __init__(self, job):
         self._job = job
 
     def __str__(self) -> str:
+        describe = getattr(self._job[0], "describe_job", None)  # a job that is not a shard's says what it is
+        if describe is not None:
+            return describe(*self._job[1:])
         function, _, split, shard, rows = self._job
         first = next(iter(rows), None)
         dealt = rows if first is None or hasattr(first, "__iter__") else [rows]

@@ -9,10 +9,11 @@ Each build runs in a fresh process (`pipeline.cli.main`, `--validate header`), s
 turns, with the moments below noted from inside the launcher:
 
     start-up     the process's start to the first manifest row read (imports, checks, the graph)
-    rows         the first row read to the writer processes' start: every stage on rows, placement included,
-                 on the launcher's one core while the other cores wait (no shard can start before the last row
-                 is placed)
-    writing      the writers' start to the last shard written
+    rows         the first row read to the first shard handed to the writers: every stage on rows, placement
+                 included, on the launcher's one core (no shard can start before the last row is placed), but for
+                 a large manifest's lines, which the writer processes parse once started
+                 (shardsmith/core/parallel_parse.py)
+    writing      the first shard handed to the writers to the last shard written
     last shard   the last shard's end minus the one before it: the last shard handed out is written in parts by
                  every writer at once, then joined in the launcher (shardsmith/core/split_shard.py)
     join         of which the join (0 when the last shard was written whole)
@@ -49,9 +50,15 @@ import transforms.write_shards as write_shards
 
 pool_init = shard_worker.ShardWriterPool.__init__
 def noted_pool_init(self, *args, **kwargs):
-    marks.setdefault("writers", time.monotonic())
+    marks["pool"] = True
     pool_init(self, *args, **kwargs)
 shard_worker.ShardWriterPool.__init__ = noted_pool_init
+
+write_shard = write_shards.WriteShardFn.process
+def noted_write_shard(self, *args, **kwargs):
+    marks.setdefault("writers", time.monotonic())
+    yield from write_shard(self, *args, **kwargs)
+write_shards.WriteShardFn.process = noted_write_shard
 
 outputs = write_shards._outputs
 def noted_outputs(outcome):
@@ -78,7 +85,7 @@ from pipeline.cli import main
 code = main(["build", "--manifest", sys.argv[1], "--output_dir", sys.argv[2], "--name", "bench", "--overwrite",
              "--validate", "header"])
 ended = time.monotonic()
-if code or "writers" not in marks or len(marks["done"]) < 2:
+if code or "pool" not in marks or len(marks["done"]) < 2:
     sys.exit(code or {NO_WRITER_PROCESSES})
 done = sorted(marks["done"])
 print(marks["read"] - started, marks["writers"] - marks["read"], done[-1] - marks["writers"], done[-1] - done[-2],

@@ -6,8 +6,8 @@ as an ErrorRow saying what is wrong with it. Local files are opened directly, ot
 FileSystems, imported only then: the CLI checks local manifests before it imports Beam.
 
 The modules, by role:
-- formats: the interface every format's reader keeps (rows, input_problem, sample_columns) and the choice of
-  reader by extension; ManifestParser.
+- formats: the interface every format's reader keeps (rows, input_problem, sample_columns; a line format's
+  line_parser) and the choice of reader by extension; ManifestParser.
 - one module per format: csv_file, jsonl_file, parquet_file, class_folders.
 - shared: settings (ManifestFormat, how URIs resolve), source (Source, open_manifest: the one way a manifest file
   is opened), sources (resolve_sources: --manifest values to Sources), row_maker (a row from its values, checked),
@@ -23,15 +23,17 @@ from shardsmith.core.manifest.appended import (
     ManifestRead,
     valid_digest,
 )
-from shardsmith.core.manifest.formats import ManifestParser, input_problem, sample_columns, source_kind
+from shardsmith.core.manifest.formats import LineParser, ManifestParser, input_problem, sample_columns, source_kind
 from shardsmith.core.manifest.header_checks import looks_like_image_path
 from shardsmith.core.manifest.settings import ManifestFormat, resolve_uri
 from shardsmith.core.manifest.source import Source
 from shardsmith.core.manifest.sources import resolve_sources
+from shardsmith.core.manifest.text_lines import manifest_lines, parse_numbered
 
 __all__ = [
     "LINE_FORMATS",
     "AppendedPlan",
+    "LineParser",
     "LineSelection",
     "ManifestChanged",
     "ManifestRead",
@@ -41,6 +43,8 @@ __all__ = [
     "Source",
     "input_problem",
     "looks_like_image_path",
+    "manifest_lines",
+    "parse_numbered",
     "resolve_sources",
     "resolve_uri",
     "sample_columns",

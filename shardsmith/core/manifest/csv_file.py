@@ -41,11 +41,13 @@ class CsvManifest:
 
     def rows(self, source: Source, fmt: ManifestFormat, read: ManifestRead | None = None
              ) -> Iterator[ManifestRow | ErrorRow]:
-        maker = RowMaker(fmt, source)
-        layout = _CsvLayout()
+        parser = self.line_parser(source, fmt)
         if read is not None and read.selection is not None:
-            read.selection = _read_layout(maker, layout, read.selection)
-        return parsed_lines(maker, lambda line, text: _csv_line(maker, line, text, layout), read)
+            read.selection = _read_layout(parser.maker, parser.layout, read.selection)
+        return parsed_lines(parser.maker, parser, read)
+
+    def line_parser(self, source: Source, fmt: ManifestFormat) -> CsvLineParser:
+        return CsvLineParser(RowMaker(fmt, source), _CsvLayout())
 
     def input_problem(self, path: str, fmt: ManifestFormat) -> str | None:
         """A binary file, a header without the needed columns, or columns that look swapped."""
@@ -124,6 +126,22 @@ class _CsvLayout:
 
     first: list[str] | None = None
     positions: tuple[int | None, int, int | None] | None = None
+
+
+@dataclass
+class CsvLineParser:
+    """One CSV line's row, error or None (a header), as `rows` parses it: a line parser (formats.py). The first
+    well-formed line fills `layout`; once it has (`settled`), the parser keeps no state from line to line."""
+
+    maker: RowMaker
+    layout: _CsvLayout
+
+    def __call__(self, line: int, text: str) -> ManifestRow | ErrorRow | None:
+        return _csv_line(self.maker, line, text, self.layout)
+
+    @property
+    def settled(self) -> bool:
+        return self.layout.first is not None
 
 
 def _read_layout(maker: RowMaker, layout: _CsvLayout, selection: LineSelection) -> LineSelection:

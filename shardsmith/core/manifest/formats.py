@@ -7,6 +7,9 @@ A reader (one module per format: csv_file, jsonl_file, parquet_file, class_folde
   column names without --uri_column or --label_column, swapped columns, a folder without class folders), or None;
 - `sample_columns(path, limit)`: the first `limit` rows as {column name as written: value}, for `shardsmith
   schema`.
+A line format's reader (appended.LINE_FORMATS: CSV, JSON Lines) also gives `line_parser(source, fmt)`: the
+LineParser its `rows` applies to each line, so that a build's writer processes can parse a large manifest's lines
+(shardsmith/core/parallel_parse.py).
 A new format is a new module with such a class, named in READERS.
 """
 
@@ -20,6 +23,7 @@ from shardsmith.core.manifest.class_folders import ClassFolders
 from shardsmith.core.manifest.csv_file import CsvManifest
 from shardsmith.core.manifest.jsonl_file import JsonlManifest
 from shardsmith.core.manifest.parquet_file import ParquetManifest
+from shardsmith.core.manifest.row_maker import RowMaker
 from shardsmith.core.manifest.settings import ManifestFormat
 from shardsmith.core.manifest.source import Source
 from shardsmith.core.rows import ErrorRow, ManifestRow
@@ -36,6 +40,17 @@ class ManifestReader(Protocol):
     def input_problem(self, path: str, fmt: ManifestFormat) -> str | None: ...
 
     def sample_columns(self, path: str, limit: int) -> Iterator[dict[str, object]]: ...
+
+
+class LineParser(Protocol):
+    """One line's row, error row or None (a line that is no data row: a CSV header), as a line format's `rows`
+    parses it; picklable. `settled`: the parser keeps no state from one line to the next any more (a CSV's, once
+    its first well-formed line said whether it has a header), so that lines after it may be parsed anywhere."""
+
+    maker: RowMaker
+    settled: bool
+
+    def __call__(self, line: int, text: str) -> ManifestRow | ErrorRow | None: ...
 
 
 FOLDER = ClassFolders()
@@ -65,6 +80,10 @@ class ManifestParser:
         if read is None:
             return READERS[source.kind].rows(source, self._fmt)
         return READERS[source.kind].rows(source, self._fmt, read)
+
+    def line_parser(self, source: Source) -> LineParser:
+        """The line parser of a line format's source (appended.LINE_FORMATS)."""
+        return READERS[source.kind].line_parser(source, self._fmt)
 
 
 def input_problem(source: Source, fmt: ManifestFormat) -> str | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from shardsmith.core.manifest.appended import ManifestRead
 from shardsmith.core.manifest.header_checks import binary_problem
@@ -27,9 +28,11 @@ class JsonlManifest:
 
     def rows(self, source: Source, fmt: ManifestFormat, read: ManifestRead | None = None
              ) -> Iterator[ManifestRow | ErrorRow]:
-        maker = RowMaker(fmt, source)
-        keys = (fmt.split_column, fmt.uri_column, fmt.label_column)
-        return parsed_lines(maker, lambda line, text: _jsonl_line(maker, line, text, keys), read)
+        parser = self.line_parser(source, fmt)
+        return parsed_lines(parser.maker, parser, read)
+
+    def line_parser(self, source: Source, fmt: ManifestFormat) -> JsonlLineParser:
+        return JsonlLineParser(RowMaker(fmt, source), (fmt.split_column, fmt.uri_column, fmt.label_column))
 
     def input_problem(self, path: str, fmt: ManifestFormat) -> str | None:
         return binary_problem(path)
@@ -50,6 +53,19 @@ class JsonlManifest:
             if isinstance(obj, dict):
                 count += 1
                 yield {str(key): value for key, value in obj.items()}
+
+
+@dataclass(frozen=True)
+class JsonlLineParser:
+    """One JSON line's row or error, as `rows` parses it: a line parser (formats.py), with no state from line to
+    line."""
+
+    maker: RowMaker
+    keys: tuple[str, str, str]
+    settled = True
+
+    def __call__(self, line: int, text: str) -> ManifestRow | ErrorRow:
+        return _jsonl_line(self.maker, line, text, self.keys)
 
 
 def _jsonl_line(maker: RowMaker, line: int, text: str, keys: tuple[str, str, str]) -> ManifestRow | ErrorRow:

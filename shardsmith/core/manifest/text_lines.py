@@ -8,7 +8,7 @@ bound) in memory. Blank lines are not data rows.
 from __future__ import annotations
 
 import codecs
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import BinaryIO
 
 from shardsmith.core.manifest.appended import ManifestRead, lines_of
@@ -66,7 +66,13 @@ def parsed_lines(maker: RowMaker, parse_line: Callable[[int, str], ManifestRow |
     """`parse_line(line, text)` over each non-blank line of the maker's source (with `read`, of those its
     selection parses), its exceptions and over-long lines made error rows of their line: whatever a line holds,
     the rest of the manifest is read."""
-    for line, text in manifest_lines(maker.source.path, read):
+    return parse_numbered(maker, parse_line, manifest_lines(maker.source.path, read))
+
+
+def parse_numbered(maker: RowMaker, parse_line: Callable[[int, str], ManifestRow | ErrorRow | None],
+                   numbered: Iterable[tuple[int, str | None]]) -> Iterator:
+    """`parsed_lines` over lines already read: (line number, text) pairs as `manifest_lines` gives them."""
+    for line, text in numbered:
         if text is None:
             yield maker.line_error(line, f"line is longer than {MAX_MANIFEST_LINE_BYTES >> 20} MiB",
                                    f"at most {MAX_MANIFEST_LINE_BYTES} bytes per line")
