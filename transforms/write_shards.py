@@ -64,10 +64,10 @@ class WriteShardFn(beam.DoFn):
     (SHARDS_HELD_BACK_PER_PROCESS) first, and their results come out as they finish (the rest in
     finish_bundle); otherwise each shard is written in process(). With `unless_small`,
     process() takes the build's ShardPlan as a side input, a small build (is_small) is written in process()
-    too, and no more processes start here than the build has shards. The writer pool is the build's
-    (shard_worker.build_pool, by the build's folder): started to parse a large manifest (ReadManifest, with all
-    `processes`) or else in setup() (with `unless_small`, at the first shard of a build that is not small), closed in teardown() and
-    never pickled (__getstate__)."""
+    too, and no more processes start than the build has shards. The writer pool is the build's
+    (shard_worker.build_pool, by the build's folder): started by ReadManifest to parse a large manifest (with up
+    to parallel_parse.PARSING_PROCESSES, grown here) or else in setup() (with `unless_small`, at the first shard
+    of a build that is not small), closed in teardown() and never pickled (__getstate__)."""
 
     def __init__(self, config: WriterConfig, processes: int = 0, unless_small: bool = False):
         self._config = config

@@ -100,11 +100,13 @@ _BUILD_POOLS_LOCK = threading.Lock()
 
 
 def build_pool(build_folder: str, processes: int) -> ShardWriterPool:
-    """The writer pool of the build in `build_folder`: the one already started, or `processes` new writers."""
+    """The writer pool of the build in `build_folder`, with at least `processes` writers: the one already
+    started (grown if it has fewer), or a new one."""
     with _BUILD_POOLS_LOCK:
         pool = _BUILD_POOLS.get(build_folder)
         if pool is None:
             pool = _BUILD_POOLS[build_folder] = ShardWriterPool(processes)
+        pool.grow(processes)
         return pool
 
 
@@ -159,8 +161,21 @@ class ShardWriterPool:
             self._stop_workers(grace_s=0)
             raise
         self._threads = ThreadPoolExecutor(processes)
+        self._retired_threads: list[ThreadPoolExecutor] = []  # replaced by grow(), finishing the jobs they hold
         self.processes = processes
         _POOLS.add(self)
+
+    def grow(self, processes: int) -> None:
+        """Starts more writers, so that the pool has `processes` (a pool started with fewer, to parse a
+        manifest's lines, that then writes more shards at once); a pool that has as many or more is left as it is."""
+        if processes <= self.processes:
+            return
+        for _ in range(processes - self.processes):
+            self._idle.put(self._new_worker(self._env))
+        self._retired_threads.append(self._threads)
+        self._threads = ThreadPoolExecutor(processes)
+        self._retired_threads[-1].shutdown(wait=False)
+        self.processes = processes
 
     def _start_on_request(self) -> None:
         while (request := self._start_requests.get()) is not None:
@@ -290,7 +305,8 @@ class ShardWriterPool:
 
     def close(self) -> None:
         """Waits for the jobs in hand (each has a deadline), then ends the writers: 10 s to exit, then killed."""
-        self._threads.shutdown(wait=True)
+        for threads in (*self._retired_threads, self._threads):
+            threads.shutdown(wait=True)
         self._stop_workers(grace_s=10)
 
     def _stop_workers(self, grace_s: float) -> None:

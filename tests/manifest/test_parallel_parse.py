@@ -176,3 +176,17 @@ def test_a_parse_job_says_which_lines_of_which_manifest_it_parses(tmp_path):
     described = shard_worker._Described((parallel_parse.parse_chunk, parser, [(300, "a"), (301, None)], True))
     assert str(described) == f"lines 300-301 of manifest {source.path}"
     assert str(shard_worker._Described((parallel_parse.parse_chunk, parser, [], False))).startswith("the start of")
+
+
+def test_a_build_pool_started_to_parse_grows_to_the_writers_asked_for_and_closes_with_its_jobs(tmp_path):
+    folder = str(tmp_path / "build")
+    try:
+        pool = shard_worker.build_pool(folder, 1)
+        early = pool.submit(os.getpid)
+        assert shard_worker.build_pool(folder, 3) is pool and pool.processes == 3
+        assert shard_worker.build_pool(folder, 2) is pool and pool.processes == 3  # never shrunk
+        pids = {pool.submit(os.getpid).result(timeout=60) for _ in range(12)} | {early.result(timeout=60)}
+        assert len(pids) >= 2 and os.getpid() not in pids  # its own processes, more than the first
+    finally:
+        shard_worker.close_build_pool(folder)
+    assert folder not in shard_worker._BUILD_POOLS and all(w.poll() is not None for w in pool._workers)
