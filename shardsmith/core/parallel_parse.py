@@ -32,8 +32,9 @@ from shardsmith.storage import is_remote, look_up
 IN_PROCESS_LINES = 256
 # Lines a writer process parses per job: each exchange costs about 0.1 ms, a line 3-6 us.
 CHUNK_LINES = 1024
-# Writer processes started to parse (WriteShards starts the rest, if the build has shards for them): the launcher
-# takes a chunk's rows at about 4 us a row, a process parses them and looks up their sizes at about 6.5.
+# Writer processes started to parse (WriteShards starts the rest, if the build has shards for them): a process
+# parses a row and looks up its file in about 6.4 us, which takes the launcher under 1 us to hand over
+# (tests/benchmarks/parse_costs.py); with its other work on the row in the same stage, a few us, two keep up.
 PARSING_PROCESSES = 2
 # Chunks sent ahead per writer process.
 CHUNKS_IN_FLIGHT_PER_PROCESS = 2
@@ -70,8 +71,8 @@ def parse_in_helpers(parser: LineParser, helpers: RowHelpers, read: ManifestRead
             return
         yield from _in_file_order(*parse_chunk(parser, [line], helpers.look_up_sizes))
     pool = build_pool(helpers.build_folder, min(helpers.processes, PARSING_PROCESSES))
-    # An empty chunk per process: once one is answered, a process has started and imported the parser's modules
-    # (about 0.15 s); until then the launcher parses every chunk itself rather than wait.
+    # An empty chunk per process: once one is answered, a process has started and imported the parser's modules;
+    # until then the launcher parses every chunk itself rather than wait.
     started = [pool.submit(parse_chunk, parser, [], False) for _ in range(pool.processes)]
     sent = pool.processes * CHUNKS_IN_FLIGHT_PER_PROCESS
     parsed: deque[_Chunk] = deque()  # in file order
