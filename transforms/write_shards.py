@@ -139,11 +139,11 @@ class WriteShardFn(beam.DoFn):
             yield from map(_in_global_windows_of, _outputs(outcome))
 
     def teardown(self):
-        if self._pool is not None:
+        if self._processes > 0:  # the build's pool, also when ReadManifest started it for a build written here
             from shardsmith.core.shard_worker import close_build_pool
 
             close_build_pool(self._config.output_dir)
-            self._pool = None
+        self._pool = None
 
     def __getstate__(self):
         # The writer processes and the shards they still write belong to this instance, never to a copy.

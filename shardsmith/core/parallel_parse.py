@@ -30,7 +30,8 @@ from shardsmith.storage import is_remote, look_up
 # Lines parsed in the launcher before any goes to another process: a manifest no longer than this (a build the
 # writer processes do not start for, transforms/write_shards.py's SMALL_BUILD_IMAGES) is parsed as before.
 IN_PROCESS_LINES = 256
-# Lines a writer process parses per job: each exchange costs about 0.1 ms, a line 3-6 us.
+# Lines a writer process parses per job: enough that a job's exchange (two pickles through pipes) is a small part
+# of its lines' cost (tests/benchmarks/parse_costs.py).
 CHUNK_LINES = 1024
 # Writer processes started to parse (WriteShards starts the rest, if the build has shards for them): a process
 # parses a row and looks up its file in about 6.4 us, which takes the launcher under 1 us to hand over
@@ -38,8 +39,8 @@ CHUNK_LINES = 1024
 PARSING_PROCESSES = 2
 # Chunks sent ahead per writer process.
 CHUNKS_IN_FLIGHT_PER_PROCESS = 2
-# Chunks the launcher parses itself while the writer processes hold as many as they are sent (at the start, they
-# are still starting: about 0.15 s), before it waits for the oldest. With the above, bounds the rows held.
+# Chunks the launcher parses itself while the writer processes hold as many as they are sent, before it waits for
+# the oldest. With the above, bounds the rows held.
 CHUNKS_PARSED_HERE_AHEAD = 4
 
 

@@ -167,8 +167,9 @@ class ShardWriterPool:
 
     def grow(self, processes: int) -> None:
         """Starts more writers, so that the pool has `processes` (a pool started with fewer, to parse a
-        manifest's lines, that then writes more shards at once); a pool that has as many or more is left as it is."""
-        if processes <= self.processes:
+        manifest's lines, that then writes more shards at once); a pool that has as many or more, or was killed (an
+        interrupted build), is left as it is."""
+        if processes <= self.processes or self._killed.is_set():
             return
         for _ in range(processes - self.processes):
             self._idle.put(self._new_worker(self._env))

@@ -190,3 +190,14 @@ def test_a_build_pool_started_to_parse_grows_to_the_writers_asked_for_and_closes
     finally:
         shard_worker.close_build_pool(folder)
     assert folder not in shard_worker._BUILD_POOLS and all(w.poll() is not None for w in pool._workers)
+
+
+def test_a_killed_build_pool_starts_no_more_writers(tmp_path):
+    """An interrupted build kills its writers; WriteShards asking for more afterwards starts none."""
+    folder = str(tmp_path / "build")
+    try:
+        pool = shard_worker.build_pool(folder, 1)
+        pool.kill()
+        assert shard_worker.build_pool(folder, 3) is pool and pool.processes == 1 and len(pool._workers) == 1
+    finally:
+        shard_worker.close_build_pool(folder)
