@@ -140,14 +140,15 @@ def differences(version: Reading, full: Reading, built_now: bool) -> list[str]:
 
 
 def kept_published(version: Reading, full: Reading) -> set[str]:
-    """The URIs of near-duplicate pairs a night decided apart from a full build, by its rule (docs/
-    near_duplicates.md): a new training copy of a published validation/test record is dropped and the published
-    record stays, where a full build drops the validation/test copy. Empty where the version's drops are the full
-    build's."""
+    """The URIs of near-duplicate groups a night decided apart from a full build, by its rule (docs/
+    near_duplicates.md): a new training copy of published validation/test records is dropped and the published
+    records stay, where a full build keeps the training image and drops its validation/test copies. Empty where
+    the version's drops are the full build's."""
     swapped = set()
     for dropped, kept in version.near_dropped - full.near_dropped:
-        if (kept, dropped) in full.near_dropped:
-            swapped |= {dropped, kept}
+        instead = {other for other, kept_by_full in full.near_dropped if kept_by_full == dropped}
+        if instead:
+            swapped |= {dropped, kept} | instead
     return swapped
 
 
