@@ -139,7 +139,7 @@ def with_published(night: DuplicateSummary, appended: bool, touched: list[list[I
         return night
     copies = [digest for digests in touched for digest in digests]
     alone = DuplicateSummary()
-    for _, group in _copies((0, [copies])):
+    for group in _copies((0, [copies])):
         alone = SummarizeFn().add_input(alone, group)
     touched_hashes = {digest.sha256 for digest in copies}
     pairs = Counter(published.split_pairs)
