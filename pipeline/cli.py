@@ -277,8 +277,8 @@ def _run_build(options, sources, beam_args: list[str], fixed_labels=None) -> Met
     if carried is not None and not carried.is_first:
         unchanged = unchanged_version(options.output_dir, lock.build_id, carried.previous)
         if unchanged is not None:
-            print(f"shardsmith: nothing changed since version {carried.previous} (every manifest row is in it, "
-                  f"none was removed, no new row became a record): nothing published", flush=True)
+            print(f"shardsmith: nothing changed since version {carried.previous} (its records and errors.jsonl "
+                  f"already account for every manifest row): nothing published", flush=True)
             return unchanged
     metadata = finished_build(options.output_dir, lock.build_id)
     from shardsmith.read.summary import build_summary

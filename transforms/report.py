@@ -37,6 +37,7 @@ from shardsmith.versions import (
     merged_version,
     publish_nothing,
     publish_version,
+    same_failures,
     unchanged,
 )
 from transforms.duplicates import STAGE as DUPLICATE_STAGE
@@ -175,7 +176,9 @@ def check_and_write_metadata(
             f"splits), e.g. {duplicates.groups[0][1][0][1]} and {duplicates.groups[0][1][1][1]}; "
             "--on_duplicate error (use drop to keep one copy, keep to allow them)"
         )
-    if config.carried is not None and not rewritten and unchanged(config.carried, shards, removed_lines, metadata):
+    if config.carried is not None and not rewritten and unchanged(config.carried, shards, removed_lines, metadata) \
+            and same_failures(join(build_dir(config.output_dir, config.carried.previous), ERRORS_FILE),
+                              join(config.files_dir, ERRORS_FILE)):
         publish_nothing(config.output_dir, config.build_id, config.carried.previous)
         return metadata
     files_dir = config.files_dir

@@ -11,7 +11,8 @@ The modules, by role:
 - spill: the pairing's partitioned join through spill files in the build's scratch folder (bounded memory).
 - shard_rewrite: a shard of an earlier generation rewritten without its removed records.
 - row_check: a shard's row list checked against its shard, and rebuilt from it when lost.
-- failed_again: rows that failed in the published version and fail again (not counted against the budget).
+- failed_again: rows that failed in the published version and fail again (not counted against the budget), and
+  whether a night's failures are the version's (same_failures).
 - published_pairs: a night's near-duplicate candidates against the published records.
 - compaction: the version `shardsmith compact` rewrites (CompactionSource) and its rows, placed as a full build's;
   record_copy: one compacted shard, its records copied byte for byte.
@@ -31,7 +32,7 @@ its modules.
 
 from shardsmith.versions.carry_over import CarriedShard, CarriedVersion, merged_version
 from shardsmith.versions.compaction import compaction_source, most_generations
-from shardsmith.versions.failed_again import count_failed_again
+from shardsmith.versions.failed_again import count_failed_again, same_failures
 from shardsmith.versions.publish import publish_nothing, publish_version, unchanged
 from shardsmith.versions.published_pairs import (
     MAX_BUCKET_COMPARISONS,
@@ -53,6 +54,7 @@ __all__ = [
     "most_generations",
     "publish_nothing",
     "publish_version",
+    "same_failures",
     "take_new",
     "unchanged",
     "unrecoverable",

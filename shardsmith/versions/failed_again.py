@@ -68,3 +68,27 @@ def count_failed_again(published_errors: str, night_errors: str, dropped_stage: 
             before[key] -= 1
             again += 1
     return again
+
+
+def _failure_lines(path: str) -> Counter:
+    """What each line of an errors.jsonl says of its row, but where the row was (line, source): key, stage,
+    reason, detail, hashed to KEY_BYTES. Lines that are not error rows count as themselves, so they never match a
+    real row."""
+    said: Counter = Counter()
+    for fields in stream_errors(path):
+        try:
+            error = error_row(fields)
+            what = [error.uri, error.split, error.label, error.stage, error.reason, error.detail]
+        except ValueError:
+            what = ["not an error row", fields]
+        text = json.dumps(what, ensure_ascii=False, sort_keys=True, default=str)
+        said[hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=KEY_BYTES).digest()] += 1
+    return said
+
+
+def same_failures(published_errors: str, night_errors: str) -> bool:
+    """Whether the night's errors.jsonl lists the same rows failing the same way as the published one (as a
+    multiset; their lines may have moved): a night that adds no record and removes none publishes nothing only
+    then, so a version's errors.jsonl always accounts for every row of the manifest it stands for. Memory: a
+    KEY_BYTES key per distinct error line of the two files."""
+    return _failure_lines(published_errors) == _failure_lines(night_errors)
