@@ -32,7 +32,7 @@ from shardsmith.core.shard_file import WriterConfig
 from shardsmith.format.build_folder import COPY_CHUNK_BYTES, build_dir, write_atomically, write_atomically_from
 from shardsmith.format.metadata import labels_bytes
 from shardsmith.format.metadata_schema import IncrementalEntry, Metadata
-from shardsmith.format.naming import ERRORS_FILE, LABELS_FILE, join
+from shardsmith.format.naming import ERRORS_FILE, LABELS_FILE, NEAR_DUPLICATES_FILE, join
 from shardsmith.format.tfds import tfds_metadata_files
 from shardsmith.format.transform_fn import write_transform_fn
 from shardsmith.versions.compaction import CompactionSource, readable_path, record_rows, row_list_path
@@ -105,7 +105,7 @@ def compacted_metadata(compaction: Compaction, shards: list[ShardResult], plan: 
             manifest=published.incremental.manifest))
 
 
-def _errors_chunks(path: str) -> Iterator[bytes]:
+def _file_chunks(path: str) -> Iterator[bytes]:
     with storage.open_read(path) as reader:
         yield from iter(lambda: reader.read(COPY_CHUNK_BYTES), b"")
 
@@ -122,20 +122,34 @@ def carry_errors(compaction: Compaction, metadata: Metadata) -> Metadata:
     if not published.error_count or not storage.exists(path):
         write_atomically(target, b"")
         return metadata
-    write_atomically_from(target, _errors_chunks(path))
+    write_atomically_from(target, _file_chunks(path))
     return replace(metadata, num_input_rows=source.num_rows + published.error_count,
                    num_errors=published.error_count, errors_by_reason=published.errors_by_reason)
 
 
+def carry_near_duplicates(compaction: Compaction, metadata: Metadata) -> Metadata:
+    """Copies the compacted version's near_duplicates.jsonl (with --near_duplicates report|drop) into the
+    compaction's folder and returns `metadata` with its `near_duplicates` entry: compaction moves records, it
+    finds no pair and drops none, so the version's pairs are the compacted version's."""
+    source, published = compaction.source, compaction.source.metadata
+    if published.near_duplicates is None:
+        return metadata
+    path = join(build_dir(source.output_dir, source.version), NEAR_DUPLICATES_FILE)
+    if published.near_duplicates.file and storage.exists(path):
+        write_atomically_from(join(compaction.files_dir, NEAR_DUPLICATES_FILE), _file_chunks(path))
+    return replace(metadata, near_duplicates=published.near_duplicates)
+
+
 def publish_compaction(_, compaction: Compaction, shards: list[ShardResult], plan: ShardPlan) -> Metadata:
-    """Writes labels.txt, errors.jsonl (the compacted version's), transform_fn/ and the TFDS files into the
-    compaction's build folder and publishes it as a build's report does (shardsmith/versions/publish.py:
-    metadata.json last, under the lock, then retention beyond --keep_builds, and the lock released)."""
+    """Writes labels.txt, errors.jsonl and near_duplicates.jsonl (the compacted version's), transform_fn/ and the
+    TFDS files into the compaction's build folder and publishes it as a build's report does
+    (shardsmith/versions/publish.py: metadata.json last, under the lock, then retention beyond --keep_builds, and
+    the lock released)."""
     metadata = compacted_metadata(compaction, list(shards), plan)
     files_dir, lock = compaction.files_dir, compaction.lock
     lock.check()
     write_atomically(join(files_dir, LABELS_FILE), labels_bytes(metadata.labels))
-    metadata = carry_errors(compaction, metadata)
+    metadata = carry_near_duplicates(compaction, carry_errors(compaction, metadata))
     write_transform_fn(metadata.labels, files_dir)
     for file_name, content in tfds_metadata_files(metadata).items():
         write_atomically(join(files_dir, file_name), content)
