@@ -9,3 +9,18 @@ import pytest
 def rows(version_rows) -> list[tuple[str, str, str]]:
     """90 rows (30 per label, all three splits) with absolute URIs, in URI order."""
     return version_rows()
+
+
+@pytest.fixture(scope="session")
+def differential_checker():
+    """tests/benchmarks/differential.py as a module: `run_history(workdir, seed, steps)` checks one history."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).parents[1] / "benchmarks" / "differential.py"
+    spec = importlib.util.spec_from_file_location("differential", path)
+    checker = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = checker  # its dataclasses look their module up
+    spec.loader.exec_module(checker)
+    return checker

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -29,9 +30,9 @@ def write_jsonl(path: Path, rows: list[tuple[str, str, str]], line_end: str = "\
     return path
 
 
-def night(shardsmith, manifest: Path, out: Path) -> dict:
+def night(shardsmith, manifest: Path, out: Path, max_error_fraction: str = "0.5") -> dict:
     done = shardsmith("build", "--manifest", manifest, "--output_dir", out, "--name", "pets", "--incremental",
-                      "--num_shards", "train=2,validation=1,test=1", "--max_error_fraction", "0.5")
+                      "--num_shards", "train=2,validation=1,test=1", "--max_error_fraction", max_error_fraction)
     assert done.code == 0, done.err + done.out
     return json.loads((out / METADATA_FILE).read_text())
 
@@ -137,3 +138,50 @@ def test_a_read_fails_when_the_bytes_it_checked_change_before_it_parses_them(tmp
 def test_a_recorded_digest_that_is_not_one_is_never_trusted(digest):
     assert not valid_digest(digest)
     assert valid_digest(ManifestDigestEntry(bytes=10, sha256="0" * 64, lines=1, rows=1))
+
+
+def test_an_appended_night_of_copies_of_images_the_version_holds_several_times_reads_as_a_full_build(
+        version_rows, shardsmith, tmp_path):
+    # A real export's shape: each image under 1 to 6 names (hard links and copies), then a night appending more
+    # copies of them. The version's duplicate summary (published groups grown by the night) must be a full build's.
+    rows = version_rows()[:12]
+    copied = []
+    for i, (_, uri, label) in enumerate(rows):
+        for n in range(i % 6):
+            name = tmp_path / f"copy-{i}-{n}.jpg"
+            (os.link if n % 2 else shutil.copyfile)(uri, name)
+            copied.append((("train", "validation", "test")[n % 3], str(name), label))
+    tonight = []
+    for i, (_, uri, label) in enumerate(rows[:8]):
+        name = tmp_path / f"tonight-{i}.jpg"
+        shutil.copyfile(uri, name)
+        tonight.append(("test" if i % 2 else "train", str(name), label))
+    out, manifest = tmp_path / "out", tmp_path / "m.csv"
+    night(shardsmith, write_csv(manifest, [*rows, *copied]), out)
+    write_csv(manifest, [*rows, *copied, *tonight])
+    appended = night(shardsmith, manifest, out)
+    assert appended["incremental"]["appended"] is True
+    full = shardsmith("build", "--manifest", manifest, "--output_dir", tmp_path / "full", "--name", "pets",
+                      "--num_shards", "train=2,validation=1,test=1", "--max_error_fraction", "0.5")
+    assert full.code == 0, full.err
+    whole = json.loads((tmp_path / "full" / METADATA_FILE).read_text())
+    assert appended["duplicates"] == whole["duplicates"]
+    assert appended["duplicates"]["num_groups"] == 12 and appended["duplicates"]["num_extra_copies"] == 38
+
+
+def test_a_night_whose_only_new_row_fails_publishes_a_version_that_lists_it(version_rows, shardsmith, tmp_path):
+    rows = version_rows()[:30]
+    out, manifest = tmp_path / "out", tmp_path / "m.csv"
+    first = night(shardsmith, write_csv(manifest, rows), out)
+    truncated = tmp_path / "truncated.jpg"
+    truncated.write_bytes(Path(rows[0][1]).read_bytes()[:200])
+    write_csv(manifest, [*rows, ("train", str(truncated), "cat")])
+    second = night(shardsmith, manifest, out, max_error_fraction="1")  # 1 of 1 new rows failed: within budget
+    assert second["build_id"] != first["build_id"]
+    assert (second["num_examples"], second["num_errors"], second["num_input_rows"]) == (30, 1, 31)
+    listed = [json.loads(line)["uri"] for line in (out / BUILDS_DIR / second["build_id"] / "errors.jsonl")
+              .read_text().splitlines()]
+    assert listed == [str(truncated)]
+    # The next night with the same manifest: the row failed in the version, so nothing changed.
+    third = night(shardsmith, manifest, out)
+    assert third["build_id"] == second["build_id"]

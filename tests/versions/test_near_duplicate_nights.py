@@ -230,10 +230,14 @@ def test_rewritten_and_compacted_shards_keep_their_records_signatures(nights, sh
     assert night2.code == 0, night2.err
     assert metadata(out)["incremental"]["num_rewritten_shards"] == 1
     assert {len(line) for line in row_list_lines(out, metadata(out)["build_id"])} == {7}
+    pairs_before, entry_before = listed_pairs(out), metadata(out)["near_duplicates"]
     compacted = shardsmith("compact", out)
     assert compacted.code == 0 and "compacted version" in compacted.out, compacted.err
     lines = row_list_lines(out, metadata(out)["build_id"])
     assert len(lines) == len(night2_rows) and {len(line) for line in lines} == {7}
+    # Compaction finds no pair and drops none: the version keeps its near-duplicate entry and list.
+    assert metadata(out)["near_duplicates"] == entry_before and listed_pairs(out) == pairs_before
+    assert shardsmith("verify", out).code == 0
 
 
 def test_blank_images_a_night_adds_pair_with_the_published_groups_representative(tmp_path, shardsmith):
