@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 from pipeline.cloud import COMMANDS as CLOUD_COMMANDS
 from pipeline.running.quiet_logs import VERBOSE_ENV, quiet
 from shardsmith.errors import UsageError
+from shardsmith.printable import shown
 
 if TYPE_CHECKING:
     from shardsmith.format.metadata_schema import Metadata
@@ -125,8 +126,23 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+LOG_FORMAT = "%(asctime)s %(levelname)s %(message)s"
+
+
+class ShownFormatter(logging.Formatter):
+    """Log lines with the inputs' unprintable characters escaped (shardsmith/printable.py): a build logs
+    labels, URIs and error details."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        from shardsmith.printable import shown
+
+        return shown(super().format(record), keep_newlines=True)
+
+
 def _configure_logging(local: bool) -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", force=True)
+    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT, force=True)
+    for handler in logging.getLogger().handlers:
+        handler.setFormatter(ShownFormatter(LOG_FORMAT))
     if local and not os.environ.get(DEBUG_ENV):
         # The local runner logs every bundle at INFO and a failing DoFn's traceback at ERROR; `main` reports
         # failures in one line instead. On a remote runner Beam's INFO lines are kept: they carry the job id
@@ -283,12 +299,12 @@ def _run_build(options, sources, beam_args: list[str], fixed_labels=None) -> Met
     metadata = finished_build(options.output_dir, lock.build_id)
     from shardsmith.read.summary import build_summary
 
-    print(build_summary(metadata, options.output_dir, lock.build_id, elapsed))
+    print(shown(build_summary(metadata, options.output_dir, lock.build_id, elapsed), keep_newlines=True))
     from shardsmith.core.label_list import moved_ids_line
 
     moved = moved_ids_line(published_labels, tuple(metadata.labels))
     if moved:
-        print(f"shardsmith: {moved}", flush=True)
+        print(shown(f"shardsmith: {moved}"), flush=True)
     return metadata
 
 
@@ -455,7 +471,7 @@ def _main(argv: list[str] | None) -> int:
             result = run(argv)
         return 0 if getattr(result, "ok", True) else 1  # verify: the verdict line is already printed
     except UsageError as e:
-        print(f"shardsmith: error: {e}", file=sys.stderr)
+        print(shown(f"shardsmith: error: {e}", keep_newlines=True), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("shardsmith: interrupted", file=sys.stderr)
@@ -470,7 +486,7 @@ def _main(argv: list[str] | None) -> int:
 
         usage = worker_usage_error_in(str(e))
         if usage is not None:
-            print(f"shardsmith: error: {usage}", file=sys.stderr)
+            print(shown(f"shardsmith: error: {usage}", keep_newlines=True), file=sys.stderr)
             return 2
         traceback.clear_frames(e.__traceback__)  # their locals hold the failed graph: let finally collect it
         from shardsmith.core.build_lock import LOCK_LOST_MARKER
@@ -478,9 +494,9 @@ def _main(argv: list[str] | None) -> int:
 
         line = _one_line(e)
         if line.startswith((CHECK_FAILED_MARKER, LOCK_LOST_MARKER)):
-            print(line, file=sys.stderr)
+            print(shown(line), file=sys.stderr)
         else:
-            print(f"shardsmith: the job failed: {type(e).__name__}: {line[:500]}\n"
+            print(f"shardsmith: the job failed: {type(e).__name__}: {shown(line[:500])}\n"
                   f"shardsmith: run again with {DEBUG_ENV}=1 to see the traceback", file=sys.stderr)
         return 1
     finally:

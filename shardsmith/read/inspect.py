@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 
 from shardsmith.errors import UsageError
+from shardsmith.printable import shown
 from shardsmith.read.summary import inspect_report
 from shardsmith.read.version_files import version_folder
 from shardsmith.read.versions import add_version_argument
@@ -57,7 +58,7 @@ def run(args) -> str:
         if target and not os.path.isdir(os.path.dirname(os.path.abspath(target))):
             raise UsageError(f"cannot write {target}: its folder does not exist")
     text = inspect_report(output_dir, metadata)
-    print(text, flush=True)
+    print(shown(text, keep_newlines=True), flush=True)
     written = []
     if args.heatmap:
         written.append(f"heatmap        {heatmap(metadata, args.heatmap)}")

@@ -70,6 +70,7 @@ from shardsmith.format.naming import (
 )
 from shardsmith.format.record_file import FramingError, record_file
 from shardsmith.format.record_index import IndexFileError, RecordIndex
+from shardsmith.printable import shown
 from shardsmith.read.record_stream import HashingReader, decompressed, open_raw
 from shardsmith.read.version_files import version_folder
 from shardsmith.read.versions import add_version_argument
@@ -588,7 +589,7 @@ def run(args) -> VerifyReport:
     if problems:
         print(f"problems ({report.num_problems}):")
         for problem in problems[:100]:
-            print(f"  {problem.line()}")
+            print(f"  {shown(problem.line())}")
         if report.num_problems > len(problems[:100]):
             print(f"  ... and {report.num_problems - len(problems[:100])} more")
     if report.unhashed_note():

@@ -29,6 +29,7 @@ from shardsmith.format.metadata import read_metadata
 from shardsmith.format.metadata_schema import MetadataError, MetadataMissing
 from shardsmith.format.naming import BUILD_RECORD, BUILDS_DIR, METADATA_FILE, join
 from shardsmith.format.tags import Tag, TagsUnreadable, read_tags
+from shardsmith.printable import shown
 
 
 @dataclass(frozen=True)
@@ -148,5 +149,5 @@ def run(args) -> list[Version]:
     if args.json:
         print(json.dumps([version.as_json() for version in versions], indent=2), flush=True)
     else:
-        print("\n".join(version.line() for version in versions), flush=True)
+        print("\n".join(shown(version.line()) for version in versions), flush=True)
     return versions

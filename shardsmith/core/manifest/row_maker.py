@@ -13,6 +13,7 @@ from shardsmith.core.manifest.settings import ManifestFormat, resolve_uri
 from shardsmith.core.manifest.source import Source
 from shardsmith.core.rows import Annotation, ErrorRow, ManifestRow
 from shardsmith.format.naming import canonical_split
+from shardsmith.printable import control_characters, shown
 
 STAGE = "manifest"
 
@@ -55,6 +56,8 @@ class RowMaker:
                 raise RowProblem("empty label")
             if "\n" in label or "\r" in label:
                 raise RowProblem("label contains a line break")
+            if control_characters(label):
+                raise RowProblem("label contains a control character", f"label '{shown(label)}'")
             if not fmt.allows(resolved):
                 raise RowProblem("image URI is outside --allowed_prefixes", resolved)
             annotation = self._annotate(label, columns or {}, box_fields) if fmt.annotated else None
