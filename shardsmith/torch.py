@@ -50,6 +50,8 @@ import torch
 from torch.utils.data import Dataset, IterableDataset, get_worker_info
 
 from shardsmith.format.example import LABEL
+from shardsmith.format.naming import BUILD_ID
+from shardsmith.printable import shown
 from shardsmith.read.images import decode_pil, decode_reduced, image_bytes
 from shardsmith.read.images import image_size as image_size_of
 from shardsmith.read.record_sequence import Records, record_values
@@ -226,6 +228,8 @@ class StreamingShardDataset(IterableDataset):
         missing = [key for key in keys if key not in state]
         if missing:
             raise ValueError(f"not a StreamingShardDataset state: it has no {missing[0]!r}")
+        for key, least in PROGRESS_MINIMUMS.items():
+            _whole_number(state, key, least, "StreamingShardDataset")
         changed = [f"{key}={state[key]!r} (this dataset: {getattr(self, key)!r})"
                    for key in ("seed", "shuffle", "shuffle_buffer") if state[key] != getattr(self, key)]
         if changed:
@@ -331,12 +335,32 @@ def _build_identity(records: Records, build_id: str | None) -> dict:
     return {"build_id": build_id, "split": records.split, "num_records": len(records)}
 
 
+# The least value of each whole-number field of a StreamingShardDataset state (a bool is not a number here).
+PROGRESS_MINIMUMS = {"epoch": 0, "rank": 0, "world_size": 1, "worker": 0, "num_workers": 1, "yielded": 0}
+
+
+def _whole_number(state: dict, key: str, least: int, kind: str) -> None:
+    """ValueError, one line, unless `state[key]` is an int (not a bool) of at least `least`."""
+    value = state[key]
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise ValueError(f"not a {kind} state: its {key!r} is {shown(repr(value))[:80]}, a whole number "
+                         f"from {least} up is expected")
+
+
 def _check_build(records: Records, build_id: str | None, state: dict) -> None:
     """ValueError, one line, unless `state` was saved reading this build's split."""
+    if not isinstance(state, dict):
+        raise ValueError(f"not a shardsmith.torch dataset state: a {type(state).__name__}, not a dict")
     missing = [key for key in ("build_id", "split", "num_records") if key not in state]
     if missing:
         raise ValueError(f"not a shardsmith.torch dataset state: it has no {missing[0]!r}")
     saved, here = state["build_id"], build_id
+    if saved is not None and not (isinstance(saved, str) and BUILD_ID.fullmatch(saved)):
+        raise ValueError(f"not a shardsmith.torch dataset state: its 'build_id' {shown(repr(saved))[:80]} is not a "
+                         "build id (like 20261124T211052Z-44b3a31b)")
+    if not isinstance(state["split"], str):
+        raise ValueError(f"not a shardsmith.torch dataset state: its 'split' is {shown(repr(state['split']))[:80]}")
+    _whole_number(state, "num_records", 0, "shardsmith.torch dataset")
     if saved != here:
         how = (f"pass version={saved!r} to resume it (while that build is kept)" if saved
                else "it cannot be reopened by version")

@@ -190,6 +190,23 @@ def test_a_state_is_refused_in_another_layout_or_order(built):
         StreamingShardDataset(built, "validation").load_state_dict(state)
 
 
+@pytest.mark.parametrize("key, value", [
+    ("epoch", "1"), ("epoch", -1), ("epoch", 1.5), ("epoch", None), ("epoch", True), ("yielded", "3"),
+    ("yielded", True), ("yielded", -2), ("rank", 0.0), ("world_size", 0), ("num_workers", "2"), ("worker", [0]),
+    ("num_records", "225"), ("num_records", True), ("build_id", "../../x"), ("build_id", 7), ("split", b"train"),
+])
+def test_every_field_of_a_state_of_the_wrong_type_or_range_gets_one_clear_line(built, key, value):
+    dataset = _streaming(built, 0, 1, epoch=1)
+    state = {**dataset.state_dict(), key: value}
+    with pytest.raises(ValueError, match=rf"^not a (StreamingShardDataset|shardsmith.torch dataset) state: its "
+                                         rf"'{key}'") as error:
+        _streaming(built, 0, 1, epoch=1).load_state_dict(state)
+    assert "\n" not in str(error.value) and "version=" not in str(error.value)
+    if key in ("build_id", "split", "num_records"):
+        with pytest.raises(ValueError, match=rf"its '{key}'"):
+            ShardDataset(built, "train").load_state_dict(state)
+
+
 @pytest.fixture(scope="module")
 def two_builds(built, label_sorted_set, tmp_path_factory) -> tuple[Path, str]:
     """A copy of `built` rebuilt with --overwrite: (the folder, the id of the build before, still kept)."""
