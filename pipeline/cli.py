@@ -221,18 +221,19 @@ def build(argv: list[str]) -> Metadata | None:
 
     check_scratch_outside(options.output_dir, options.temp_dir, beam_flag(beam_args, "temp_location"))
     sources = _checked_sources(options)
-    fixed_labels = _fixed_labels(options.label_file)
+    fixed_labels = _fixed_labels(options.label_file, options.manifest.normalize_labels)
 
     return _run_build(options, sources, beam_args, fixed_labels)
 
 
-def _fixed_labels(path: str | None):
-    """--label_file FILE's list, read (local or gs://) and checked before Beam starts: a usage error of one line."""
+def _fixed_labels(path: str | None, normalization: str = "none"):
+    """--label_file FILE's list, read (local or gs://) and checked before Beam starts: a usage error of one line.
+    Its labels are normalized as the rows' are (--normalize_labels)."""
     if path is None:
         return None
     from shardsmith.core.label_list import read_label_list
 
-    return read_label_list(path)
+    return read_label_list(path, normalization)
 
 
 def _run_build(options, sources, beam_args: list[str], fixed_labels=None) -> Metadata | None:

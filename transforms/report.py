@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import apache_beam as beam
 
 from shardsmith.core.build_lock import LockGuard
+from shardsmith.core.look_alike_labels import with_look_alike_labels
 from shardsmith.core.rows import ShardResult
 from shardsmith.core.settings import CheckSettings, RecordSettings, RetentionSettings
 from shardsmith.format.build_folder import build_dir, write_atomically
@@ -148,6 +149,7 @@ def check_and_write_metadata(
         metadata = merged_version(metadata, config.carried, dict(rewritten), carried_lines, removed_lines,
                                   removed_bytes, failed_again, read and read.digest, bool(read and read.appended))
         count(ROWS_NEW, num_input_rows - carried_lines)
+    metadata = with_look_alike_labels(metadata)
     accounted = metadata.num_example_rows + errors.num_errors
     if accounted != num_input_rows:
         raise DatasetCheckFailed(

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from shardsmith import storage
+from shardsmith.core.look_alike_labels import normalized_label
 from shardsmith.errors import UsageError
 
 
@@ -24,14 +25,14 @@ class FixedLabels:
     extendable: bool = False
 
 
-def parse_label_list(data: bytes, path: str) -> tuple[str, ...]:
+def parse_label_list(data: bytes, path: str, normalization: str = "none") -> tuple[str, ...]:
     """The labels of a --label_file file's bytes, in order; UsageError for an undecodable line, a duplicate or no
     label at all."""
     labels: list[str] = []
     first_line: dict[str, int] = {}
     for number, raw in enumerate(data.split(b"\n"), start=1):
         try:
-            label = raw.decode("utf-8").strip()
+            label = normalized_label(raw.decode("utf-8").strip(), normalization)
         except UnicodeDecodeError:
             raise UsageError(f"--label_file {path} line {number}: not UTF-8 text") from None
         if not label:
@@ -46,9 +47,9 @@ def parse_label_list(data: bytes, path: str) -> tuple[str, ...]:
     return tuple(labels)
 
 
-def read_label_list(path: str) -> FixedLabels:
-    """The labels listed in the file at `path` (local or gs://), in file order; UsageError (one line) if it
-    cannot be read or is not a valid label list."""
+def read_label_list(path: str, normalization: str = "none") -> FixedLabels:
+    """The labels listed in the file at `path` (local or gs://), in file order, normalized as --normalize_labels
+    `normalization` says; UsageError (one line) if it cannot be read or is not a valid label list."""
     try:
         data = storage.read_bytes(path)
     except OSError as e:
@@ -58,7 +59,7 @@ def read_label_list(path: str) -> FixedLabels:
         raise UsageError(f"--label_file {path} does not exist")
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]  # a byte order mark some editors write
-    return FixedLabels(parse_label_list(data, path), path)
+    return FixedLabels(parse_label_list(data, path, normalization), path)
 
 
 MAX_MOVED_IDS_SHOWN = 5

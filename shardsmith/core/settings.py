@@ -168,6 +168,13 @@ class ManifestSettings:
                                    "--list_delimiter must be one character (not a quote or a line break)"),
         template=Template("List delimiter", "One character between the labels of a multi_label row and the "
                           "values of a list feature (default: {default})", r'[^\r\n"]'), same_in_every_version=True))
+    normalize_labels: str = option("none", Flag(
+        "none (default): labels as written; nfc: each label (and --label_file's) in Unicode NFC form, so 'café' "
+        "typed with a composed é and with e + a combining accent (as macOS names files) is one label. Labels that "
+        "look alike are reported in the summary and metadata.json either way", group="inputs",
+        choices=("none", "nfc"), template=Template(
+            "Normalize labels", "none (the default: labels as written) or nfc (Unicode NFC: 'café' composed and "
+            "decomposed become one label)")))
     mask_column: str = option("mask_uri", Flag(
         "segmentation: the column of mask URIs", group="inputs", template=Template(
             "Mask column", "segmentation: header name of the mask URI column (default: {default})", r"[^,\r\n]+")))

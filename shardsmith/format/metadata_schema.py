@@ -196,6 +196,17 @@ class SplitEntry(_Entry):
 
 
 @dataclass(kw_only=True)
+class LookAlikeLabels(_Entry):
+    """One group of `look_alike_labels`: labels that print alike but are different strings (shardsmith/core/
+    look_alike_labels.py): `kind` "unicode" (equal once NFC-normalized) or "case" (equal but for case, where the
+    other labels are all one case), and each label's records."""
+
+    kind: str
+    labels: list[str]
+    records: list[int]
+
+
+@dataclass(kw_only=True)
 class DuplicateCopy(_Entry):
     split: str
     uri: str
@@ -313,6 +324,7 @@ class Metadata(_Entry):
         "duplicates": _entry(DuplicatesEntry),
         "near_duplicates": _entry(NearDuplicatesEntry),
         "incremental": _entry(IncrementalEntry),
+        "look_alike_labels": _list_of(LookAlikeLabels),
     }
 
     name: str
@@ -323,6 +335,7 @@ class Metadata(_Entry):
     options: dict[str, Any] | None = None
     labels: list[str]
     labels_taken_from: str | None = None
+    look_alike_labels: list[LookAlikeLabels] | None = None  # None: no labels look alike (or an older build)
     label_image_counts: list[int] | None = None  # picks the label that places a multi-label row
     task: str | None = None  # None: "classification", from before the entry existed
     features: dict[str, str]

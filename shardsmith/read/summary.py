@@ -44,8 +44,22 @@ def _row(key: str, text: str) -> str:
 def shared_sections(metadata: Metadata, files_dir: str) -> list[str]:
     """The lines the build's summary and `inspect` both show, the same in each: errors by reason, duplicates, near
     duplicates of the build whose files are in `files_dir`."""
-    return errors_section(metadata, files_dir) + duplicates_section(metadata) + near_duplicates_section(
-        metadata, files_dir)
+    return (look_alike_section(metadata) + errors_section(metadata, files_dir) + duplicates_section(metadata)
+            + near_duplicates_section(metadata, files_dir))
+
+
+def look_alike_section(metadata: Metadata) -> list[str]:
+    """A warning per group of labels that look alike but are different classes (shardsmith/core/
+    look_alike_labels.py), each label written as Python's ascii() writes it so the difference shows."""
+    lines = []
+    for group in metadata.look_alike_labels or ():
+        labels = " and ".join(f"{ascii(label)} ({n})" for label, n in zip(group.labels, group.records, strict=True))
+        if group.kind == "unicode":
+            why = "print alike but differ in Unicode form: --normalize_labels nfc makes them one label"
+        else:
+            why = "differ only in case, where the other labels are all one case: one label written two ways?"
+        lines.append(_row("warning", f"labels {labels} {why}"))
+    return lines
 
 
 def errors_section(metadata: Metadata, files_dir: str) -> list[str]:

@@ -96,7 +96,8 @@ def compacted_metadata(compaction: Compaction, shards: list[ShardResult], plan: 
             f"the compacted shards hold {written.num_examples} records for {written.num_example_rows} rows, version "
             f"{source.version} {published.num_examples} for {source.num_rows}; nothing was published")
     return replace(
-        written, labels_taken_from=published.labels_taken_from, features=published.features,
+        written, labels_taken_from=published.labels_taken_from, look_alike_labels=published.look_alike_labels,
+        features=published.features,
         duplicates=published.duplicates,
         incremental=IncrementalEntry(
             previous=source.version, num_carried_rows=source.num_rows, num_added_records=0, num_removed_records=0,

@@ -9,6 +9,7 @@ import posixpath
 from collections.abc import Callable, Mapping
 
 from shardsmith.core.annotations import RowProblem, boxes_of, features_from, split_labels
+from shardsmith.core.look_alike_labels import normalized_label
 from shardsmith.core.manifest.settings import ManifestFormat, resolve_uri
 from shardsmith.core.manifest.source import Source
 from shardsmith.core.rows import Annotation, ErrorRow, ManifestRow
@@ -34,7 +35,7 @@ class RowMaker:
         """One row, or an ErrorRow saying what is wrong with it. `columns` (lower-cased name -> value) are
         the row's other columns, read for the task and --feature; `box_fields` the AutoML box coordinates."""
         fmt, source = self.fmt, self.source
-        split, uri, label = split.strip(), uri.strip(), label.strip()
+        split, uri, label = split.strip(), uri.strip(), normalized_label(label.strip(), fmt.normalize_labels)
 
         def error(reason: str, detail: str = "") -> ErrorRow:
             return ErrorRow(source.path, line, utf8(uri), utf8(split), utf8(label), STAGE, reason, detail)
