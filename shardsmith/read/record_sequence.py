@@ -53,6 +53,7 @@ class Shard:
     start: int  # split-wide index of its first record
     index_path: str | None  # its index file: listed in metadata.json, or beside it by name; None: none can be
     num_bytes: int | None = None  # the file's size as metadata.json records it (None in metadata without it)
+    first_key: str | None = None  # its first record's image/key/sha256 as metadata.json records it
 
 
 def open_stored(path: str):
@@ -171,11 +172,13 @@ class Records(Sequence):
             index_path = None
             if self.compression != "gzip" and self.file_format.indexable:
                 index_path = index_file_name(shard.path)
-            self.shards.append(Shard(shard.path, entry.num_examples, start, index_path, entry.num_bytes))
+            self.shards.append(Shard(shard.path, entry.num_examples, start, index_path, entry.num_bytes,
+                                     entry.first_key if entry.num_examples else None))
             start += entry.num_examples
         self._starts = [s.start for s in self.shards]
         self._length = start
         self._indexes: dict[int, RecordIndex] = {}
+        self._first_keys_checked: set[int] = set()
         self._reader = _RangeReader(self.compression)
 
     def __len__(self) -> int:
@@ -191,9 +194,11 @@ class Records(Sequence):
 
     def locate(self, i: int) -> tuple[int, int]:
         """(shard number, record number in that shard) of split-wide record `i` (negative counts from the end).
-        `i` is an index as a list takes one (an int, a numpy integer, a bool): a float or a string is a TypeError,
-        never truncated or parsed."""
+        `i` is an int or a numpy integer: a bool (a mask's element, not a position), a float or a string is a
+        TypeError, never taken as 0 or 1, truncated or parsed."""
         try:
+            if isinstance(i, bool) or type(i).__name__ in ("bool", "bool_"):
+                raise TypeError
             given = operator.index(i)
         except TypeError:
             raise TypeError(f"record indices must be integers or slices, not {type(i).__name__}") from None
@@ -208,6 +213,10 @@ class Records(Sequence):
     def read(self, i: int) -> bytes:
         """Record `i`'s serialized Example, both CRCs checked."""
         shard, at = self.locate(i)
+        self.check_first_key(shard)
+        return self._read_at(shard, at)
+
+    def _read_at(self, shard: int, at: int) -> bytes:
         index = self.shard_index(shard)
         offset, length = index.offsets[at], index.lengths[at]
         path = self.shards[shard].path
@@ -216,6 +225,32 @@ class Records(Sequence):
         except FramingError as e:
             raise CorruptRecord(f"{path} record {at}: {e.reason} at byte {e.offset}"
                                 + (f" ({e.detail})" if e.detail else "")) from None
+
+    def check_first_key(self, shard: int) -> None:
+        """The first time a shard is read, its first record must carry the image/key/sha256 metadata.json records
+        for it, as `load()` checks: a shard (and its index file) swapped in from another build of the same size
+        and count raises CorruptRecord naming it, before any of its records is handed out. Costs one record read
+        per shard, once per reader (and per DataLoader worker)."""
+        if shard in self._first_keys_checked:
+            return
+        info = self.shards[shard]
+        if info.first_key is not None:
+            from google.protobuf.message import DecodeError
+
+            from shardsmith.format.example import SHA256, feature_values
+            from shardsmith.read.version_files import first_key_problem
+
+            first = self._read_at(shard, 0) if info.index_path else next(self._stream(shard, 0, 1), None)
+            key = None
+            try:
+                keys = feature_values(first, (SHA256,)).get(SHA256) if first is not None else None
+                key = keys[0].decode("utf-8", "replace") if keys else None
+            except DecodeError:
+                pass
+            problem = first_key_problem(info.path, key, info.first_key)
+            if problem:
+                raise CorruptRecord(problem)
+        self._first_keys_checked.add(shard)
 
     def shard_index(self, shard: int) -> RecordIndex:
         """Shard `shard`'s record index: its index file, or (without one) found by reading the shard once."""
@@ -261,6 +296,11 @@ class Records(Sequence):
         last = info.num_records if last is None else last
         if first >= last:
             return
+        self.check_first_key(shard)
+        yield from self._stream(shard, first, last)
+
+    def _stream(self, shard: int, first: int, last: int) -> Iterator[bytes]:
+        info = self.shards[shard]
         offset = self.shard_index(shard).offsets[first] if first else 0
         got = first
         with decompressed(open_stored(info.path), self.compression) as stream:

@@ -177,11 +177,17 @@ def _shard_problem(shard: ShardFile, compression: str) -> str | None:
     expected = shard.entry.first_key
     if problem or expected is None:
         return problem
-    key = _first_key(shard.path, compression)
-    if key == expected:
+    return first_key_problem(shard.path, _first_key(shard.path, compression), expected)
+
+
+def first_key_problem(path: str, key: str | None, expected: str | None) -> str | None:
+    """Why a shard whose first record carries image/key/sha256 `key` (None: none readable) is not the file
+    metadata.json lists with `expected` (None: metadata from before first keys; nothing is checked); None when
+    it is. Every reader says this same line."""
+    if expected is None or key == expected:
         return None
     found = "no readable first record" if key is None else f"first record is image {key[:16]}..."
-    return (f"{shard.path}: its {found}, metadata.json says {expected[:16]}... (image/key/sha256): not the "
+    return (f"{path}: its {found}, metadata.json says {expected[:16]}... (image/key/sha256): not the "
             "file this build wrote (copied in from another build?)")
 
 

@@ -166,11 +166,12 @@ def test_readers_of_gs_datasets_left_open_at_interpreter_exit_close_quietly(buil
 
 
 def test_an_index_must_be_an_integer_and_an_out_of_range_one_is_named_as_given(built):
-    """As a list: an int (numpy's too; a bool is the int it stands for) or a slice; a float or a string is a
-    TypeError naming its type, never truncated or parsed into some other record."""
+    """An int (numpy's too) or a slice; a bool (a mask's element, not a position), a float or a string is a
+    TypeError naming its type, never taken as 0 or 1, truncated or parsed into some other record."""
     records = shardsmith.records(built, "validation")
-    assert records[np.int64(3)] == records[3] and records[True] == records[1] and records[-1] == records[30]
-    for index, kind in ((1.7, "float"), ("3", "str"), (np.float64(2.0), "float64"), (None, "NoneType")):
+    assert records[np.int64(3)] == records[3] and records[-1] == records[30]
+    for index, kind in ((1.7, "float"), ("3", "str"), (np.float64(2.0), "float64"), (None, "NoneType"),
+                        (True, "bool"), (False, "bool"), (np.bool_(True), "bool")):
         with pytest.raises(TypeError, match=f"record indices must be integers or slices, not {kind}$"):
             records[index]
     for index in (31, -32, 10**20):

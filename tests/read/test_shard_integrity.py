@@ -102,6 +102,44 @@ def test_a_shard_swapped_in_from_another_build_of_the_same_size_fails_verify_and
     assert sum(1 for _ in load(str(target), "test", batch_size=None)) == 12, "other splits still load"
 
 
+def test_a_shard_and_its_index_swapped_in_from_another_build_fail_every_reader(two_builds, tmp_path):
+    # records() at random and streamed, the PyTorch readers and Grain's source all check a shard's first record
+    # against metadata.json's first_key before handing any of its records out, as load() does.
+    one, two = two_builds
+    target = tmp_path / "swapped"
+    shutil.copytree(one, target)
+    name = _shard_entry(one)["file"]
+    for suffix in ("", ".idx"):
+        shutil.copyfile(Path(published_dir(two)) / (name + suffix), Path(published_dir(target)) / (name + suffix))
+    swapped = f"{name}: its first record is image .*not the file this build wrote"
+    import shardsmith
+    from shardsmith.read.record_sequence import CorruptRecord
+
+    records = shardsmith.records(target, "train")
+    with pytest.raises(CorruptRecord, match=swapped):
+        records[0]
+    with pytest.raises(CorruptRecord, match=swapped):
+        list(shardsmith.records(target, "train"))
+    readers = []
+    try:
+        from shardsmith.torch import ShardDataset, StreamingShardDataset
+
+        readers += [lambda: ShardDataset(target, "train")[0],
+                    lambda: list(StreamingShardDataset(target, "train", shuffle=False))]
+    except ImportError:  # torch is a test dependency; without it only records() and Grain are checked
+        pass
+    try:
+        from shardsmith.grain import ShardSource
+
+        readers.append(lambda: ShardSource(target, "train")[0])
+    except ImportError:
+        pass
+    for read in readers:
+        with pytest.raises(CorruptRecord, match=swapped):
+            read()
+    assert len(list(shardsmith.records(target, "test"))) == 12, "other splits still read"
+
+
 def test_metadata_from_before_shard_hashes_still_verifies_and_loads(two_builds, tmp_path, shardsmith,
                                                                    metadata_writer):
     target = tmp_path / "older"

@@ -71,6 +71,9 @@ def test_the_map_style_dataset_reads_records_at_random_and_with_a_distributed_sa
     assert set(seen) == set(_ids(built, "validation")) and len(seen) == 32, "31 records, padded to 2 x 16"
     assert plain[0]["image"].shape == (3, records[0]["image/height"], records[0]["image/width"])
     assert plain[0]["image"].dtype == torch.uint8
+    for index in (True, 1.0, "1"):  # a bool is not an index (records() refuses it the same way)
+        with pytest.raises(TypeError, match="record indices must be integers or slices"):
+            plain[index]
 
 
 def test_a_transform_gets_the_pil_image_and_a_training_step_runs(built):
