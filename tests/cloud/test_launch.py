@@ -313,6 +313,7 @@ EXAMPLES = {
     "image_mode": ("path", "file"),
     "task": ("detection", "boxes"),
     "list_delimiter": ("|", ";;"),
+    "normalize_labels": ("nfc", "nfd"),
     "mask_column": ("mask", "a,b"),
     "feature": ("age:int,tags:string_list", "age:integer"),
     "max_side": ("512", "-1"),

@@ -619,3 +619,17 @@ def test_the_recorded_options_give_back_the_manifest_format_the_build_used():
         "--task", "segmentation", "--list_delimiter", "|", "--mask_column", "masks", "--feature", "age:int"])
     options = build_options_from(args)
     assert ManifestFormat.from_recorded(options.recorded()) == options.manifest
+
+
+def test_a_json_boolean_or_number_label_is_the_text_a_person_reads_in_the_file(version_rows, shardsmith, tmp_path):
+    rows = version_rows()[:24]
+    written = [True, "true", 7, 7.0, False, "7"]
+    lines = [json.dumps({"split": "train", "image_uri": uri, "label": written[i % len(written)]})
+             for i, (_, uri, _) in enumerate(rows)]
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text("\n".join(lines) + "\n")
+    done = shardsmith("build", "--manifest", manifest, "--output_dir", tmp_path / "out", "--name", "pets")
+    assert done.code == 0, done.err
+    meta = json.loads((tmp_path / "out" / "metadata.json").read_text())
+    assert meta["labels"] == ["7", "7.0", "false", "true"]
+    assert meta["splits"]["train"]["label_counts"] == {"7": 8, "7.0": 4, "false": 4, "true": 8}

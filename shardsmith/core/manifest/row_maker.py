@@ -109,9 +109,20 @@ class RowMaker:
             return ErrorRow(self.source.path, line, utf8(_scalar_text(uri)), utf8(_scalar_text(split)), "", STAGE,
                             *problem)
         if isinstance(label, list):
-            label = fmt.list_delimiter.join(text_of(item) for item in label)
+            label = fmt.list_delimiter.join(label_text(item) for item in label)
         columns = {key.lower(): value for key, value in obj.items()} if fmt.annotated else None
-        return self.row(line, text_of(obj.get(split_key)), text_of(obj.get(uri_key)), text_of(label), columns)
+        return self.row(line, text_of(obj.get(split_key)), text_of(obj.get(uri_key)), label_text(label), columns)
+
+
+def label_text(value) -> str:
+    """The label a value of a JSON Lines or Parquet row stands for: a string as it is; a boolean or a number as
+    JSON writes it (`true`, `7`, `7.5`: the text a person reads in the file, so `true` and "true" are one label);
+    null as no label."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return json.dumps(value)
+    return text_of(value)
 
 
 def _container_problem(obj: Mapping[str, object], keys: tuple[str, str, str], task: str,
