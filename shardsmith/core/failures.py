@@ -44,6 +44,10 @@ def _hint(reason: str, example: ErrorRow) -> str:
     if reason.startswith("manifest: unknown split value"):
         return ("the split is read from the first column (or the header's --split_column); if the header names "
                 "the columns differently, use --split_column, --uri_column and --label_column")
+    if reason == "manifest: wrong number of columns" and "(as in the header)" in example.detail:
+        return (f"the header names the columns, and line {example.line} has another number of fields: a field "
+                "holding the delimiter without quotes, a missing field, or a line cut short (a manifest copied "
+                "while it was still being written ends in half a line: is it the file's last?)")
     if reason == "manifest: wrong number of columns":
         return ("a CSV without a header is read as split,image_uri,label (or image_uri,label); add a header "
                 "line naming the columns, or map yours with --uri_column, --label_column and --split_column")

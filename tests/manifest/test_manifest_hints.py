@@ -170,3 +170,14 @@ def test_swapped_columns_get_their_hint_after_the_build_too():
     text = explain([_not_found("texture", label="images/x.jpg")])
     assert "Hint: the image URI column holds 'texture' and the label column 'images/x.jpg': the columns look " \
            "swapped" in text
+
+
+def test_a_manifest_cut_mid_line_is_named_as_such_not_as_a_missing_header(version_rows, shardsmith, tmp_path):
+    rows = version_rows()[:20]
+    text = "split,image_uri,label\n" + "".join(f"{s},{u},{label}\n" for s, u, label in rows)
+    manifest = tmp_path / "m.csv"
+    manifest.write_text(text[:-12])  # copied while it was written: the last line ends in the middle of its URI
+    result, _ = _build(shardsmith, tmp_path, manifest, "--max_error_fraction", "0.5")
+    assert result.code == 0, result.err
+    assert "line 21 has another number of fields" in result.out and "is it the file's last?" in result.out
+    assert "add a header" not in result.out
