@@ -31,7 +31,7 @@ from shardsmith.format.build_folder import (
 )
 from shardsmith.format.metadata import read_metadata
 from shardsmith.format.metadata_schema import MetadataError
-from shardsmith.format.naming import BUILDS_DIR, METADATA_FILE
+from shardsmith.format.naming import BUILDS_DIR, METADATA_FILE, join
 from shardsmith.format.record_file import RECORD_FILES
 from shardsmith.storage import is_remote, make_folders
 from shardsmith.versions import CarriedVersion
@@ -49,17 +49,25 @@ def _inside(path: str, folder: str) -> bool:
 
 def _refusal(out: str, state: FolderState) -> str:
     foreign = state.foreign
-    earlier_layout = False
+    builds = join(out, BUILDS_DIR)
+    if BUILDS_DIR in foreign and not is_remote(out) and os.path.islink(builds):
+        return (f"{builds} is a symbolic link (to {os.readlink(builds)}), not a folder a build made: shardsmith "
+                f"never writes or deletes through one; replace it with the folder it points to, or choose another "
+                "--output_dir")
+    earlier_layout, published = False, None
     if METADATA_FILE in foreign:
         with contextlib.suppress(MetadataError):
-            earlier_layout = read_metadata(out).format in RECORD_FILES
+            published = read_metadata(out)
+            earlier_layout = published.format in RECORD_FILES and not state.builds
     if earlier_layout:
         return (f"{out} holds a dataset written by an earlier shardsmith (its files at the top level, no "
                 f"{BUILDS_DIR}/ folder); it is left untouched: build into a new --output_dir")
     newest = newest_version(out, state) if foreign == [METADATA_FILE] else None
     if newest is not None:
         folder = f"{BUILDS_DIR}/{newest[0]}"
-        return (f"{out}/{METADATA_FILE} cannot be read as shardsmith's, and every build's folder keeps its own copy: "
+        wrong = (f"names build folder {published.build_dir!r}, which is not a finished build of the folder"
+                 if published is not None else "cannot be read as shardsmith's")
+        return (f"{out}/{METADATA_FILE} {wrong}, and every build's folder keeps its own copy: "
                 f"restore it from {folder}/{METADATA_FILE} (with \"build_dir\": \"{folder}\"), or move "
                 f"{METADATA_FILE} out of the folder and run again (a rebuild keeps the label ids of version "
                 f"{newest[0]})")

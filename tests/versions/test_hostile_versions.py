@@ -317,3 +317,39 @@ def test_retention_keeps_what_the_top_level_metadata_lists_whatever_the_versions
     for split in SPLITS:
         assert file_names(out, split) == sorted(uri for s, uri, _ in rows[:70] if s == split), split
     assert "every check holds" in shardsmith("verify", out).out
+
+
+def test_a_digest_whose_line_count_was_edited_is_never_trusted(rows, shardsmith, csv_manifest, tmp_path):
+    out = tmp_path / "out"
+    first = built(shardsmith, csv_manifest, out, "m", rows[:60])
+    for path in (out / METADATA_FILE, out / BUILDS_DIR / first["build_id"] / METADATA_FILE):
+        edited = json.loads(path.read_text())
+        edited["incremental"]["manifest"]["lines"] = 999
+        path.write_text(json.dumps(edited))
+    night = built(shardsmith, csv_manifest, out, "m", rows[:70])  # the same file with ten rows appended
+    assert night["incremental"]["appended"] is False  # paired in full, not taken for appended
+    assert (night["num_examples"], night["incremental"]["num_added_records"]) == (70, 10)
+
+
+def test_a_build_dir_that_names_no_build_and_a_symlinked_builds_folder_are_named(rows, shardsmith, csv_manifest,
+                                                                                 tmp_path):
+    out = tmp_path / "out"
+    first = built(shardsmith, csv_manifest, out, "m", rows[:60])
+    published = (out / METADATA_FILE).read_text()
+    edited = json.loads(published)
+    edited["build_dir"] = "builds/x"
+    (out / METADATA_FILE).write_text(json.dumps(edited))
+    refused = build(shardsmith, csv_manifest, out, "m", rows[:70])
+    assert refused.code == 2
+    assert "names build folder 'builds/x', which is not a finished build" in refused.err
+    assert f"restore it from builds/{first['build_id']}/metadata.json" in refused.err
+    assert "earlier shardsmith" not in refused.err
+    (out / METADATA_FILE).write_text(published)
+
+    moved = tmp_path / "moved-builds"
+    (out / BUILDS_DIR).rename(moved)
+    (out / BUILDS_DIR).symlink_to(moved)
+    refused = build(shardsmith, csv_manifest, out, "m", rows[:70])
+    assert refused.code == 2
+    assert f"{out / BUILDS_DIR} is a symbolic link (to {moved})" in refused.err
+    assert (out / BUILDS_DIR).is_symlink() and sorted(p.name for p in moved.iterdir()) == [first["build_id"]]

@@ -115,16 +115,22 @@ class _HashingReader:
 
 
 def prefix_matches(path: str, digest: ManifestDigestEntry) -> bool:
-    """Whether the file at `path` starts with the bytes `digest` records (their count and SHA-256)."""
+    """Whether the file at `path` starts with the bytes `digest` records (their count and SHA-256) and those bytes
+    hold the lines it records (\n, \r\n and \r each end one): a digest whose line count was edited is never
+    trusted, so the lines after it are never taken for the appended ones."""
     hasher, left = hashlib.sha256(), digest.bytes
+    line_ends, previous = 0, b""
     with storage.open_read(path) as raw:
         while left > 0:
             chunk = raw.read(min(left, PREFIX_READ_CHUNK_BYTES))
             if not chunk:
                 return False
             hasher.update(chunk)
+            joined = previous + chunk  # a \r\n across two chunks is one line end
+            line_ends += chunk.count(b"\n") + chunk.count(b"\r") - joined.count(b"\r\n")
+            previous = chunk[-1:]
             left -= len(chunk)
-    return hasher.hexdigest() == digest.sha256
+    return hasher.hexdigest() == digest.sha256 and line_ends == digest.lines
 
 
 def valid_digest(digest: object) -> bool:
