@@ -5,7 +5,8 @@ call here is a no-op.
 Points: `mid_shard:N` (N records into a shard's temporary file), `after_shards:N` (after N shards are renamed
 into place in this process), `before_metadata` (after errors.jsonl and labels.txt, before metadata.json),
 `before_switch` (the build's own metadata.json written, the top-level one staged, not yet renamed into place),
-`mid_rewrite:N` (--incremental: N records into the rewrite of a shard that holds removed rows).
+`mid_rewrite:N` (--incremental: N records into the rewrite of a shard that holds removed rows),
+`before_tags_rename` (`tag`/`untag`: tags.json's temporary file written whole, not yet renamed into place).
 In a shard writer process, those kill the whole build (FAULT_ALSO_KILL_ENV). Two more kill only the writer,
 N records into a shard, as the out-of-memory killer would: `writer_killed:N` in the writers a build starts
 first (the pool starts their replacements without it), `writer_killed_always:N` in every writer.
@@ -20,6 +21,7 @@ FAULT_ENV = "SHARDSMITH_FAULT"
 # Set by the shard writer pool in its workers: the process to kill first, so a fault takes the whole build down.
 FAULT_ALSO_KILL_ENV = "SHARDSMITH_FAULT_ALSO_KILL"
 WRITER_KILLED = "writer_killed"
+BEFORE_TAGS_RENAME = "before_tags_rename"
 WRITER_KILLED_ALWAYS = "writer_killed_always"
 _WRITER_ONLY = (WRITER_KILLED, WRITER_KILLED_ALWAYS)
 _counts: dict[str, int] = {}

@@ -55,6 +55,7 @@ from shardsmith.format.naming import (
     STAGED_METADATA,
     TAGS_FILE,
     TEMP_PREFIX,
+    TOP_LEVEL_TEMPORARY,
     TRANSFORM_DIRS,
     WRITTEN_DIR,
     join,
@@ -184,6 +185,8 @@ class FolderState:
     # build id -> files a person left in a removed build's folder (no record there any more): not a build,
     # never touched, no reason to refuse the folder
     left_behind: dict[str, list[str]] = field(default_factory=dict)
+    # top-level temporaries of metadata.json, tags.json or retired.json a killed command left (TOP_LEVEL_TEMPORARY)
+    temporaries: list[str] = field(default_factory=list)
 
 
 # What shardsmith writes at the top level: (name, is a folder).
@@ -196,8 +199,10 @@ def scan(output_dir: str) -> FolderState:
     top = storage.list_entries(output_dir)
     in_builds = {entry: storage.list_files(join(output_dir, BUILDS_DIR, entry)) if is_dir else None
                  for entry, is_dir in storage.list_entries(join(output_dir, BUILDS_DIR)).items()}
+    temporaries = [name for name, is_dir in sorted(top.items())
+                   if not is_dir and TOP_LEVEL_TEMPORARY.fullmatch(name)]
     foreign = [name + ("/" if is_dir else "") for name, is_dir in sorted(top.items())
-               if (name, is_dir) not in _OURS_AT_TOP]
+               if (name, is_dir) not in _OURS_AT_TOP and name not in temporaries]
     published = None
     if (METADATA_FILE, False) in top.items():
         published = _published_metadata(output_dir)
@@ -211,7 +216,18 @@ def scan(output_dir: str) -> FolderState:
             builds[build_id] = sorted(files)
         else:  # a folder shardsmith made (its name is a build id) whose build was removed around a user's files
             left_behind[build_id] = sorted(files)
-    return FolderState(foreign, published, builds, left_behind)
+    return FolderState(foreign, published, builds, left_behind, temporaries)
+
+
+def remove_temporaries(output_dir: str, state: FolderState | None = None) -> list[str]:
+    """Removes the top-level temporaries a killed command left (FolderState.temporaries); returns their names.
+    Call only while holding the folder's lock: no live command is then writing one."""
+    names = (state or scan(output_dir)).temporaries
+    if names:
+        storage.delete([join(output_dir, name) for name in names])
+        _LOG.info("removed %d temporary file(s) a killed command left in %s: %s", len(names), output_dir,
+                  ", ".join(names))
+    return names
 
 
 def left_behind_line(state: FolderState) -> str | None:
@@ -380,6 +396,7 @@ def retire_builds(output_dir: str, current: str | None = None, keep: int | None 
     top-level metadata.json lists counts as well as each kept version's own copy: an own copy edited to list
     less never makes retention remove a folder the published version reads."""
     state = scan(output_dir)
+    remove_temporaries(output_dir, state)
     try:
         tagged = {tag.version for tag in read_tags(output_dir).values()}
     except TagsUnreadable as e:

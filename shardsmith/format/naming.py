@@ -30,6 +30,10 @@ BUILD_ID = re.compile(r"\d{8}T\d{6}Z-[0-9a-f]{8}")
 # the versions retention removed, with when (shardsmith/format/tags.py, shardsmith/format/retired.py).
 TAGS_FILE = "tags.json"
 RETIRED_FILE = "retired.json"
+# A top-level file written whole through a temporary name beside it (storage.write_atomically): a command killed
+# between the two leaves that temporary, which only a holder of the folder's lock can have been writing.
+TOP_LEVEL_TEMPORARY = re.compile(rf"{re.escape(TEMP_PREFIX)}({re.escape(METADATA_FILE)}|{re.escape(TAGS_FILE)}|"
+                                 rf"{re.escape(RETIRED_FILE)})\.[0-9a-f]{{16}}")
 # A tag's name: a letter, then letters, digits, ".", "_" or "-" (never a build id, which starts with a digit).
 TAG_NAME = re.compile(r"[A-Za-z][A-Za-z0-9._-]{0,63}")
 TRANSFORM_DIRS = ("transform_fn", "transformed_metadata")  # tf.transform's outputs, in a build's folder

@@ -94,9 +94,14 @@ def tags_bytes(tags: dict[str, Tag]) -> bytes:
     return (json.dumps({"tags": entries}, indent=2) + "\n").encode("utf-8")
 
 
-def write_tags(output_dir: str, tags: dict[str, Tag]) -> None:
+def write_tags(output_dir: str, tags: dict[str, Tag], before_rename: Callable[[], None] | None = None) -> None:
     """Replaces tags.json whole (the caller holds the folder's lock)."""
-    storage.write_atomically(tags_path(output_dir), tags_bytes(tags))
+    def chunks():
+        yield tags_bytes(tags)
+        if before_rename is not None:  # every byte is in the temporary file; the rename has not happened
+            before_rename()
+
+    storage.write_atomically_from(tags_path(output_dir), chunks())
 
 
 def now_utc() -> str:

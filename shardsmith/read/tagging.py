@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 from contextlib import contextmanager
 
+from shardsmith.core.fault_injection import BEFORE_TAGS_RENAME, reached
 from shardsmith.errors import UsageError
 from shardsmith.format.tags import Tag, TagsUnreadable, now_utc, read_tags, tag_name_problem, write_tags
 from shardsmith.read.version_files import open_version
@@ -39,6 +40,9 @@ def _folder_lock(output_dir: str):
     except OSError as e:
         raise UsageError(f"output folder {output_dir} is not writable: {str(e).splitlines()[0]}") from None
     try:
+        from shardsmith.format.build_folder import remove_temporaries
+
+        remove_temporaries(output_dir)  # a tags.json write killed before its rename, say
         yield
     finally:
         lock.release()
@@ -79,7 +83,7 @@ def tag(output_dir: str, version: str, name: str, force: bool = False) -> Tag:
             raise UsageError(f"tag {name} already pins version {held.version} of {output_dir}; pass --force to move "
                              f"it to {build_id}, or choose another name")
         tags[name] = Tag(name, build_id, now_utc())
-        write_tags(output_dir, tags)
+        write_tags(output_dir, tags, before_rename=lambda: reached(BEFORE_TAGS_RENAME))
     moved = f" (moved from version {held.version}, which retention may now remove)" if held is not None else ""
     print(f"shardsmith: tag {name} pins version {build_id} of {output_dir}{moved}; retention keeps it until "
           f"`shardsmith untag {output_dir} {name}`", flush=True)
@@ -94,7 +98,7 @@ def untag(output_dir: str, name: str) -> Tag:
         removed = tags.pop(name, None)
         if removed is None:
             raise UsageError(f"no tag {name[:80]!r} in {output_dir}; `shardsmith versions {output_dir}` lists the tags")
-        write_tags(output_dir, tags)
+        write_tags(output_dir, tags, before_rename=lambda: reached(BEFORE_TAGS_RENAME))
     print(f"shardsmith: removed tag {name} (version {removed.version}); the next build or compaction removes that "
           "version if --keep_builds no longer keeps it and no other tag pins it", flush=True)
     return removed

@@ -224,3 +224,31 @@ def test_retired_json_is_bounded_and_unreadable_ones_are_no_entries(tmp_path):
     assert read_retired(out) == {}
     record_retired(out, [ids[0]], "2026-03-01T00:00:00Z", None)
     assert list(read_retired(out)) == [ids[0]]
+
+
+@pytest.mark.parametrize("command", ["tag", "untag"])
+def test_a_tag_killed_between_its_temporary_file_and_the_rename_changes_nothing_and_needs_no_person(
+        command, rows, shardsmith, tmp_path):
+    # SIGKILL at the fault point: tags.json's new content is whole in its temporary file, not yet renamed.
+    import os
+    import subprocess
+    import sys
+
+    from shardsmith.core.fault_injection import BEFORE_TAGS_RENAME, FAULT_ENV
+
+    out = tmp_path / "out"
+    first = build(shardsmith, tmp_path, out, "day1", rows[:40])
+    ok(shardsmith, "tag", out, first, "release-1")
+    before = (out / TAGS_FILE).read_bytes()
+    args = [str(out), first, "release-2"] if command == "tag" else [str(out), "release-1"]
+    killed = subprocess.run([sys.executable, "-m", "pipeline", command, *args], capture_output=True, text=True,
+                            env={**os.environ, FAULT_ENV: BEFORE_TAGS_RENAME}, timeout=120)
+    assert killed.returncode == -9, killed.stderr
+    assert (out / TAGS_FILE).read_bytes() == before, "readers still see the tags as they were"
+    assert [r["image/filename"] for r in records(out, "train", version="release-1")]
+    ok(shardsmith, command, *args)  # run again: it takes over the dead command's lock and does it
+    assert ("release-2" in json.loads((out / TAGS_FILE).read_text())["tags"]) == (command == "tag")
+    second = build(shardsmith, tmp_path, out, "day2", rows[:50], "--incremental")
+    assert first in builds(out) or command == "untag"
+    assert second in builds(out)
+    assert not [p.name for p in out.iterdir() if p.name not in (METADATA_FILE, BUILDS_DIR, TAGS_FILE, RETIRED_FILE)]
