@@ -26,7 +26,7 @@ COUNT_FIELDS = ("num_input_rows", "num_examples", "num_example_rows", "num_error
 # A night names the build that holds the kept copy of an image it dropped; a full build holds both.
 PUBLISHED_IN = re.compile(r", published in build \d{8}T\d{6}Z-[0-9a-f]{8}")
 NEAR_DROPPED = "near duplicate dropped (--near_duplicates drop)"
-KEPT_COPY = re.compile(r"near duplicate of (.+) in [a-z]+(?:,| \()")
+KEPT_COPY = re.compile(r"near duplicate of (.+) in ([a-z]+)(?:,| \()")
 MAX_SHOWN = 3  # differing items shown per difference
 
 
@@ -42,7 +42,7 @@ class Reading:
     duplicates: dict = field(default_factory=dict)
     near_duplicates: dict = field(default_factory=dict)
     counts: dict = field(default_factory=dict)
-    near_dropped: set = field(default_factory=set)  # (uri dropped, uri of the copy kept) per near-duplicate drop
+    near_dropped: set = field(default_factory=set)  # ((uri, split) dropped, (uri, split) kept) per near drop
 
     def record_digest(self) -> str:
         """One hash of every split's records, to compare a kept version with itself later."""
@@ -86,7 +86,8 @@ def read_version(out: Path, version: str | None = None) -> Reading:
                 reading.errors[PUBLISHED_IN.sub("", json.dumps(entry, sort_keys=True, ensure_ascii=False))] += 1
                 if entry.get("reason") == NEAR_DROPPED:
                     kept = KEPT_COPY.match(entry.get("detail", ""))
-                    reading.near_dropped.add((entry.get("uri"), kept.group(1) if kept else ""))
+                    reading.near_dropped.add(((entry.get("uri"), entry.get("split")),
+                                              (kept.group(1), kept.group(2)) if kept else ("", "")))
     raw = json.loads((files / "metadata.json").read_text(encoding="utf-8"))
     reading.duplicates = raw.get("duplicates") or {}
     reading.near_duplicates = {key: (raw.get("near_duplicates") or {}).get(key) for key in NEAR_DUPLICATE_FIELDS}
@@ -148,7 +149,7 @@ def kept_published(version: Reading, full: Reading) -> set[str]:
     for dropped, kept in version.near_dropped - full.near_dropped:
         instead = {other for other, kept_by_full in full.near_dropped if kept_by_full == dropped}
         if instead:
-            swapped |= {dropped, kept} | instead
+            swapped |= {dropped[0], kept[0]} | {uri for uri, _ in instead}
     return swapped
 
 
