@@ -11,6 +11,19 @@ def rows(version_rows) -> list[tuple[str, str, str]]:
     return version_rows()
 
 
+@pytest.fixture
+def history_reads_as_full_builds(differential_checker, tmp_path):
+    """history_reads_as_full_builds(seed, steps): runs the checker's history `seed` and asserts that every one of
+    its steps ran and read as a full build of its rows."""
+
+    def check(seed: int, steps: int) -> None:
+        result = differential_checker.run_history(str(tmp_path), seed, steps)
+        assert result.steps == steps + 1
+        assert result.failures == []
+
+    return check
+
+
 @pytest.fixture(scope="session")
 def differential_checker():
     """tests/benchmarks/differential.py as a module: `run_history(workdir, seed, steps)` checks one history."""

@@ -252,3 +252,16 @@ def test_a_tag_killed_between_its_temporary_file_and_the_rename_changes_nothing_
     assert first in builds(out) or command == "untag"
     assert second in builds(out)
     assert not [p.name for p in out.iterdir() if p.name not in (METADATA_FILE, BUILDS_DIR, TAGS_FILE, RETIRED_FILE)]
+
+
+def test_a_users_file_named_like_a_temporary_is_refused_never_removed(rows, shardsmith, tmp_path):
+    out = tmp_path / "out"
+    build(shardsmith, tmp_path, out, "day1", rows[:40])
+    user_file = out / ".shardsmith-tmp-tags.json.my-backup"  # not a temporary's name: no 16-hex-digit token
+    user_file.write_text("mine")
+    refused = shardsmith("tag", out, published(out), "release-1")
+    assert refused.code == 0 and user_file.read_text() == "mine", "tag touches only tags.json and its temporary"
+    refused = shardsmith("build", "--manifest", tmp_path / "day1.csv", "--output_dir", out, "--name", "pets",
+                         "--incremental")
+    assert refused.code == 2 and ".shardsmith-tmp-tags.json.my-backup" in refused.err
+    assert user_file.read_text() == "mine"
