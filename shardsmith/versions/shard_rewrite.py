@@ -29,7 +29,8 @@ from shardsmith.versions import row_check
 def rewrite_shard(config: WriterConfig, split: str, source_folder: str, file: str, removed_positions: set[int],
                   why_not_rebuilt: str = "") -> ShardResult:
     """Writes shard `file` of `split` (in `source_folder`) into config.output_dir without the records at
-    `removed_positions`; returns what was written (`shard` and `num_shards` are 0: the caller places it). Each
+    `removed_positions`; returns what was written (`shard` and `num_shards` are 0: the caller places it), or, when
+    every record is removed, writes nothing and returns a result of no records (the version drops the shard). Each
     record is checked against its row list's line (`check_record`); a lost row list is rebuilt from the records
     as they are copied, unless `why_not_rebuilt` (shardsmith/versions/row_check.py `unrecoverable`) says it cannot
     be."""
@@ -73,6 +74,9 @@ def rewrite_shard(config: WriterConfig, split: str, source_folder: str, file: st
         if listed is not None and count != len(listed):
             raise RowListError(f"{list_path} lists {len(listed)} rows but {source} holds {count} records; "
                                f"{row_check.fix(why_not_rebuilt)}")
+        if not kept:  # every record removed: the version lists no shard for it, as a full build of its rows
+            output.discard_temporary()
+            return ShardResult(split, 0, 0, file, 0, 0, {}, 0, "", None, None)
         index_file = output.finish(config, index, kept)
     except BaseException:
         output.discard_temporary()

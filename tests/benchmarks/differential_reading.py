@@ -43,6 +43,7 @@ class Reading:
     near_duplicates: dict = field(default_factory=dict)
     counts: dict = field(default_factory=dict)
     near_dropped: set = field(default_factory=set)  # ((uri, split) dropped, (uri, split) kept) per near drop
+    kept_published: set = field(default_factory=set)  # (uri, split) of the copies a night dropped for a published one
 
     def record_digest(self) -> str:
         """One hash of every split's records, to compare a kept version with itself later."""
@@ -88,6 +89,8 @@ def read_version(out: Path, version: str | None = None) -> Reading:
                     kept = KEPT_COPY.match(entry.get("detail", ""))
                     reading.near_dropped.add(((entry.get("uri"), entry.get("split")),
                                               (kept.group(1), kept.group(2)) if kept else ("", "")))
+                    if PUBLISHED_IN.search(entry.get("detail", "")):
+                        reading.kept_published.add((entry.get("uri"), entry.get("split")))
     raw = json.loads((files / "metadata.json").read_text(encoding="utf-8"))
     reading.duplicates = raw.get("duplicates") or {}
     reading.near_duplicates = {key: (raw.get("near_duplicates") or {}).get(key) for key in NEAR_DUPLICATE_FIELDS}
@@ -143,14 +146,22 @@ def differences(version: Reading, full: Reading, built_now: bool) -> list[str]:
 def kept_published(version: Reading, full: Reading) -> set[str]:
     """The URIs of near-duplicate groups a night decided apart from a full build, by its rule (docs/
     near_duplicates.md): a new training copy of published validation/test records is dropped and the published
-    records stay, where a full build keeps the training image and drops its validation/test copies. Empty where
-    the version's drops are the full build's."""
-    swapped = set()
-    for dropped, kept in version.near_dropped - full.near_dropped:
-        instead = {other for other, kept_by_full in full.near_dropped if kept_by_full == dropped}
-        if instead:
-            swapped |= {dropped[0], kept[0]} | {uri for uri, _ in instead}
-    return swapped
+    records stay, where a full build keeps the training image and drops its validation/test copies. A group is
+    what the drops of the two readings connect (each drop joins the copy dropped and the copy kept); a group in
+    which the version dropped a copy for a published record where the full build did not is left out. Empty
+    where the drops are the same."""
+    parent: dict[tuple[str, str], tuple[str, str]] = {}
+
+    def root(node: tuple[str, str]) -> tuple[str, str]:
+        while parent.setdefault(node, node) != node:
+            node = parent[node]
+        return node
+
+    for dropped, kept in version.near_dropped | full.near_dropped:
+        parent[root(dropped)] = root(kept)
+    decided = {root(dropped) for dropped, _ in version.near_dropped - full.near_dropped
+               if dropped in version.kept_published}
+    return {uri for (uri, _split) in list(parent) if root((uri, _split)) in decided}
 
 
 def without(reading: Reading, uris: set[str]) -> Reading:

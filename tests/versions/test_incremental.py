@@ -512,3 +512,23 @@ def test_an_unreadable_metadata_json_says_how_to_restore_it_and_a_rebuild_keeps_
     done = shardsmith("build", "--manifest", pool.manifest("b", pool.rows), "--output_dir", out, "--name", "pets",
                       "--overwrite")
     assert done.code == 0 and "label ids changed" in done.out
+
+
+def test_a_split_whose_every_record_is_removed_is_no_split_of_the_version(pool, shardsmith, tmp_path):
+    # As in a full build of the rows: the version lists no test split, and its shard is rewritten nowhere (an
+    # empty shard listed would read as an empty split, an unlisted one would fail verify).
+    out = tmp_path / "out"
+    assert build(shardsmith, pool.manifest("day1", pool.rows), out).code == 0
+    without_test = [row for row in pool.rows if row[0] != "test"]
+    night = build(shardsmith, pool.manifest("day2", without_test), out, "--max_removed_fraction", "0.5")
+    assert night.code == 0, night.err
+    meta = metadata(out)
+    assert sorted(meta["splits"]) == ["train", "validation"] and meta["num_examples"] == len(without_test)
+    assert meta["incremental"]["num_removed_records"] == 9
+    assert not list((out / meta["build_dir"]).glob("*-test.tfrecord*"))
+    assert shardsmith("verify", out).code == 0
+    with pytest.raises(ValueError, match="split 'test' is not in this dataset"):
+        records(out, "test")
+    full = shardsmith("build", "--manifest", pool.manifest("day2", without_test), "--output_dir", tmp_path / "full",
+                      "--name", "pets", "--num_shards", "train=2,validation=1,test=1")
+    assert full.code == 0 and sorted(metadata(tmp_path / "full")["splits"]) == sorted(meta["splits"])
