@@ -119,10 +119,12 @@ def merged_version(new: Metadata, version: CarriedVersion, rewritten: dict[int, 
     removed rows and records are the published version's that the manifest no longer lists."""
     splits = {}
     for split in SPLITS:
-        # A shard rewritten without every one of its records is written nowhere and listed nowhere (a split left
-        # with no record and no new one is no split of the version, as in a full build of its rows).
-        carried = [_carried_entry(index, shard, rewritten) for index, shard in enumerate(version.shards)
-                   if shard.split == split and (index not in rewritten or rewritten[index].num_examples)]
+        # A carried shard without records (all its rows failed, or were removed: then it was written nowhere) is not
+        # listed: a split left with no record and no row placed tonight is no split of the version, as in a full
+        # build of its rows.
+        carried = [entry for entry in (_carried_entry(index, shard, rewritten)
+                                       for index, shard in enumerate(version.shards) if shard.split == split)
+                   if entry.num_examples]
         added = new.splits.get(split)
         if not carried and added is None:
             continue

@@ -532,3 +532,22 @@ def test_a_split_whose_every_record_is_removed_is_no_split_of_the_version(pool, 
     full = shardsmith("build", "--manifest", pool.manifest("day2", without_test), "--output_dir", tmp_path / "full",
                       "--name", "pets", "--num_shards", "train=2,validation=1,test=1")
     assert full.code == 0 and sorted(metadata(tmp_path / "full")["splits"]) == sorted(meta["splits"])
+
+
+def test_a_split_that_only_ever_held_failed_rows_goes_with_them(pool, shardsmith, tmp_path):
+    # The first version places its test rows but every one fails (truncated files): a test split of empty shards,
+    # as a full build lists it. A night whose manifest no longer lists them carries no empty shard along.
+    out = tmp_path / "out"
+    rows = [row for row in pool.rows if row[0] != "test"]
+    missing = []
+    for i in range(2):  # truncated: they fail where the shard is written, after placement
+        broken = tmp_path / f"truncated-{i}.jpg"
+        broken.write_bytes((pool.root / rows[i][1]).read_bytes()[:100])
+        missing.append(("test", str(broken), "cat"))
+    first = build(shardsmith, pool.manifest("day1", rows + missing), out, "--max_error_fraction", "0.5")
+    assert first.code == 0, first.err
+    assert metadata(out)["splits"]["test"]["num_examples"] == 0
+    night = build(shardsmith, pool.manifest("day2", rows), out)
+    assert night.code == 0, night.err
+    assert sorted(metadata(out)["splits"]) == ["train", "validation"]
+    assert shardsmith("verify", out).code == 0
