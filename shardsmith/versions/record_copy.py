@@ -74,14 +74,16 @@ def _framed_in_order(config: CompactionWriter, refs: list[RecordRef]) -> Iterato
 
 
 def write_compacted_shard(config: CompactionWriter, split: str, shard: int,
-                          dealt: Iterable[list[PlacedRow]]) -> ShardResult:
+                          dealt: Iterable[list[PlacedRow]], num_shards: int | None = None) -> ShardResult:
     """Writes shard `shard` of `split` from its placed rows (in any order, in any number of lists): the records
-    they name, in placement order, under the full build's shard name."""
+    they name, in placement order, under the full build's shard name. With no row (a shard of a split whose
+    placed rows all failed at load), `num_shards` names the split's shard count and the shard is written empty,
+    as a full build writes it."""
     writer = config.writer
     if writer.lock is not None:
         writer.lock.check()
     ordered = sorted((p for rows in dealt for p in rows), key=lambda p: p.order_key)
-    num_shards = ordered[0].num_shards
+    num_shards = ordered[0].num_shards if ordered else num_shards
     name = shard_file_name(writer.name, split, shard, num_shards, writer.records.compression,
                            file_format=writer.file_format)
     output = ShardOutput(writer.output_dir, name, writer.records.compression)

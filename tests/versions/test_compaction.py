@@ -226,3 +226,30 @@ def test_compaction_of_gzip_shards_streams_each_once_and_matches_the_full_build(
     assert not list(folder.rglob("*unpacked*"))  # the uncompressed copies went before the version was published
     full_build_matches(shardsmith, csv_manifest, tmp_path, out, old_rows, meta["labels"], shards=gzip_shards)
     assert "every check holds" in ok(shardsmith, "verify", out).out
+
+
+def test_compaction_keeps_a_split_whose_placed_rows_all_failed_as_a_full_build_lists_it(rows, shardsmith,
+                                                                                         csv_manifest, tmp_path):
+    """The differential checker's seed 236: the version's test split holds only a row whose image failed at load,
+    so it has no record and no row list names it. A full build of the manifest lists the split with an empty
+    shard; so must the compacted version, or `records(out, "test")` refuses a split the manifest places."""
+    out = tmp_path / "out"
+    broken = tmp_path / "broken.jpg"
+    broken.write_bytes(b"\xff\xd8\xff\xe0 not a whole JPEG")
+    day = [r for r in rows if r[0] != "test"][:30] + [("test", str(broken), rows[0][2])]
+    incremental(shardsmith, csv_manifest, out, "d1", day, "--max_error_fraction", "0.5")
+    incremental(shardsmith, csv_manifest, out, "d2", day[1:], "--max_error_fraction", "0.5")
+    before = metadata(out)
+    assert before["splits"]["test"]["num_examples"] == 0 and before["num_errors"] == 1
+
+    ok(shardsmith, "compact", out)
+    meta = metadata(out)
+    assert meta["build_id"] != before["build_id"] and meta["incremental"]["generations"] == 1
+    assert list(meta["splits"]) == list(before["splits"]) == ["train", "validation", "test"]
+    test_split = meta["splits"]["test"]
+    assert test_split["num_examples"] == 0 and test_split["num_shards"] == 1 and len(test_split["shards"]) == 1
+    assert (out / meta["build_dir"] / test_split["shards"][0]["file"]).read_bytes() == b""
+    assert list(records(out, "test")) == []
+    assert meta["num_errors"] == 1 and meta["num_input_rows"] == len(day) - 1
+    assert "every check holds" in ok(shardsmith, "verify", out).out
+    full_build_matches(shardsmith, csv_manifest, tmp_path, out, version_rows(out) + [day[-1]], meta["labels"])

@@ -32,7 +32,7 @@ from shardsmith.core.shard_file import WriterConfig
 from shardsmith.format.build_folder import COPY_CHUNK_BYTES, build_dir, write_atomically, write_atomically_from
 from shardsmith.format.metadata import labels_bytes
 from shardsmith.format.metadata_schema import IncrementalEntry, Metadata
-from shardsmith.format.naming import ERRORS_FILE, LABELS_FILE, NEAR_DUPLICATES_FILE, join
+from shardsmith.format.naming import ERRORS_FILE, LABELS_FILE, NEAR_DUPLICATES_FILE, SPLITS, join
 from shardsmith.format.tfds import tfds_metadata_files
 from shardsmith.format.transform_fn import write_transform_fn
 from shardsmith.versions.compaction import CompactionSource, readable_path, record_rows, row_list_path
@@ -40,7 +40,7 @@ from shardsmith.versions.publish import publish_version
 from shardsmith.versions.record_copy import CompactionWriter, write_compacted_shard
 from transforms.error_parts import ErrorSummary
 from transforms.labels import Vocabulary
-from transforms.place import PlaceRows, ShardPlan
+from transforms.place import PlaceRows, ShardPlan, SplitPlan
 from transforms.report import DatasetCheckFailed, ReportConfig, build_metadata
 from transforms.versions.carried_rows import row_lists_checked
 
@@ -141,12 +141,31 @@ def carry_near_duplicates(compaction: Compaction, metadata: Metadata) -> Metadat
     return replace(metadata, near_duplicates=published.near_duplicates)
 
 
+def write_failed_splits(compaction: Compaction, plan: ShardPlan) -> tuple[ShardPlan, list[ShardResult]]:
+    """The compacted version's splits that hold no record though rows were placed there (each failed at load, so
+    no row list names it, and PlaceRows never saw it): their shards written empty, as a full build of the
+    manifest writes them (the first min(rows placed, shard count), where round-robin dealing put those rows), and
+    their placement added to `plan`, so that the compacted version lists them with no record as that build
+    does."""
+    splits, written = dict(plan.splits), []
+    for split, entry in compaction.source.metadata.splits.items():
+        if split in splits or entry.num_examples or not entry.shards:
+            continue
+        num_shards = entry.num_shards or len(entry.shards)
+        splits[split] = SplitPlan(entry.num_placed or 0, entry.source_bytes or 0, num_shards)
+        writer = compaction.writer()
+        written += [write_compacted_shard(writer, split, shard, [], num_shards)
+                    for shard in range(min(len(entry.shards), num_shards))]
+    return replace(plan, splits={split: splits[split] for split in SPLITS if split in splits}), written
+
+
 def publish_compaction(_, compaction: Compaction, shards: list[ShardResult], plan: ShardPlan) -> Metadata:
     """Writes labels.txt, errors.jsonl and near_duplicates.jsonl (the compacted version's), transform_fn/ and the
     TFDS files into the compaction's build folder and publishes it as a build's report does
     (shardsmith/versions/publish.py: metadata.json last, under the lock, then retention beyond --keep_builds, and
-    the lock released)."""
-    metadata = compacted_metadata(compaction, list(shards), plan)
+    the lock released). A split whose placed rows all failed is listed with empty shards (write_failed_splits)."""
+    plan, empty_shards = write_failed_splits(compaction, plan)
+    metadata = compacted_metadata(compaction, list(shards) + empty_shards, plan)
     files_dir, lock = compaction.files_dir, compaction.lock
     lock.check()
     write_atomically(join(files_dir, LABELS_FILE), labels_bytes(metadata.labels))
