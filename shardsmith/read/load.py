@@ -70,6 +70,36 @@ def counted_records(path, expected, compression: str):
     return records.apply(tf.data.experimental.assert_cardinality(expected))
 
 
+def resumed_only_on(elements, output_dir: str, build_id: str | None, split: str):
+    """`elements` (load()'s last stage) with the build and split they read kept in the iterator's saved state (a
+    scan's), so that a checkpoint restored into a `load()` of another build or split, whose saved positions would
+    name other records in other shard files, is refused at the first element the restored pipeline makes: an
+    InvalidArgumentError whose message's first line names the `version=` that reads the saved build. Elements the
+    checkpoint already held (tf.data's buffers: the saved version's) come first. One comparison of two strings an
+    element, in the thread that asks for it (docs/performance.md, "Reading")."""
+    import tensorflow as tf
+
+    here = f"{build_id or ''}/{split}"
+
+    def refuse(saved):
+        saved_build = tf.strings.split(saved, "/")[0]
+        message = tf.strings.join([
+            "the checkpoint was saved reading ", tf.strings.regex_replace(saved, "^[^/]*/", ""), " of build ",
+            saved_build, " of ", output_dir, f", this dataset reads {split} of build {build_id}: resume it with "
+            "load(..., version=", saved_build, ") and that split (while the build is kept), or start the epoch "
+            "over without the checkpoint"])
+        with tf.control_dependencies([tf.debugging.Assert(False, [message])]):
+            return tf.identity(saved)
+
+    def check(saved, *element):
+        fits = tf.logical_or(tf.equal(saved, ""), tf.equal(saved, here))
+        # The message is built only for a checkpoint refused; the new state depends on the check.
+        checked = tf.cond(fits, lambda: tf.constant(here), lambda: refuse(saved))
+        return checked, element[0] if len(element) == 1 else element
+
+    return elements.scan(tf.constant(""), check)
+
+
 def feature_spec(metadata: Metadata) -> dict:
     """The tf.io parse spec for every key the records carry, from metadata.json's "features": one value
     (FixedLenFeature) or, for list kinds, any number (RaggedFeature: a batch parsed at once is a RaggedTensor,
@@ -169,7 +199,9 @@ def load(
       keeps it, or for as long as a tag (`shardsmith tag OUT ID NAME`) pins it.
     Resuming mid-epoch (a preempted job): the iterator saves and restores with `tf.train.Checkpoint(iterator=it)`
     (tests/read/test_load_resume.py): a new `load()` with the same arguments, its iterator restored, reads the rest of
-    the epoch, each record once. The checkpoint holds the shuffle buffer's records (`shuffle_buffer` times the
+    the epoch, each record once. A checkpoint restored into a `load()` of another version or split stops with an
+    InvalidArgumentError naming the `version=` that resumes it (pass it, with the same split, while the build is
+    kept or tagged). The checkpoint holds the shuffle buffer's records (`shuffle_buffer` times the
     record size: 1024 photos of 60 KB are 60 MB).
     The dataset's `cardinality()` is known (records from metadata.json, or batches of them), so `model.fit`
     needs no `steps_per_epoch`; `.repeat()`, `.filter()` or `.take()` on it change that as tf.data does.
@@ -263,4 +295,5 @@ def load(
             dataset = dataset.ragged_batch(batch_size, drop_remainder=drop_remainder)
         else:
             dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
-    return dataset.prefetch(tf.data.AUTOTUNE)
+    return resumed_only_on(dataset.prefetch(tf.data.AUTOTUNE), output_dir, opened.build_id or metadata.build_id,
+                           split)
