@@ -50,6 +50,8 @@ def compact(options: CompactOptions, beam_args: list[str]) -> Metadata | None:
     from pipeline.running.runner import leaves_job_running, make_pipeline
     from shardsmith.format.build_folder import BuildRecord, build_dir, retire_builds, start_build
     from shardsmith.format.metadata import read_metadata
+    from shardsmith.printable import shown
+    from shardsmith.read.summary import retired_text
     from shardsmith.versions import compaction_source, most_generations
     from transforms.versions.compact_version import Compaction, CompactVersion
 
@@ -89,6 +91,9 @@ def compact(options: CompactOptions, beam_args: list[str]) -> Metadata | None:
           + ", ".join(f"{split} {info.num_examples:,} records in {info.num_shards} shard(s)"
                       for split, info in metadata.splits.items())
           + f", in {time.monotonic() - started:.1f} s")
+    retired = retired_text(output_dir, lock.build_id)
+    if retired:
+        print(shown(f"shardsmith: retired {retired}"))
     return metadata
 
 

@@ -55,6 +55,7 @@ from shardsmith.printable import shown
 from shardsmith.read.images import decode_pil, decode_reduced, image_bytes
 from shardsmith.read.images import image_size as image_size_of
 from shardsmith.read.record_sequence import Records, record_values
+from shardsmith.read.version_files import resume_advice
 
 __all__ = ["ShardDataset", "StreamingShardDataset"]
 
@@ -362,8 +363,7 @@ def _check_build(records: Records, build_id: str | None, state: dict) -> None:
         raise ValueError(f"not a shardsmith.torch dataset state: its 'split' is {shown(repr(state['split']))[:80]}")
     _whole_number(state, "num_records", 0, "shardsmith.torch dataset")
     if saved != here:
-        how = (f"pass version={saved!r} to resume it (while that build is kept)" if saved
-               else "it cannot be reopened by version")
+        how = resume_advice(records.output_dir, saved) if saved else "it cannot be reopened by version"
         raise ValueError(f"the state was saved reading build {saved} of {records.output_dir}, this dataset reads "
                          f"build {here}: {how}, or start the epoch over without the state")
     if (state["split"], state["num_records"]) != (records.split, len(records)):

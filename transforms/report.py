@@ -194,8 +194,7 @@ def check_and_write_metadata(
             _LOG.info("built %s with %d of %d rows failed: %s", config.name, num_failed, num_input_rows,
                       errors.explanation)
 
-    publish_version(config.output_dir, config.build_id, metadata, config.retention.keep_builds,
-                    after_switch=log_failures)
+    publish_version(config.output_dir, config.build_id, metadata, config.retention, after_switch=log_failures)
     return metadata
 
 

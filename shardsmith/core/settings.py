@@ -30,7 +30,7 @@ from shardsmith.core.flag import (
 from shardsmith.core.load_images import DEFAULT_MAX_PIXELS, VALIDATE_MODES
 from shardsmith.core.near_duplicate_search import DEFAULT_MAX_DISTANCE, MAX_DISTANCE
 from shardsmith.core.reencode import Reencoding
-from shardsmith.format.build_folder import DEFAULT_KEEP_BUILDS
+from shardsmith.format.build_folder import DEFAULT_KEEP_BUILDS, DEFAULT_KEEP_DAYS
 from shardsmith.format.example import IMAGE_MODES, KEY_PREFIX, TASKS
 from shardsmith.format.naming import SPLIT_ALIASES, SPLITS, canonical_split
 
@@ -309,3 +309,12 @@ class RetentionSettings:
         template=Template(
             "Builds kept", "published builds kept under output_dir/builds, the new one included (default "
             "{default})", r"[1-9][0-9]{0,3}")))
+    keep_days: float = option(DEFAULT_KEEP_DAYS, Flag(
+        "a version beyond --keep_builds is removed only once a newer one has been published for this many days "
+        "(default {default}), so a job reading it has that long to finish or tag it; 0: by --keep_builds alone",
+        group="output", metavar="DAYS", recorded=None,
+        parse=checked(lambda days: 0 <= days <= 36500, "--keep_days must be a number of days from 0 to 36500"),
+        template=Template(
+            "Days a replaced version is kept", "a version beyond keep_builds is removed only once a newer one has "
+            "been published for this many days (default {default}; 0: by keep_builds alone)",
+            r"[0-9]{1,5}(\.[0-9]+)?")))

@@ -33,6 +33,7 @@ Every file operation goes through shardsmith.storage (local paths and gs:// alik
 
 from __future__ import annotations
 
+import calendar
 import logging
 import os
 import secrets
@@ -69,6 +70,9 @@ _LOG = logging.getLogger("shardsmith")
 # Published builds kept by default: the new one and the one before it, so a reader that opened the previous
 # build finishes its epoch. Older ones are removed when a build is published.
 DEFAULT_KEEP_BUILDS = 2
+# Days a version beyond --keep_builds stays after a newer one was published: a job reading it finishes its epochs
+# (or tags it) meanwhile. Delta Lake's VACUUM keeps a replaced snapshot's files 7 days by default, for the same reason.
+DEFAULT_KEEP_DAYS = 7.0
 
 
 class NotOurFolder(Exception):
@@ -337,6 +341,7 @@ def publish(output_dir: str, build_id: str, metadata: Metadata,
     the switch still holds its staged copy: `finished` says it was never published. `before_switch` runs just
     before the switch (the kill tests' fault point)."""
     folder = build_dir(output_dir, build_id)
+    metadata = replace(metadata, published=now_utc())
     top = metadata_bytes(replace(metadata, build_id=build_id, build_dir=f"{BUILDS_DIR}/{build_id}"))
     staged = join(folder, STAGED_METADATA)
     claim(staged)
@@ -383,9 +388,11 @@ def remove_build(output_dir: str, build_id: str, files: list[str], only: str | N
     return owned
 
 
-def retire_builds(output_dir: str, current: str | None = None, keep: int | None = None) -> list[str]:
+def retire_builds(output_dir: str, current: str | None = None, keep: int | None = None,
+                  keep_days: float | None = None) -> list[str]:
     """Removes unfinished builds other than `current`, and with `keep`, published builds beyond the newest
-    `keep` (`current` counts and is never removed). The build the top-level metadata.json names is never
+    `keep` (`current` counts and is never removed) that a newer version replaced at least `keep_days` days ago
+    (replaced_since: when the next newer version was published). The build the top-level metadata.json names is never
     removed, nor a tagged version (tags.json; one that cannot be read keeps every build), nor a build whose
     folder holds shards of a kept version (an --incremental version lists shards of earlier generations): a file
     goes only when no kept version lists it. Published versions removed are first added to retired.json. Call
@@ -405,11 +412,16 @@ def retire_builds(output_dir: str, current: str | None = None, keep: int | None 
         return []
     published = published_build_id(state)
     kept_versions = {build_id for build_id in (current, published) if build_id is not None}
-    kept = 1
+    kept, newer = 1, None
     for build_id in sorted(state.builds, reverse=True):
-        if build_id not in kept_versions and finished(state, build_id) and (keep is None or kept < keep):
-            kept += 1
-            kept_versions.add(build_id)
+        if build_id not in kept_versions and finished(state, build_id):
+            if keep is None or kept < keep:
+                kept += 1
+                kept_versions.add(build_id)
+            elif keep_days and newer is not None and _days_since(published_at(output_dir, newer)) < keep_days:
+                kept_versions.add(build_id)  # replaced too recently: a job may still read it
+        if finished(state, build_id) or build_id in kept_versions:
+            newer = build_id
     pinned = tagged & set(state.builds)
     referenced = set().union(*(_referenced_by(output_dir, build_id, build_id in pinned)
                                for build_id in kept_versions | pinned))
@@ -422,7 +434,7 @@ def retire_builds(output_dir: str, current: str | None = None, keep: int | None 
     shards_only = [build_id for build_id in sorted(referenced - kept_versions - pinned, reverse=True)
                    if build_id in state.builds and finished(state, build_id)]
     record_retired(output_dir, [build_id for build_id in removing if finished(state, build_id)] + shards_only,
-                   now_utc(), keep)
+                   now_utc(), keep, keep_days, current)
     for build_id in shards_only:
         remove_build(output_dir, build_id, state.builds[build_id], only=METADATA_FILE)
     for build_id in removing:
@@ -431,6 +443,31 @@ def retire_builds(output_dir: str, current: str | None = None, keep: int | None 
             _LOG.info("%s/%s/%s: %d file(s) no build record lists (e.g. %s), left in place",
                       output_dir, BUILDS_DIR, build_id, len(left), min(left))
     return removing
+
+
+def published_at(output_dir: str, build_id: str) -> str:
+    """When version `build_id` was published (UTC): its metadata.json's `published`, or, for a version published
+    before that entry or whose metadata.json cannot be read, its build id's start (earlier: the safe side for
+    the version it replaced, which then counts as replaced sooner only by this one's build time)."""
+    try:
+        published = read_metadata(build_dir(output_dir, build_id)).published
+    except MetadataError:
+        published = None
+    return published or build_id_time(build_id)
+
+
+def build_id_time(build_id: str) -> str:
+    """The UTC second a build started, from its id (`20261129T031308Z-...` -> `2026-11-29T03:13:08Z`)."""
+    stamp = build_id.split("-", 1)[0]
+    return f"{stamp[:4]}-{stamp[4:6]}-{stamp[6:8]}T{stamp[9:11]}:{stamp[11:13]}:{stamp[13:15]}Z"
+
+
+def _days_since(utc: str) -> float:
+    try:
+        then = calendar.timegm(time.strptime(utc, "%Y-%m-%dT%H:%M:%SZ"))
+    except ValueError:
+        return 0.0  # not a time: counts as just now, so nothing is removed for it
+    return (time.time() - then) / 86400
 
 
 def _referenced_by(output_dir: str, build_id: str, tagged: bool = False) -> set[str]:

@@ -17,6 +17,7 @@ cheap.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 
 from shardsmith.format.example import BOX_LABEL, HEIGHT, IMAGE, LABEL, URI, WIDTH
@@ -79,15 +80,15 @@ def resumed_only_on(elements, output_dir: str, build_id: str | None, split: str)
     element, in the thread that asks for it (docs/performance.md, "Reading")."""
     import tensorflow as tf
 
-    here = f"{build_id or ''}/{split}"
+    here, output_dir = f"{build_id or ''}/{split}", os.fspath(output_dir)
 
     def refuse(saved):
         saved_build = tf.strings.split(saved, "/")[0]
         message = tf.strings.join([
             "the checkpoint was saved reading ", tf.strings.regex_replace(saved, "^[^/]*/", ""), " of build ",
             saved_build, " of ", output_dir, f", this dataset reads {split} of build {build_id}: resume it with "
-            "load(..., version=", saved_build, ") and that split (while the build is kept), or start the epoch "
-            "over without the checkpoint"])
+            "load(..., version=", saved_build, ") and that split while the build is kept (`shardsmith tag` keeps "
+            "it), or start the epoch over without the checkpoint"])
         with tf.control_dependencies([tf.debugging.Assert(False, [message])]):
             return tf.identity(saved)
 

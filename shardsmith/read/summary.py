@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING
 
 from shardsmith.format.build_folder import build_dir, dataset_dir
 from shardsmith.format.metadata_schema import Metadata, SplitEntry
-from shardsmith.format.naming import BUILDS_DIR, ERRORS_FILE, LABELS_FILE, METADATA_FILE, join
+from shardsmith.format.naming import BUILDS_DIR, ERRORS_FILE, LABELS_FILE, METADATA_FILE, RETIRED_FILE, join
+from shardsmith.format.retired import retention_text, retired_by
 
 if TYPE_CHECKING:
     from shardsmith.core.failures import ReasonTally
@@ -170,10 +171,23 @@ def build_summary(metadata: Metadata, output_dir: str, build_id: str, elapsed_s:
     total_bytes = _total_bytes(metadata)
     lines.append(_row("speed", f"{rate:.0f} images/s, {total_bytes / 1e6 / elapsed_s if elapsed_s else 0:.1f} MB/s "
                                "(whole run, start-up included)"))
+    retired = retired_text(output_dir, build_id)
+    if retired:
+        lines.append(_row("retired", retired))
     lines.append(_row("output", f"{output_dir}  ({METADATA_FILE}; this build's files, {LABELS_FILE} among them, in "
                                 f"{BUILDS_DIR}/{build_id}; {len(metadata.labels)} labels"
                                 f"{labels_without_records_text(metadata)})"))
     return "\n".join(lines)
+
+
+def retired_text(output_dir: str, build_id: str) -> str | None:
+    """`version A, version B (--keep_builds 2, --keep_days 7; retired.json)`: the versions this build's retention
+    removed, or None. A job still reading one fails on a missing file: `shardsmith tag` keeps a version."""
+    retired = retired_by(output_dir, build_id)
+    if not retired:
+        return None
+    return (", ".join(f"version {entry.version}" for entry in retired)
+            + f" ({retention_text(retired[0])}; {RETIRED_FILE}; `shardsmith tag` keeps a version from retention)")
 
 
 def labels_without_records_text(metadata: Metadata) -> str:

@@ -25,7 +25,7 @@ from shardsmith.format.build_folder import build_dir, dataset_dir, shard_file_pa
 from shardsmith.format.metadata import read_metadata
 from shardsmith.format.metadata_schema import Metadata, MetadataMissing, ShardEntry
 from shardsmith.format.naming import BUILD_ID, BUILD_RECORD, STAGED_METADATA, canonical_split, join
-from shardsmith.format.retired import read_retired
+from shardsmith.format.retired import read_retired, retention_text
 from shardsmith.format.tags import Tag, TagsUnreadable, read_tags, tag_name_problem
 
 ReadBytes = Callable[[str], bytes | None]
@@ -92,14 +92,25 @@ def _missing(output_dir: str, build_id: str, tag: Tag | None, read_bytes: ReadBy
     what = f"tag {tag.name} names version {build_id}, which" if tag else f"version {build_id}"
     retired = read_retired(output_dir, read_bytes).get(build_id)
     if retired is not None:
-        keep = f"--keep_builds {retired.keep_builds}" if retired.keep_builds else "--keep_builds"
-        return (f"{what} is no longer kept in {output_dir}: retention ({keep}) retired it at {retired.retired}; "
+        return (f"{what} is no longer kept in {output_dir}: retention ({retention_text(retired)}) retired it at "
+                f"{retired.retired}; "
                 f"{_listing(output_dir)} (`shardsmith tag` keeps a version from retention)")
     if (read_bytes or storage.read_bytes)(join(build_dir(output_dir, build_id), BUILD_RECORD)) is not None:
         return f"no version {build_id} in {output_dir}: its build did not finish; {_listing(output_dir)}"
     if tag:
         return f"{what} is not in {output_dir} any more; {_listing(output_dir)}"
     return f"no version {build_id} in {output_dir}; {_listing(output_dir)}"
+
+
+def resume_advice(output_dir: str, build_id: str) -> str:
+    """What a reader whose saved state is of version `build_id` can do: pass `version=` while the version is
+    kept (and tag it, so that it stays), or, when retention removed it or it is not there, nothing but start over."""
+    try:
+        open_version(output_dir, build_id)
+    except (FileNotFoundError, ValueError) as e:
+        return f"it cannot be resumed ({str(e).split(';')[0]})"
+    return (f"pass version={build_id!r} to resume it (kept now; `shardsmith tag {output_dir} {build_id} NAME` keeps "
+            "it from retention)")
 
 
 def version_folder(output_dir: str, version: str | None) -> str:

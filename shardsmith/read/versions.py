@@ -11,7 +11,8 @@ A tag (`shardsmith tag`, shardsmith/read/tagging.py) is a name for a version tha
 Guarantees: listing reads names, build records, metadata.json files and tags.json only (no shard); it writes
 nothing and takes no lock. Versions are listed newest first (build ids sort by start time). A tags.json that
 cannot be read is said in one line on stderr (retention removes no build while it is so); the versions are
-listed all the same.
+listed all the same. After them, the versions retention removed last (retired.json): when, by which build, with
+which --keep_builds and --keep_days.
 """
 
 from __future__ import annotations
@@ -23,13 +24,16 @@ from dataclasses import dataclass
 
 from shardsmith import storage
 from shardsmith.errors import UsageError
-from shardsmith.format.build_folder import build_dir, finished, published_build_id, scan
+from shardsmith.format.build_folder import build_dir, build_id_time, finished, published_build_id, scan
 from shardsmith.format.build_record import BuildRecord
 from shardsmith.format.metadata import read_metadata
 from shardsmith.format.metadata_schema import MetadataError, MetadataMissing
-from shardsmith.format.naming import BUILD_RECORD, BUILDS_DIR, METADATA_FILE, join
+from shardsmith.format.naming import BUILD_RECORD, BUILDS_DIR, METADATA_FILE, RETIRED_FILE, join
+from shardsmith.format.retired import read_retired, retention_text
 from shardsmith.format.tags import Tag, TagsUnreadable, read_tags
 from shardsmith.printable import shown
+
+MAX_RETIRED_SHOWN = 5  # retired versions `versions` lists after the kept ones; retired.json holds more
 
 
 @dataclass(frozen=True)
@@ -77,8 +81,7 @@ def _started(output_dir: str, build_id: str) -> str:
             return BuildRecord.from_json(data).started
         except (ValueError, KeyError):
             pass
-    stamp = build_id.split("-", 1)[0]
-    return f"{stamp[:4]}-{stamp[4:6]}-{stamp[6:8]}T{stamp[9:11]}:{stamp[11:13]}:{stamp[13:15]}Z"
+    return build_id_time(build_id)
 
 
 def list_versions(output_dir: str, tags: dict[str, Tag] | None = None) -> list[Version]:
@@ -149,5 +152,17 @@ def run(args) -> list[Version]:
     if args.json:
         print(json.dumps([version.as_json() for version in versions], indent=2), flush=True)
     else:
-        print("\n".join(shown(version.line()) for version in versions), flush=True)
+        print("\n".join(shown(line) for line in [version.line() for version in versions]
+                                                + retired_lines(output_dir)), flush=True)
     return versions
+
+
+def retired_lines(output_dir: str) -> list[str]:
+    """The versions retention removed last (retired.json), newest first, MAX_RETIRED_SHOWN of them: what a job
+    pinned to one of them now fails on."""
+    retired = sorted(read_retired(output_dir).values(), key=lambda e: (e.retired, e.version), reverse=True)
+    lines = [f"{entry.version}  retired at {entry.retired}" + (f" by {entry.by}" if entry.by else "")
+             + f" ({retention_text(entry)})" for entry in retired[:MAX_RETIRED_SHOWN]]
+    if len(retired) > MAX_RETIRED_SHOWN:
+        lines.append(f"... and {len(retired) - MAX_RETIRED_SHOWN} more retired ({RETIRED_FILE})")
+    return lines

@@ -6,7 +6,8 @@ Guarantees, in this order (`publish_version`): leftover temporary files are remo
 build must still hold the output folder's lock (LockLost otherwise: a build whose lock was taken over publishes
 nothing); metadata.json is published, the build's own copy first and the top-level one last
 (shardsmith/format/build_folder.py `publish`), so the top-level metadata.json always names one finished version;
-builds beyond --keep_builds that no kept version lists and no tag names are retired; the lock is released. A
+builds beyond --keep_builds, replaced more than --keep_days ago, that no kept version lists and no tag names are
+retired (retired.json says which, when and by which build); the lock is released. A
 failure before the top-level switch leaves the published version as it was.
 """
 
@@ -18,6 +19,7 @@ from collections.abc import Callable
 from shardsmith.core import fault_injection
 from shardsmith.core.build_lock import LockGuard, release_lock
 from shardsmith.core.rows import ShardResult
+from shardsmith.core.settings import RetentionSettings
 from shardsmith.format.build_folder import build_dir, publish, remove_temporary_files, retire_builds
 from shardsmith.format.metadata_schema import Metadata
 from shardsmith.versions.carry_over import CarriedVersion
@@ -25,7 +27,7 @@ from shardsmith.versions.carry_over import CarriedVersion
 _LOG = logging.getLogger("shardsmith")
 
 
-def publish_version(output_dir: str, build_id: str, metadata: Metadata, keep_builds: int,
+def publish_version(output_dir: str, build_id: str, metadata: Metadata, retention: RetentionSettings,
                     after_switch: Callable[[], None] | None = None) -> None:
     """Publishes build `build_id` of `output_dir` as its version `metadata` (see the module for the order of
     steps); `after_switch` runs once the top-level metadata.json names it, before older builds are retired."""
@@ -35,9 +37,10 @@ def publish_version(output_dir: str, build_id: str, metadata: Metadata, keep_bui
     publish(output_dir, build_id, metadata, before_switch=lambda: fault_injection.reached("before_switch"))
     if after_switch is not None:
         after_switch()
-    retired = retire_builds(output_dir, build_id, keep_builds)
+    retired = retire_builds(output_dir, build_id, retention.keep_builds, retention.keep_days)
     if retired:
-        _LOG.info("removed %d build(s) beyond --keep_builds=%d: %s", len(retired), keep_builds, ", ".join(retired))
+        _LOG.info("removed %d build(s) beyond --keep_builds %d and --keep_days %g: %s", len(retired),
+                  retention.keep_builds, retention.keep_days, ", ".join(retired))
     release_lock(output_dir, build_id)
 
 

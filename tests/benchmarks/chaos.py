@@ -199,7 +199,8 @@ class Chaos:
     # Commands ---------------------------------------------------------------------------------------------------
 
     def command(self, result: StepResult, plan: NightPlan | None = None, break_lock: bool = False) -> list[str]:
-        keep = ["--keep_builds", str(result.keep_builds)] if result.keep_builds else []
+        # --keep_days 0: versions retire by --keep_builds alone, so that retirement happens within a run
+        keep = ["--keep_days", "0", "--keep_builds", str(result.keep_builds)] if result.keep_builds else []
         if result.command == "compact":
             command = [sys.executable, "-m", "pipeline", "compact", str(self.out), *keep]
             if result.compact_after is not None:

@@ -6,8 +6,8 @@ removed, edited, reordered; the manifest rewritten with other line ends, quoting
 an image under 1 to 6 names, hard links among them, in any split; near copies; broken files, fixed later; new
 labels; a URI listed twice), then one command runs: a night (`build --incremental`, sometimes with a
 `--label_file`), `compact`, a `tag` or `untag` then a night, or a night with nothing changed; each with
-`--keep_builds` 1 to 3. A history draws its options once: `--on_duplicate keep|drop`, `--near_duplicates
-off|report|drop`, CSV or JSON Lines.
+`--keep_builds` 1 to 3 (and `--keep_days 0`). A history draws its options once: `--on_duplicate keep|drop`,
+`--near_duplicates off|report|drop`, CSV or JSON Lines.
 
 After every step the published version is read (differential_reading.py) and compared with a from-scratch full
 build of the same manifest, with the version's labels.txt as `--label_file` (so label ids are the same): each
@@ -42,6 +42,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from differential_history import History, Step  # noqa: E402
 from differential_reading import Reading, differences, kept_published, read_version  # noqa: E402
+
+# Each step's retention: by --keep_builds alone, so that versions retire within a history of seconds
+RETENTION = ("--keep_days", "0", "--keep_builds")
 
 
 @dataclass
@@ -98,7 +101,7 @@ class Checker:
 
     def _run(self, step: Step) -> tuple[int, str]:
         if step.command == "compact":
-            return shardsmith("compact", self.out, "--keep_builds", step.keep_builds)
+            return shardsmith("compact", self.out, *RETENTION, step.keep_builds)
         if step.tag is not None:
             verb, name = step.tag
             target = [] if verb == "untag" else [self.history.rng.choice(self._kept_versions())]
@@ -109,7 +112,7 @@ class Checker:
 
     def _night(self, step: Step) -> tuple[int, str]:
         flags = ["build", "--incremental", "--manifest", self.history.manifest.path, "--output_dir", self.out,
-                 *self.history.options(), "--keep_builds", str(step.keep_builds)]
+                 *self.history.options(), *RETENTION, str(step.keep_builds)]
         if step.max_removed_fraction is not None:
             flags += ["--max_removed_fraction", str(step.max_removed_fraction)]
         if step.command == "night_label_file":

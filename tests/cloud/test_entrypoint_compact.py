@@ -133,7 +133,8 @@ def test_the_compaction_template_is_compacts_flags_plus_the_command():
     assert set(parameters) == flags | {"command"}
     assert {name for name, p in parameters.items() if not p["isOptional"]} == {"command", "output_dir"}
     examples = {"command": ("compact", "build"), "output_dir": ("gs://my-bucket/datasets/pets", "/data/pets"),
-                "keep_builds": ("7", "0"), "compact_after": ("7", "0"), "break_lock": ("true", "yes")}
+                "keep_builds": ("7", "0"), "keep_days": ("7.5", "-1"), "compact_after": ("7", "0"),
+                "break_lock": ("true", "yes")}
     assert set(examples) == set(parameters), "every parameter needs a good and a bad example here"
     for name, (good, bad) in examples.items():
         (regex,) = parameters[name]["regexes"]

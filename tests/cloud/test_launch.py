@@ -322,6 +322,7 @@ EXAMPLES = {
     "jpeg_quality": ("95", "100"),
     "overwrite": ("true", "yes please"),
     "keep_builds": ("3", "0"),
+    "keep_days": ("0.5", "seven"),
     "break_lock": ("false", "maybe"),
     "validate": ("header", "none"),
     "on_duplicate": ("drop", "ignore"),

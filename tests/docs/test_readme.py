@@ -541,7 +541,7 @@ def incremental_commands(group: Group, request) -> None:
 @handles("tag-commands", "bash")
 def tag_commands(group: Group, request) -> None:
     """The tag command (its ID the folder's first version) keeps that version through two builds with
-    --keep_builds 1, and `versions` shows the tag; after the untag command the next build retires it, and a reader
+    --keep_builds 1 --keep_days 0, and `versions` shows the tag; after the untag command the next build retires it, and a reader
     asking for it says it is no longer kept."""
     from shardsmith import records
 
@@ -558,7 +558,7 @@ def tag_commands(group: Group, request) -> None:
     def build(count: int) -> str:
         (tmp_path / "m.csv").write_text("split,image_uri,label\n" + "\n".join(rows[:count]) + "\n")
         built = run("build", "--manifest", "m.csv", "--output_dir", out, "--name", "flowers", "--overwrite",
-                    "--keep_builds", "1")
+                    "--keep_builds", "1", "--keep_days", "0")
         assert built.code == 0, built.err[-2000:]
         return json.loads((out / "metadata.json").read_text())["build_id"]
 
@@ -568,7 +568,8 @@ def tag_commands(group: Group, request) -> None:
     build(12)
     assert len(records(out, "train", version=name)) == len(records(out, "train", version=pinned)) == 8
     listed = run("versions", out)
-    assert listed.code == 0 and f"tags: {name}" in listed.out.splitlines()[-1], listed.out
+    (line,) = [line for line in listed.out.splitlines() if line.startswith(pinned)]
+    assert listed.code == 0 and line.endswith(f"tags: {name}"), listed.out
     assert run(*untag).code == 0
     build(12)
     with pytest.raises(FileNotFoundError, match=f"version {pinned} is no longer kept"):

@@ -89,11 +89,11 @@ def test_look_alike_user_files_in_a_build_folder_survive_retirement_and_later_bu
     for name, data in theirs.items():
         (first / name).parent.mkdir(parents=True, exist_ok=True)
         (first / name).write_bytes(data)
-    retiring = _run(label_sorted_set.manifest, out, "--overwrite", "--keep_builds", "1")
+    retiring = _run(label_sorted_set.manifest, out, "--overwrite", "--keep_days", "0", "--keep_builds", "1")
     assert retiring.returncode == 0, retiring.stderr[-2000:]
     left = {str(p.relative_to(first)): p.read_bytes() for p in first.rglob("*") if p.is_file()}
     assert left == theirs, "retirement removes the build's own files and nothing else"
-    for extra in (("--overwrite",), ("--overwrite", "--keep_builds", "1")):
+    for extra in (("--overwrite",), ("--overwrite", "--keep_days", "0", "--keep_builds", "1")):
         later = _run(label_sorted_set.manifest, out, *extra)
         assert later.returncode == 0, later.stderr[-2000:]
         reported = [line for line in later.stderr.splitlines() if "left in place" in line]
@@ -135,7 +135,7 @@ def test_a_kill_just_before_the_switch_publishes_nothing_and_is_cleaned_up(label
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
     (killed_build,) = set(_builds(out)) - {published}
     assert _published_id(out) == published
-    kept = _run(label_sorted_set.manifest, out, "--overwrite", "--keep_builds", "2")
+    kept = _run(label_sorted_set.manifest, out, "--overwrite", "--keep_days", "0", "--keep_builds", "2")
     assert kept.returncode == 0, kept.stderr[-2000:]
     newest = _published_id(out)
     assert _builds(out) == sorted([published, newest]), "the killed build was removed, not kept as a published one"

@@ -176,8 +176,8 @@ def test_keep_builds_retires_older_builds_and_their_readers_fail_loudly(label_so
     stale_reader = load(str(out), "validation", batch_size=None, shuffle_buffer=0)
     assert shardsmith(*_build_args(label_sorted_set.manifest, out, "--overwrite")).code == 0
     assert (out / first).is_dir(), "the default keeps the previous build for its readers"
-    renamed = shardsmith(*_build_args(label_sorted_set.manifest, out, "--overwrite", "--keep_builds", "1",
-                                      "--name", "renamed"))
+    renamed = shardsmith(*_build_args(label_sorted_set.manifest, out, "--overwrite", "--keep_days", "0",
+                                      "--keep_builds", "1", "--name", "renamed"))
     assert renamed.code == 0, renamed.err
     builds = sorted((out / BUILDS_DIR).iterdir())
     assert len(builds) == 1 and not (out / first).exists()

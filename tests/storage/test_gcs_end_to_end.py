@@ -292,8 +292,9 @@ def test_preflight_lock_and_overwrite_work_on_gs_paths(built_on_gcs, uploaded, g
     gcs.bucket(BUCKET).blob("out/notes.txt").delete()
 
     first_build = json.loads(_read(f"{out}/metadata.json"))["build_dir"]
-    for _ in range(2):
-        again = shardsmith("build", "--manifest", manifest, "--output_dir", out, *BUILD_ARGS, "--overwrite")
+    for _ in range(2):  # --keep_days 0: retired by --keep_builds alone
+        again = shardsmith("build", "--manifest", manifest, "--output_dir", out, *BUILD_ARGS, "--overwrite",
+                           "--keep_days", "0")
         assert again.code == 0, again.err
         assert _published_files(gcs) == before  # same inputs and seed: the same bytes, on gs:// too
     builds = {blob.name.split("/")[2] for blob in gcs.list_blobs(BUCKET, prefix="out/builds/")}

@@ -177,10 +177,10 @@ def test_too_many_removed_rows_fail_before_anything_is_written(pool, shardsmith,
 def test_retention_keeps_every_build_a_kept_version_lists(pool, shardsmith, tmp_path):
     out = tmp_path / "out"
     rows = pool.rows
-    assert build(shardsmith, pool.manifest("d1", rows[:50]), out, "--keep_builds", "1").code == 0
+    assert build(shardsmith, pool.manifest("d1", rows[:50]), out, "--keep_days", "0", "--keep_builds", "1").code == 0
     v1 = metadata(out)["build_id"]
-    assert build(shardsmith, pool.manifest("d2", rows[:70]), out, "--keep_builds", "1").code == 0
-    assert build(shardsmith, pool.manifest("d3", rows), out, "--keep_builds", "1").code == 0
+    assert build(shardsmith, pool.manifest("d2", rows[:70]), out, "--keep_days", "0", "--keep_builds", "1").code == 0
+    assert build(shardsmith, pool.manifest("d3", rows), out, "--keep_days", "0", "--keep_builds", "1").code == 0
     meta = metadata(out)
     # Nothing was removed: the current version still lists the shards of the first two generations.
     held = {shard.get("build", meta["build_id"]) for s in meta["splits"].values() for shard in s["shards"]}
@@ -189,7 +189,7 @@ def test_retention_keeps_every_build_a_kept_version_lists(pool, shardsmith, tmp_
     assert "every check holds" in shardsmith_cli_ok(shardsmith, "verify", out).out
     # A full rebuild lists only its own shards: the earlier generations go.
     done = shardsmith("build", "--manifest", pool.manifest("d4", rows), "--output_dir", out, "--name", "pets",
-                      "--overwrite", "--keep_builds", "1")
+                      "--overwrite", "--keep_days", "0", "--keep_builds", "1")
     assert done.code == 0, done.err
     assert [p.name for p in (out / BUILDS_DIR).iterdir()] == [metadata(out)["build_id"]]
 
@@ -474,13 +474,14 @@ def test_a_version_kept_only_for_the_shards_it_lends_is_retired_not_listed_half_
     from shardsmith.read.version_files import VersionNotFound
 
     out = tmp_path / "out"
-    assert build(shardsmith, pool.manifest("a", pool.rows[:60]), out, "--keep_builds", "3").code == 0
+    keep = ("--keep_days", "0", "--keep_builds")
+    assert build(shardsmith, pool.manifest("a", pool.rows[:60]), out, *keep, "3").code == 0
     a = metadata(out)["build_id"]
-    assert build(shardsmith, pool.manifest("b", pool.rows[:66]), out, "--keep_builds", "3").code == 0
+    assert build(shardsmith, pool.manifest("b", pool.rows[:66]), out, *keep, "3").code == 0
     b = metadata(out)["build_id"]
     firsts = {json.loads(path.read_text().splitlines()[0])[4] for path in (out / BUILDS_DIR / a / "rows").iterdir()}
     night = [row for row in pool.rows[:66] if row[1] not in firsts]  # every shard of A is rewritten
-    done = build(shardsmith, pool.manifest("c", night), out, "--keep_builds", "1", "--max_removed_fraction", "0.5")
+    done = build(shardsmith, pool.manifest("c", night), out, *keep, "1", "--max_removed_fraction", "0.5")
     assert done.code == 0, done.err
     c = metadata(out)["build_id"]
     assert not (out / BUILDS_DIR / a).exists()

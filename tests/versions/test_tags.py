@@ -44,7 +44,7 @@ def build(shardsmith, tmp_path: Path, out: Path, day: str, rows, *extra: str) ->
     with manifest.open("w", newline="") as f:
         csv.writer(f).writerows([("split", "image_uri", "label"), *rows])
     ok(shardsmith, "build", "--manifest", manifest, "--output_dir", out, "--name", "pets", "--num_shards",
-       "train=2,validation=1,test=1", "--keep_builds", "1", *extra)
+       "train=2,validation=1,test=1", "--keep_days", "0", "--keep_builds", "1", *extra)
     return published(out)
 
 
@@ -87,7 +87,7 @@ def test_a_tagged_version_and_the_builds_it_lists_outlive_retention_until_untagg
 
     # Compaction with --keep_builds 1 keeps only itself: without the tag, v2 and v1's folder (which holds most of
     # v2's shards) would go now.
-    ok(shardsmith, "compact", out, "--keep_builds", "1")
+    ok(shardsmith, "compact", out, "--keep_days", "0", "--keep_builds", "1")
     v3 = published(out)
     assert builds(out) == [v1, v2, v3]
     v4 = build(shardsmith, tmp_path, out, "d3", day3, "--incremental")
@@ -142,8 +142,8 @@ def test_every_reader_says_a_retired_version_is_no_longer_kept_and_an_unknown_on
 
 def test_tag_and_untag_refuse_what_they_cannot_do_safely(rows, shardsmith, tmp_path):
     out = tmp_path / "out"
-    older = build(shardsmith, tmp_path, out, "d1", rows[:30], "--keep_builds", "2")
-    newer = build(shardsmith, tmp_path, out, "d2", rows[:36], "--overwrite", "--keep_builds", "2")
+    older = build(shardsmith, tmp_path, out, "d1", rows[:30], "--keep_days", "0", "--keep_builds", "2")
+    newer = build(shardsmith, tmp_path, out, "d2", rows[:36], "--overwrite", "--keep_days", "0", "--keep_builds", "2")
     for name in ("../x", "a/b", "1st", "x" * 65, newer, ""):
         assert "choose another name" in one_line_refusal(shardsmith, "tag", out, older, name), name
     assert not (out / TAGS_FILE).exists()

@@ -17,7 +17,7 @@ def test_a_tag_on_gcs_keeps_its_version_through_retention(gcs_bucket, capsys):
     rows = gcs_bucket.upload_images(24, seed=11)
     out_dir = f"gs://{gcs_bucket.name}/out"
     args = ("--output_dir", out_dir, "--name", "pets", "--num_shards", "train=2,validation=1,test=1",
-            "--keep_builds", "1")
+            "--keep_builds", "1", "--keep_days", "0")
 
     def build(day: str, day_rows, *more: str) -> str:
         assert cli.main(["build", "--manifest", gcs_bucket.upload_manifest(day, day_rows), *args, *more]) == 0

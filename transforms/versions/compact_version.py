@@ -173,7 +173,7 @@ def publish_compaction(_, compaction: Compaction, shards: list[ShardResult], pla
     write_transform_fn(metadata.labels, files_dir)
     for file_name, content in tfds_metadata_files(metadata).items():
         write_atomically(join(files_dir, file_name), content)
-    publish_version(compaction.source.output_dir, compaction.build_id, metadata, compaction.retention.keep_builds)
+    publish_version(compaction.source.output_dir, compaction.build_id, metadata, compaction.retention)
     return metadata
 
 
