@@ -48,10 +48,28 @@ def _hint(reason: str, example: ErrorRow) -> str:
         return (f"the header names the columns, and line {example.line} has another number of fields: a field "
                 "holding the delimiter without quotes, a missing field, or a line cut short (a manifest copied "
                 "while it was still being written ends in half a line: is it the file's last?)")
+    delimiter = _other_delimiter(example.detail) if reason == "manifest: wrong number of columns" else None
+    if delimiter is not None:
+        shown = {"\t": "tab"}.get(delimiter, repr(delimiter))
+        return (f"the line is one field holding {shown} and no comma: a manifest is comma-separated (CSV) or JSON "
+                f"Lines; save it with commas, e.g. python -c \"import csv,sys; csv.writer(sys.stdout).writerows("
+                f"csv.reader(sys.stdin, delimiter={delimiter!r}))\" < IN > OUT.csv")
     if reason == "manifest: wrong number of columns":
         return ("a CSV without a header is read as split,image_uri,label (or image_uri,label); add a header "
                 "line naming the columns, or map yours with --uri_column, --label_column and --split_column")
     return ""
+
+
+OTHER_DELIMITERS = (";", "\t", "|")  # what spreadsheets and databases export instead of commas
+
+
+def _other_delimiter(detail: str) -> str | None:
+    """The delimiter a line read as a single field holds instead of commas (its text follows `line: ` in the
+    error's detail), or None."""
+    if not detail.startswith("got 1,") or "line: " not in detail:
+        return None
+    line = detail.split("line: ", 1)[1]
+    return next((d for d in OTHER_DELIMITERS if d in line and "," not in line), None)
 
 
 def _looks_swapped(uri: str, label: str) -> bool:

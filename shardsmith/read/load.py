@@ -31,6 +31,7 @@ from shardsmith.read.version_files import (  # noqa: F401  (DatasetChanged: what
 )
 from shardsmith.tensorflow_import import import_tensorflow
 
+DEFAULT_SHUFFLE_BUFFER = 1024  # records: with one shard, the only mixing an epoch of more records gets
 DEFAULT_CYCLE_LENGTH = 16  # shard files read at once; more hides object-store latency, each costs a buffer
 # Records parsed at once: tf.io.parse_example over a batch, with the batch's decodes planned in the same step,
 # costs less a record than one record at a time (docs/performance.md, "Reading").
@@ -155,7 +156,7 @@ def load(
     output_dir: str,
     split: str = "train",
     batch_size: int | None = 32,
-    shuffle_buffer: int | None = 1024,
+    shuffle_buffer: int | None = DEFAULT_SHUFFLE_BUFFER,
     image_size: int | Sequence[int] | None = None,
     features: bool = False,
     *,

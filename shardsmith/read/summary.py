@@ -23,6 +23,7 @@ from shardsmith.format.build_folder import build_dir, dataset_dir
 from shardsmith.format.metadata_schema import Metadata, SplitEntry
 from shardsmith.format.naming import BUILDS_DIR, ERRORS_FILE, LABELS_FILE, METADATA_FILE, RETIRED_FILE, join
 from shardsmith.format.retired import retention_text, retired_by
+from shardsmith.read.load import DEFAULT_SHUFFLE_BUFFER
 
 if TYPE_CHECKING:
     from shardsmith.core.failures import ReasonTally
@@ -163,6 +164,9 @@ def build_summary(metadata: Metadata, output_dir: str, build_id: str, elapsed_s:
     for split, info in metadata.splits.items():
         lines.append(_row(split, f"{info.num_examples:>8} examples in {info.num_shards} shard(s), "
                                  f"{info.num_bytes / 1e6:.1f} MB  ({label_counts_text(info.label_counts)})"))
+    hint = one_shard_hint(metadata)
+    if hint:
+        lines.append(_row("hint", hint))
     change = version_line(metadata, build_id)
     if change:
         lines.append(_row("version", change))
@@ -178,6 +182,18 @@ def build_summary(metadata: Metadata, output_dir: str, build_id: str, elapsed_s:
                                 f"{BUILDS_DIR}/{build_id}; {len(metadata.labels)} labels"
                                 f"{labels_without_records_text(metadata)})"))
     return "\n".join(lines)
+
+
+def one_shard_hint(metadata: Metadata) -> str | None:
+    """A hint when the training split is one shard of more records than load()'s shuffle buffer holds: a reader
+    then has no files to shuffle or interleave, and mixes only within the buffer, so an epoch comes out in nearly
+    the order the shard holds (labels dealt round-robin, but the same order every epoch)."""
+    train = metadata.splits.get("train")
+    if train is None or train.num_shards != 1 or (train.num_examples or 0) <= DEFAULT_SHUFFLE_BUFFER:
+        return None
+    return (f"train is 1 shard of {train.num_examples:,} records: readers mix only within their shuffle buffer "
+            f"({DEFAULT_SHUFFLE_BUFFER:,} records in load()); --num_shards train=16 or a smaller --target_shard_mb "
+            "gives them shards to shuffle and interleave")
 
 
 def retired_text(output_dir: str, build_id: str) -> str | None:

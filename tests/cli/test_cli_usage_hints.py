@@ -142,3 +142,20 @@ def test_load_logs_no_buffer_size_line(tmp_path):
     assert done.stdout.strip() == "[(3, 4, 3)]", done.stderr
     assert "cpu_feature_guard" in done.stderr or "I0000" in done.stderr, "INFO lines must be on for this test"
     assert "tf_record_dataset_op" not in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("records, shards, hinted", [(5_000, 1, True), (5_000, 2, False), (1_024, 1, False)])
+def test_a_training_split_of_one_shard_past_the_shuffle_buffer_gets_a_hint(records, shards, hinted):
+    """One shard of more records than load()'s shuffle buffer: the reader has nothing to interleave, so the summary
+    says how to give it shards (issue 56: a small dataset at the default 128 MB target is one shard)."""
+    metadata = {"name": "x", "num_examples": records, "num_errors": 0, "labels": ["a", "b"], "features": {},
+                "splits": {"train": {"num_examples": records, "num_shards": shards, "num_bytes": 10**7,
+                                     "label_counts": {"a": records // 2, "b": records - records // 2}}}}
+    text = build_summary(Metadata.from_json(metadata), "/out", "20260101T000000Z-00000000", 10.0)
+    hints = [line for line in text.splitlines() if line.lstrip().startswith("hint")]
+    if hinted:
+        assert hints == ["  hint       train is 1 shard of 5,000 records: readers mix only within their shuffle "
+                         "buffer (1,024 records in load()); --num_shards train=16 or a smaller --target_shard_mb "
+                         "gives them shards to shuffle and interleave"]
+    else:
+        assert hints == []

@@ -4,6 +4,8 @@ each, and the fix when one reason explains nearly every failure (shardsmith/core
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -70,6 +72,25 @@ def test_paths_relative_to_another_folder_get_the_path_map_hint(images, tmp_path
     assert f"Hint: relative image paths are resolved against the manifest's folder ({manifest.parent})" in result.err
     assert "--path_map OLD=NEW" in result.err
     assert len(result.err.strip().splitlines()[-1]) > 0 and result.err.count("shardsmith check failed") == 1
+
+
+@pytest.mark.parametrize("delimiter, shown", [(";", "';'"), ("\t", "tab"), ("|", "'|'")])
+def test_a_manifest_with_another_delimiter_is_named_and_the_hints_command_converts_it(images, tmp_path, shardsmith,
+                                                                                      delimiter, shown):
+    lines = [delimiter.join(("split", "image_uri", "label"))] + [
+        delimiter.join((s, str(images.root / u), label)) for s, u, label in images.rows]
+    manifest = _manifest(tmp_path, images, "\n".join(lines) + "\n")
+    result = shardsmith("build", "--manifest", manifest, "--output_dir", tmp_path / "out", "--name", "x")
+    assert result.code == 1
+    hint = result.err.split("Hint: ", 1)[1]
+    assert hint.startswith(f"the line is one field holding {shown} and no comma: a manifest is comma-separated "
+                           "(CSV) or JSON Lines; save it with commas, e.g. python -c ")
+    command = re.search(r'python -c (".*?") < IN > OUT.csv', hint).group(1)
+    converted = tmp_path / "converted.csv"
+    with manifest.open("rb") as source, converted.open("wb") as target:
+        subprocess.run([sys.executable, "-c", command[1:-1]], stdin=source, stdout=target, check=True)
+    done = shardsmith("build", "--manifest", converted, "--output_dir", tmp_path / "out2", "--name", "x")
+    assert done.code == 0, done.err
 
 
 def test_top_reasons_are_ordered_by_count_and_limited():
