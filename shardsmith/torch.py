@@ -32,6 +32,10 @@ record of the epoch once, over every worker and rank.
 - `ShardDataset`'s state is the build alone: the position is the sampler's, and `StatefulDataLoader` saves its own
   `RandomSampler`'s (`shuffle=True`) and a `torchdata.stateful_dataloader.sampler.StatefulDistributedSampler`'s
   (call its `set_epoch` again on resuming).
+- Elastic resume (another number of workers or ranks): `ShardDataset` with `ElasticSampler` (shardsmith/elastic.py),
+  whose epoch order depends on the seed and epoch alone; its state, the same in every rank, resumes any shape
+  (`elastic_state(saved)` takes it out of a StatefulDataLoader's state for a loader of another `num_workers`).
+  `StreamingShardDataset` resumes on the same shape only: its order follows each worker's run of shards.
 - A state of another build (a new one published since) is refused with a one-line ValueError that names the
   `version=` reading the saved build while it is kept; so is one of another split, seed or shuffle, and (at the
   next iteration) one of another rank or worker layout.
@@ -49,6 +53,8 @@ from dataclasses import asdict, dataclass, fields
 import torch
 from torch.utils.data import Dataset, IterableDataset, get_worker_info
 
+from shardsmith import elastic
+from shardsmith.elastic import elastic_state  # noqa: F401  (shardsmith.torch.elastic_state, beside the sampler)
 from shardsmith.format.example import LABEL
 from shardsmith.format.naming import BUILD_ID
 from shardsmith.printable import shown
@@ -132,6 +138,17 @@ class ShardDataset(Dataset):
         `version=` that reads the saved build) when not, since the sampler's indices would then pick other
         records."""
         _check_build(self.records, self.build_id, state)
+
+
+class ElasticSampler(elastic.ElasticSampler):
+    """A `ShardDataset`'s sampler whose epoch order depends on the seed and epoch alone: a job stopped on W workers
+    and R ranks resumes on any W' and R' (shardsmith/elastic.py). `rank` and `world_size` default to
+    torch.distributed's, as `StreamingShardDataset`'s do."""
+
+    def __init__(self, dataset: ShardDataset, *, shuffle: bool = True, seed: int = 0, rank: int | None = None,
+                 world_size: int | None = None):
+        rank, world_size = _distributed(rank, world_size)
+        super().__init__(dataset, shuffle=shuffle, seed=seed, rank=rank, world_size=world_size)
 
 
 def _distributed(rank: int | None, world_size: int | None) -> tuple[int, int]:
