@@ -541,8 +541,8 @@ def incremental_commands(group: Group, request) -> None:
 @handles("tag-commands", "bash")
 def tag_commands(group: Group, request) -> None:
     """The tag command (its ID the folder's first version) keeps that version through two builds with
-    --keep_builds 1 --keep_days 0, and `versions` shows the tag; after the untag command the next build retires it, and a reader
-    asking for it says it is no longer kept."""
+    --keep_builds 1 --keep_days 0, and `versions` shows the tag; after the untag command the next build retires it,
+    and a reader asking for it says it is no longer kept."""
     from shardsmith import records
 
     tmp_path, run = request.getfixturevalue("tmp_path"), request.getfixturevalue("shardsmith")
