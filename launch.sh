@@ -10,7 +10,6 @@ DEMO_DIR="${SHARDSMITH_DEMO_DIR:-$ROOT/demo}"
 AIRFLOW_VENV="${SHARDSMITH_AIRFLOW_VENV:-$ROOT/.venv-airflow}"
 # Airflow and its Google and Beam providers, pinned together; they live apart from .venv because the Google
 # provider needs google-api-python-client >=2 and tfx-bsl (tensorflow-transform) needs <2.
-READERS_VENV="${SHARDSMITH_READERS_VENV:-$ROOT/.venv-readers}"
 AIRFLOW_PACKAGES=("apache-airflow==3.3.2" "apache-airflow-providers-google==22.8.0"
   "apache-airflow-providers-apache-beam==6.3.1")
 
@@ -117,10 +116,7 @@ cmd_cloud() {
 cmd_airflow_env() {
   [[ $# -eq 0 ]] || die "airflow-env takes no arguments (SHARDSMITH_AIRFLOW_VENV sets where it goes)"
   local stamp="$AIRFLOW_VENV/.shardsmith-airflow-installed" want="${AIRFLOW_PACKAGES[*]}"
-  if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
-    echo "launch.sh: $AIRFLOW_VENV is up to date" >&2
-    return
-  fi
+  if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then echo "launch.sh: $AIRFLOW_VENV is up to date" >&2; return; fi
   local python; python="$(find_python)"
   if [[ ! -x "$AIRFLOW_VENV/bin/python" ]]; then
     echo "launch.sh: creating $AIRFLOW_VENV" >&2
@@ -133,25 +129,6 @@ cmd_airflow_env() {
   echo "$want" > "$stamp"
 }
 
-# The readers alone: shardsmith without its dependencies, then pyproject.toml's `readers` and `torch` extras.
-cmd_readers_env() {
-  [[ $# -eq 0 ]] || die "readers-env takes no arguments (SHARDSMITH_READERS_VENV sets where it goes)"
-  local python; python="$(find_python)"
-  if [[ ! -x "$READERS_VENV/bin/python" ]]; then
-    echo "launch.sh: creating $READERS_VENV" >&2
-    "$python" -m venv "$READERS_VENV"
-    echo '*' > "$READERS_VENV/.gitignore"
-  fi
-  local packages
-  packages="$("$READERS_VENV/bin/python" -c 'import sys, tomllib
-extras = tomllib.load(open(sys.argv[1], "rb"))["project"]["optional-dependencies"]
-print("\n".join(extras["readers"] + extras["torch"]))' "$ROOT/pyproject.toml")"
-  echo "launch.sh: installing shardsmith (no dependencies) and its readers' into $READERS_VENV" >&2
-  "$READERS_VENV/bin/python" -m pip install --quiet --no-deps -e "$ROOT"
-  mapfile -t wanted <<< "$packages"
-  "$READERS_VENV/bin/python" -m pip install --quiet "${wanted[@]}"
-}
-
 main() {
   local command="${1:-}"
   [[ $# -gt 0 ]] && shift
@@ -162,7 +139,7 @@ main() {
     install) ensure_venv ;;
     image|dataflow|template|run-template) cmd_cloud "$command" "$@" ;;
     airflow-env) cmd_airflow_env "$@" ;;
-    readers-env) cmd_readers_env "$@" ;;
+    readers-env) PYTHONPATH="$ROOT" exec "$(find_python)" -m pipeline.readers_env "$@" ;;  # standard library only
     -h|--help|help) usage ;;
     "") usage; exit 2 ;;
     *) die "unknown command '$command'$(suggest "$command"); see bash launch.sh --help" ;;

@@ -338,10 +338,11 @@ def publish(output_dir: str, build_id: str, metadata: Metadata,
     builds/<id>) is staged in the build's folder, then its own copy is written (build_dir "."), then the
     top-level file is replaced in one step (a rename locally; one object copy, then the staged copy removed,
     on Cloud Storage). Nothing but metadata.json itself ever appears at the top level, and a build killed before
-    the switch still holds its staged copy: `finished` says it was never published. `before_switch` runs just
-    before the switch (the kill tests' fault point)."""
+    the switch still holds its staged copy: `finished` says it was never published. The build record says when,
+    first (`published`: retention counts --keep_days from the next version's). `before_switch` runs just before
+    the switch (the kill tests' fault point)."""
     folder = build_dir(output_dir, build_id)
-    metadata = replace(metadata, published=now_utc())
+    record_published(folder)
     top = metadata_bytes(replace(metadata, build_id=build_id, build_dir=f"{BUILDS_DIR}/{build_id}"))
     staged = join(folder, STAGED_METADATA)
     claim(staged)
@@ -352,6 +353,19 @@ def publish(output_dir: str, build_id: str, metadata: Metadata,
     storage.rename([staged], [join(output_dir, METADATA_FILE)])
     # gone from the folder: the written list names no temporary file
     storage.delete([join(folder, entry_file(STAGED_METADATA))])
+
+
+def record_published(folder: str) -> None:
+    """Adds the time (UTC) to the build record in `folder`, replaced whole; a record that cannot be read is left
+    as it is (retention then takes the build id's start time)."""
+    path = join(folder, BUILD_RECORD)
+    data = storage.read_bytes(path)
+    try:
+        record = BuildRecord.from_json(data) if data is not None else None
+    except (ValueError, KeyError, TypeError):
+        record = None
+    if record is not None:
+        write_atomically(path, replace(record, published=now_utc()).to_json())
 
 
 def own_copy(published: Metadata) -> Metadata:
@@ -446,12 +460,13 @@ def retire_builds(output_dir: str, current: str | None = None, keep: int | None 
 
 
 def published_at(output_dir: str, build_id: str) -> str:
-    """When version `build_id` was published (UTC): its metadata.json's `published`, or, for a version published
-    before that entry or whose metadata.json cannot be read, its build id's start (earlier: the safe side for
-    the version it replaced, which then counts as replaced sooner only by this one's build time)."""
+    """When version `build_id` was published (UTC): its build record's `published`, or, for a version published
+    before that entry or whose record cannot be read, its build id's start (earlier, so the version it replaced
+    counts as replaced sooner by this one's build time)."""
+    data = storage.read_bytes(join(build_dir(output_dir, build_id), BUILD_RECORD))
     try:
-        published = read_metadata(build_dir(output_dir, build_id)).published
-    except MetadataError:
+        published = BuildRecord.from_json(data).published if data is not None else None
+    except (ValueError, KeyError, TypeError):
         published = None
     return published or build_id_time(build_id)
 

@@ -53,6 +53,10 @@ class BuildRecord:
     started: str
     version: int = RECORD_VERSION
     patterns: tuple[str, ...] = ()
+    # When the build was published (UTC), written into the record just before its publish switch; None: not
+    # published, or before the entry. Retention counts --keep_days from the next version's; metadata.json holds
+    # no time, so that the same inputs give the same bytes.
+    published: str | None = None
 
     @classmethod
     def for_build(cls, build_id: str, name: str) -> BuildRecord:
@@ -63,6 +67,8 @@ class BuildRecord:
                   "written": f"{WRITTEN_DIR}/"}
         if self.patterns:
             fields["files"] = list(self.patterns)
+        if self.published is not None:
+            fields["published"] = self.published
         return (json.dumps(fields, indent=2) + "\n").encode("utf-8")
 
     @classmethod
@@ -70,7 +76,9 @@ class BuildRecord:
         fields = json.loads(data.decode("utf-8"))
         version = int(fields.get("version", 1))
         patterns = tuple(fields.get("files", ())) if version == 1 else ()
-        return cls(fields["build_id"], fields["name"], fields["started"], version, patterns)
+        published = fields.get("published")
+        return cls(fields["build_id"], fields["name"], fields["started"], version, patterns,
+                   published if isinstance(published, str) and len(published) <= 40 else None)
 
     def covered(self, files: list[str]) -> list[str]:
         """Which of `files` (relative to the build's folder, as listed) this build wrote, its written list

@@ -350,7 +350,6 @@ class Metadata(_Entry):
     incremental: IncrementalEntry | None = None
     build_id: str | None = None
     build_dir: str | None = None  # builds/<id> in the top-level file, "." in a build's own; None: no builds yet
-    published: str | None = None  # when it was published (UTC, to the second); None: published before the entry
 
     @property
     def compression_or_default(self) -> str:

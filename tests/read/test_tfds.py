@@ -154,7 +154,7 @@ def test_a_version_of_three_generations_reads_every_record_once_with_builder_fro
 
     # Compacted into one generation: builder_from_directory reads its folder again. Retention then removes the
     # earlier builds' folders entirely, the TFDS files among them: each was listed as written.
-    done = shardsmith("compact", out, "--compact_after", "1", "--keep_builds", "1")
+    done = shardsmith("compact", out, "--compact_after", "1", "--keep_builds", "1", "--keep_days", "0")
     assert done.code == 0, done.err + done.out
     assert tfds_dirs(out) == [published_dir(out)]
     assert read_through_tfds(tfds.builder_from_directory(published_dir(out))) == expected(day3)

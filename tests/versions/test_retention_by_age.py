@@ -2,7 +2,7 @@
 one has been published for --keep_days days (default 7), every run that retires a version says which (its summary,
 `versions`, retired.json: when, by which build, with which settings), and a reader's advice to pass `version=`
 is given only for a version still kept. Real builds through the CLI (FnApiRunner), real files; a version's age is
-set by writing an earlier `published` time into the metadata.json of the version that replaced it, as a week
+set by writing an earlier `published` time into the build record of the version that replaced it, as a week
 passing would."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from shardsmith.format.naming import BUILDS_DIR, METADATA_FILE, RETIRED_FILE
+from shardsmith.format.naming import BUILD_RECORD, BUILDS_DIR, METADATA_FILE, RETIRED_FILE
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -44,14 +44,13 @@ def versions_kept(out: Path) -> list[str]:
 
 
 def published_days_ago(out: Path, version: str, days: float) -> None:
-    """Sets version `version`'s publish time `days` back, in its own metadata.json (and the top-level one when it
-    is the published version): what retention reads of when the version before it was replaced."""
+    """Sets version `version`'s publish time `days` back in its build record: what retention reads of when the
+    version before it was replaced."""
     when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - days * DAY))
-    paths = [out / BUILDS_DIR / version / METADATA_FILE] + ([out / METADATA_FILE] if published(out) == version else [])
-    for path in paths:
-        metadata = json.loads(path.read_text())
-        assert metadata["published"]  # every publish records it
-        path.write_text(json.dumps({**metadata, "published": when}, indent=2) + "\n")
+    path = out / BUILDS_DIR / version / BUILD_RECORD
+    record = json.loads(path.read_text())
+    assert record["published"] >= record["started"]  # every publish records it
+    path.write_text(json.dumps({**record, "published": when}, indent=2) + "\n")
 
 
 def test_a_version_replaced_less_than_keep_days_ago_stays_and_one_replaced_earlier_goes_said_everywhere(
