@@ -255,6 +255,21 @@ def files_of_build():
 
 
 @pytest.fixture(scope="session")
+def side_venv():
+    """side_venv(env_var, folder, command): the Python of a virtualenv beside .venv (`env_var`'s folder, else the
+    checkout's `folder`), made by `bash launch.sh command`; the test skips, saying so, where there is none."""
+
+    def python(env_var: str, folder: str, command: str) -> Path:
+        venv = Path(os.environ.get(env_var) or Path(__file__).resolve().parents[1] / folder)
+        found = venv / "bin" / "python"
+        if not os.access(found, os.X_OK):
+            pytest.skip(f"no virtualenv at {venv} (make one with: bash launch.sh {command})")
+        return found
+
+    return python
+
+
+@pytest.fixture(scope="session")
 def tfrecorder_data() -> Path:
     return TFRECORDER_DATA
 

@@ -78,17 +78,12 @@ print("RESULT " + json.dumps(result, default=str))
 '''
 
 
-def _airflow_python() -> Path:
-    venv = Path(os.environ.get("SHARDSMITH_AIRFLOW_VENV") or ROOT / ".venv-airflow")
-    python = venv / "bin" / "python"
-    if not os.access(python, os.X_OK):
-        pytest.skip(f"no Airflow virtualenv at {venv} (make one with: bash launch.sh airflow-env)")
-    return python
+AIRFLOW_VENV = ("SHARDSMITH_AIRFLOW_VENV", ".venv-airflow", "airflow-env")
 
 
 @pytest.fixture(scope="module")
-def loaded(tmp_path_factory) -> dict:
-    python = _airflow_python()
+def loaded(tmp_path_factory, side_venv) -> dict:
+    python = side_venv(*AIRFLOW_VENV)
     home = tmp_path_factory.mktemp("airflow_home")
     script = home / "load_dags.py"
     script.write_text(SCRIPT)
@@ -232,7 +227,7 @@ def test_the_incremental_dag_compacts_after_the_build_when_shardsmiths_rule_says
     assert launch["environment"] == build["environment"]
 
 
-def test_the_dags_compaction_rule_is_shardsmiths(tmp_path):
+def test_the_dags_compaction_rule_is_shardsmiths(tmp_path, side_venv):
     """compaction_due, run in Airflow's environment on metadata.json files whose shard names shardsmith makes:
     due exactly when some split's shards come from more than K generations (shardsmith's most_generations)."""
     from shardsmith.format.naming import shard_file_name
@@ -256,7 +251,7 @@ def test_the_dags_compaction_rule_is_shardsmiths(tmp_path):
         "print(json.dumps([dag.compaction_due(text, k) for text, k in json.loads(sys.stdin.read())]))\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SHARDSMITH_", "AIRFLOW"))}
     env.update({"AIRFLOW_HOME": str(tmp_path), "AIRFLOW__CORE__LOAD_EXAMPLES": "False"})
-    done = subprocess.run([str(_airflow_python()), str(script), str(DAGS / "shardsmith_flex_template_dag.py")],
+    done = subprocess.run([str(side_venv(*AIRFLOW_VENV)), str(script), str(DAGS / "shardsmith_flex_template_dag.py")],
                           input=json.dumps([(metadata(gens), k) for gens, k, _ in cases]), env=env, cwd=tmp_path,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]

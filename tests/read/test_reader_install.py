@@ -11,8 +11,6 @@ import os
 import subprocess
 from pathlib import Path
 
-import pytest
-
 import shardsmith
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,16 +43,8 @@ print("RESULT " + json.dumps({
 '''
 
 
-def _readers_python() -> Path:
-    venv = Path(os.environ.get("SHARDSMITH_READERS_VENV") or ROOT / ".venv-readers")
-    python = venv / "bin" / "python"
-    if not os.access(python, os.X_OK):
-        pytest.skip(f"no readers virtualenv at {venv} (make one with: bash launch.sh readers-env)")
-    return python
-
-
-def test_the_readers_read_a_build_without_beam_tensorflow_or_tf_transform_installed(built, tmp_path):
-    python = _readers_python()
+def test_the_readers_read_a_build_without_beam_tensorflow_or_tf_transform_installed(built, tmp_path, side_venv):
+    python = side_venv("SHARDSMITH_READERS_VENV", ".venv-readers", "readers-env")
     script = tmp_path / "read.py"
     script.write_text(SCRIPT)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "SHARDSMITH_"))}
