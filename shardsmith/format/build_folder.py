@@ -355,17 +355,21 @@ def publish(output_dir: str, build_id: str, metadata: Metadata,
     storage.delete([join(folder, entry_file(STAGED_METADATA))])
 
 
+def read_build_record(folder: str) -> BuildRecord | None:
+    """The build record in `folder`, or None when there is none or it cannot be read."""
+    data = storage.read_bytes(join(folder, BUILD_RECORD))
+    try:
+        return BuildRecord.from_json(data) if data is not None else None
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
 def record_published(folder: str) -> None:
     """Adds the time (UTC) to the build record in `folder`, replaced whole; a record that cannot be read is left
     as it is (retention then takes the build id's start time)."""
-    path = join(folder, BUILD_RECORD)
-    data = storage.read_bytes(path)
-    try:
-        record = BuildRecord.from_json(data) if data is not None else None
-    except (ValueError, KeyError, TypeError):
-        record = None
+    record = read_build_record(folder)
     if record is not None:
-        write_atomically(path, replace(record, published=now_utc()).to_json())
+        write_atomically(join(folder, BUILD_RECORD), replace(record, published=now_utc()).to_json())
 
 
 def own_copy(published: Metadata) -> Metadata:
@@ -405,11 +409,11 @@ def remove_build(output_dir: str, build_id: str, files: list[str], only: str | N
 def retire_builds(output_dir: str, current: str | None = None, keep: int | None = None,
                   keep_days: float | None = None) -> list[str]:
     """Removes unfinished builds other than `current`, and with `keep`, published builds beyond the newest
-    `keep` (`current` counts and is never removed) that a newer version replaced at least `keep_days` days ago
-    (replaced_since: when the next newer version was published). The build the top-level metadata.json names is never
-    removed, nor a tagged version (tags.json; one that cannot be read keeps every build), nor a build whose
-    folder holds shards of a kept version (an --incremental version lists shards of earlier generations): a file
-    goes only when no kept version lists it. Published versions removed are first added to retired.json. Call
+    `keep` (`current` counts and is never removed) that the next newer version replaced at least `keep_days`
+    days ago (`published_at`). The build the top-level metadata.json names is never removed, nor a tagged version
+    (tags.json; one that cannot be read keeps every build), nor a build whose folder holds shards of a kept
+    version (an --incremental version lists shards of earlier generations): a file goes only when no kept
+    version lists it. Published versions removed are first added to retired.json. Call
     only while holding the folder's lock: an unfinished build is then one whose run is over. Returns the ids
     removed; what a person left in their folders stays, said in one log line. A version beyond `keep` whose folder
     stays only for the shards a kept version carries from it is retired all the same: its metadata.json goes (it
@@ -463,12 +467,8 @@ def published_at(output_dir: str, build_id: str) -> str:
     """When version `build_id` was published (UTC): its build record's `published`, or, for a version published
     before that entry or whose record cannot be read, its build id's start (earlier, so the version it replaced
     counts as replaced sooner by this one's build time)."""
-    data = storage.read_bytes(join(build_dir(output_dir, build_id), BUILD_RECORD))
-    try:
-        published = BuildRecord.from_json(data).published if data is not None else None
-    except (ValueError, KeyError, TypeError):
-        published = None
-    return published or build_id_time(build_id)
+    record = read_build_record(build_dir(output_dir, build_id))
+    return (record.published if record is not None else None) or build_id_time(build_id)
 
 
 def build_id_time(build_id: str) -> str:

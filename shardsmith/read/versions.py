@@ -22,13 +22,18 @@ import os
 import sys
 from dataclasses import dataclass
 
-from shardsmith import storage
 from shardsmith.errors import UsageError
-from shardsmith.format.build_folder import build_dir, build_id_time, finished, published_build_id, scan
-from shardsmith.format.build_record import BuildRecord
+from shardsmith.format.build_folder import (
+    build_dir,
+    build_id_time,
+    finished,
+    published_build_id,
+    read_build_record,
+    scan,
+)
 from shardsmith.format.metadata import read_metadata
 from shardsmith.format.metadata_schema import MetadataError, MetadataMissing
-from shardsmith.format.naming import BUILD_RECORD, BUILDS_DIR, METADATA_FILE, RETIRED_FILE, join
+from shardsmith.format.naming import BUILDS_DIR, METADATA_FILE, RETIRED_FILE, join
 from shardsmith.format.retired import read_retired, retention_text
 from shardsmith.format.tags import Tag, TagsUnreadable, read_tags
 from shardsmith.printable import shown
@@ -75,13 +80,8 @@ class Version:
 def _started(output_dir: str, build_id: str) -> str:
     """When the build started, from its record; from its id (which carries its start to the second) when the
     record cannot be read."""
-    data = storage.read_bytes(join(build_dir(output_dir, build_id), BUILD_RECORD))
-    if data is not None:
-        try:
-            return BuildRecord.from_json(data).started
-        except (ValueError, KeyError):
-            pass
-    return build_id_time(build_id)
+    record = read_build_record(build_dir(output_dir, build_id))
+    return record.started if record is not None else build_id_time(build_id)
 
 
 def list_versions(output_dir: str, tags: dict[str, Tag] | None = None) -> list[Version]:
