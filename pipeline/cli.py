@@ -36,7 +36,8 @@ if TYPE_CHECKING:
     from shardsmith.format.metadata_schema import Metadata
 
 DEBUG_ENV = "SHARDSMITH_DEBUG"
-COMMANDS = ("build", "sample", "verify", "inspect", "schema", "index", "versions", "tag", "untag", "compact")
+COMMANDS = ("build", "sample", "verify", "inspect", "schema", "index", "versions", "tag", "untag", "compact", "card",
+            "readcheck")
 # time.monotonic() when this command started: the process's start for `shardsmith ...` (interpreter start-up
 # and imports are part of the wait), the call of main() when a program calls it; None outside main().
 _command_started: float | None = None
@@ -121,6 +122,19 @@ def _parser() -> argparse.ArgumentParser:
                         "version)", description="Copies every record of the published version, placed as a full "
                         "build of its rows places them, into new shards, and publishes them as a new version. "
                         "Apache Beam's flags pass through, as for build."))
+    from shardsmith.card import command as card_command
+
+    card_command.add_arguments(commands.add_parser(
+        "card", help="write a version's dataset card: one HTML page of its data, changes and mixing",
+        description="Writes card.html into the version's build folder (under the folder's lock), or to --output. "
+                    "Builds and compactions write one unless --no_card."))
+    from shardsmith.card import read_check
+
+    read_check.add_arguments(commands.add_parser(
+        "readcheck", help="measure how fast this machine reads a version (tf.data, PyTorch, the decode limit, "
+                          "--files) and say why",
+        description="Reads one pass of a split with each reader, each in its own process, and prints images/s, "
+                    "CPU per image and a verdict; the figures are saved beside the version and shown on its card."))
     for name, line in CLOUD_COMMANDS.items():  # listed here; `main` hands them to pipeline.cloud
         commands.add_parser(name, help=line, add_help=False)
     return parser
@@ -380,6 +394,12 @@ def run(argv: list[str] | None = None) -> Metadata | str | int | None:
         args = _parser().parse_args([command, *rest])
         return {"verify": verify, "inspect": inspect, "schema": schema, "index": reindex,
                 "versions": versions}[command].run(args)
+    if command in ("card", "readcheck"):
+        from shardsmith.card import command as card_command
+        from shardsmith.card import read_check
+
+        args = _parser().parse_args([command, *rest])
+        return card_command.run(args) if command == "card" else read_check.run(args)
     if command in ("tag", "untag"):
         from shardsmith.read import tagging
 

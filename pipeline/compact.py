@@ -72,7 +72,7 @@ def compact(options: CompactOptions, beam_args: list[str]) -> Metadata | None:
         retire_builds(output_dir)  # unfinished builds of earlier runs, as a build's start removes them
         start_build(output_dir, BuildRecord.for_build(lock.build_id, published.name))
         lock.start_heartbeat()
-        compaction = Compaction(source, lock.build_id, options.retention)
+        compaction = Compaction(source, lock.build_id, options.retention, write_card=not options.no_card)
         with make_pipeline(beam_options) as pipeline:
             _ = pipeline | "Compact" >> CompactVersion(compaction)
         submitted = leaves_job_running(beam_options)

@@ -162,6 +162,7 @@ def build_graph(pipeline: beam.Pipeline, options: BuildOptions, sources: list[So
         output_dir=options.output_dir, build_id=build_id, name=options.name, seed=placement.seed,
         checks=checks, records=records, task=manifest.task, features=manifest.features,
         recorded_options=options.recorded(), retention=options.retention, carried=carried,
+        write_card=not options.no_card,
     )
     return {
         "shards": written.shards,

@@ -14,11 +14,15 @@
 - transforms/ (the stages) never imports the build (pipeline/) or the read side (shardsmith.read), and each
   of its modules holds a PTransform.
 - shardsmith.read (load, verify, inspect) never imports a stage or the build.
+- shardsmith.card (the dataset card and the read check) reads through the read side and never imports a stage,
+  the build or the versions; TensorFlow and torch only inside the read check's readers. It is the one part of the
+  read side a stage calls: a build's report and a compaction write the version's card under the lock.
 - Manifests are read through shardsmith.core.manifest (the package's interface), never one of its modules from
   outside it: a new manifest format is then one module there.
 - The framework readers (shardsmith/torch.py, shardsmith/grain.py) build on shardsmith.read's TensorFlow-free
   record reader: they never import TensorFlow, Beam (even gs:// goes through shardsmith.read), a stage or the
-  build; torch is imported by shardsmith/torch.py alone, so `import shardsmith` never loads it.
+  build; torch is imported by shardsmith/torch.py alone (and, when run, by the read check's torch readers), so
+  `import shardsmith` never loads it.
 """
 
 from __future__ import annotations
@@ -58,8 +62,8 @@ def _imports(path: Path) -> list[tuple[str, bool]]:
 
 
 def _packages() -> set[str]:
-    return {"shardsmith.core", "shardsmith.format", "shardsmith.read", "shardsmith.storage", "shardsmith.versions",
-            "transforms"}
+    return {"shardsmith.card", "shardsmith.core", "shardsmith.format", "shardsmith.read", "shardsmith.storage",
+            "shardsmith.versions", "transforms"}
 
 
 def _under(name: str, *prefixes: str) -> bool:
@@ -176,6 +180,16 @@ def test_stages_never_import_the_build_or_the_read_side():
 READ_SIDE_TAKES_FROM_CORE = ("shardsmith.core.manifest", "shardsmith.core.rows", "shardsmith.core.failures",
                              "shardsmith.core.load_images", "shardsmith.core.build_lock",
                              "shardsmith.core.fault_injection")
+
+
+def test_the_card_imports_no_stage_build_or_versions_and_loads_without_beam_or_tensorflow():
+    assert _broken("shardsmith.card", ("transforms", "pipeline", "shardsmith.versions", "apache_beam"),
+                   top_level_only=("tensorflow", "torch"), allowed_lazy=("tensorflow", "torch")) == []
+    code = ("import sys, shardsmith.card, shardsmith.card.command, shardsmith.card.read_check\n"
+            "print(sorted(m for m in ('apache_beam', 'tensorflow', 'torch') if m in sys.modules))\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]"
 
 
 def test_the_read_side_never_imports_a_stage_or_the_build():
@@ -311,16 +325,17 @@ def test_the_flag_modules_load_without_beam_or_tensorflow_in_a_fresh_interpreter
             "print(sorted(m for m in ('apache_beam', 'tensorflow') if m in sys.modules), len(build_flags()))\n")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.split() == ["[]", "40"]
+    assert done.stdout.split() == ["[]", "41"]
 FRAMEWORK_READERS = ("shardsmith/torch.py", "shardsmith/grain.py")
 
 
 def test_the_framework_readers_import_neither_tensorflow_nor_beam_and_torch_only_there():
     broken = [f"{path} imports {name}" for path in FRAMEWORK_READERS for name, _ in _imports(ROOT / path)
               if _under(name, "tensorflow", "apache_beam", "transforms", "pipeline")]
-    torch_users = {str(path.relative_to(ROOT)) for path in _modules("shardsmith")
-                   for name, _ in _imports(path) if _under(name, "torch")}
-    assert broken == [] and torch_users == {"shardsmith/torch.py"}
+    torch_users = {str(path.relative_to(ROOT)): at_top for path in _modules("shardsmith")
+                   for name, at_top in _imports(path) if _under(name, "torch")}
+    # The read check's torch readers (run in a process of their own by `shardsmith readcheck`) import it when run.
+    assert broken == [] and torch_users == {"shardsmith/torch.py": True, "shardsmith/card/readers.py": False}
 
 
 def test_the_framework_readers_load_without_tensorflow_or_beam_in_a_fresh_interpreter():

@@ -17,6 +17,7 @@ rows first would hold all of them in memory; measured in docs/performance.md ("M
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import apache_beam as beam
@@ -76,6 +77,7 @@ class ReportConfig:
     recorded_options: dict = field(default_factory=dict)  # shardsmith's own options, written as they are
     retention: RetentionSettings = RetentionSettings()  # --keep_builds
     carried: CarriedVersion | None = None  # --incremental: the version this build adds to
+    write_card: bool = True  # card.html into the build's folder once published (--no_card: False)
 
     @property
     def files_dir(self) -> str:
@@ -194,8 +196,28 @@ def check_and_write_metadata(
             _LOG.info("built %s with %d of %d rows failed: %s", config.name, num_failed, num_input_rows,
                       errors.explanation)
 
-    publish_version(config.output_dir, config.build_id, metadata, config.retention, after_switch=log_failures)
+    publish_version(config.output_dir, config.build_id, metadata, config.retention, after_switch=log_failures,
+                    before_release=card_step(config.output_dir, config.build_id, config.write_card))
     return metadata
+
+
+def card_step(output_dir: str, build_id: str, wanted: bool) -> Callable[[], None] | None:
+    """The last step of publishing a version (a build's or a compaction's): its dataset card, card.html, written
+    into its build folder under the lock. A card that cannot be made is a warning, never a failed build: the
+    version is published by then, and `shardsmith card` can make it later."""
+    if not wanted:
+        return None
+
+    def write() -> None:
+        from shardsmith.card import write_card
+
+        try:
+            write_card(output_dir, build_id)
+        except Exception as e:  # noqa: BLE001 - the card is a view of a published version; the version stands
+            _LOG.warning("the dataset card was not written (%s: %s); `shardsmith card %s --version %s` writes it",
+                         type(e).__name__, str(e).splitlines()[0] if str(e) else "", output_dir, build_id)
+
+    return write
 
 
 class WriteReport(beam.PTransform):

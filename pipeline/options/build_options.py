@@ -151,6 +151,10 @@ class BuildOptions:
             "Break a stale lock", "true: take over the output folder's lock when its holder sent no heartbeat "
             f"for {LOCK_STALE_AFTER_S // 60} minutes; default false")))
     retention: RetentionSettings = nested(RetentionSettings, has_default=True)  # --keep_builds
+    no_card: bool = option(False, Flag(
+        "write no dataset card (card.html in the version's build folder: its data, changes and mixing on one "
+        "page; `shardsmith card` writes one later)", group="output", recorded=None, template=Template(
+            "No dataset card", "true: write no card.html into the version's build folder; default false")))
     incremental: bool = option(False, Flag(
         "add to the dataset published in --output_dir: only manifest rows it does not hold are read; rows it holds "
         "that the manifest lacks are removed; label ids keep their meaning (a folder without a dataset: a first, "

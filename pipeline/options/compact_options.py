@@ -49,3 +49,4 @@ class CompactOptions:
             "Compact after K generations", "compact only when a split's shards come from more than K generations; "
             "otherwise the job writes nothing and succeeds (default: always compact)", COUNT)))
     break_lock: bool = option(False, build_flag("break_lock"))
+    no_card: bool = option(False, build_flag("no_card"))

@@ -17,8 +17,13 @@ METADATA_FILE = "metadata.json"
 LABELS_FILE = "labels.txt"
 ERRORS_FILE = "errors.jsonl"
 NEAR_DUPLICATES_FILE = "near_duplicates.jsonl"  # --near_duplicates report|drop: the pairs found
+CARD_FILE = "card.html"  # the version's dataset card (shardsmith/card/)
+READ_CHECK_FILE = "readcheck.json"  # `shardsmith readcheck`'s figures, shown on the card
 BUILDS_DIR = "builds"
 BUILD_RECORD = "build.json"
+# The files of a build's folder that name the build itself (its id, when it ran, the versions kept then): every
+# other file a build writes holds the same bytes for the same inputs and seed.
+NAMES_ITS_BUILD = (BUILD_RECORD, CARD_FILE)
 # In a build's folder: one empty file per file or folder the build writes there, made before it is written (its
 # name is the written path, escaped); cleanup deletes exactly these (shardsmith/format/build_record.py).
 WRITTEN_DIR = ".shardsmith-written"

@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import io
 import json
+import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from shardsmith import storage
 from shardsmith.format.build_folder import build_dir, dataset_dir
 from shardsmith.format.metadata_schema import Metadata, SplitEntry
-from shardsmith.format.naming import BUILDS_DIR, ERRORS_FILE, LABELS_FILE, METADATA_FILE, RETIRED_FILE, join
+from shardsmith.format.naming import BUILDS_DIR, CARD_FILE, ERRORS_FILE, LABELS_FILE, METADATA_FILE, RETIRED_FILE, join
 from shardsmith.format.retired import retention_text, retired_by
 from shardsmith.read.load import DEFAULT_SHUFFLE_BUFFER
 
@@ -181,7 +183,19 @@ def build_summary(metadata: Metadata, output_dir: str, build_id: str, elapsed_s:
     lines.append(_row("output", f"{output_dir}  ({METADATA_FILE}; this build's files, {LABELS_FILE} among them, in "
                                 f"{BUILDS_DIR}/{build_id}; {len(metadata.labels)} labels"
                                 f"{labels_without_records_text(metadata)})"))
+    card = card_line(output_dir, build_id)
+    if card:
+        lines.append(_row("card", card))
     return "\n".join(lines)
+
+
+def card_line(output_dir: str, build_id: str) -> str | None:
+    """Where the version's dataset card is, as a link a terminal opens (None when the build wrote none)."""
+    path = join(build_dir(output_dir, build_id), CARD_FILE)
+    if not storage.exists(path):
+        return None
+    where = path if storage.is_remote(path) else "file://" + os.path.abspath(path)
+    return f"{where}  (the dataset card: open it in a browser)"
 
 
 def one_shard_hint(metadata: Metadata) -> str | None:

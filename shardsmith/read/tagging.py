@@ -28,15 +28,16 @@ from shardsmith.read.version_files import open_version
 
 
 @contextmanager
-def _folder_lock(output_dir: str):
-    """The output folder's lock for the time of one tags.json change; UsageError while a build holds it."""
+def folder_lock(output_dir: str, command: str = "tag"):
+    """The output folder's lock for the time of one command's change (a tags.json write, a card written into a
+    version's folder); UsageError while a build holds it, saying to run `command` again."""
     from shardsmith.core.build_lock import LockHeld, acquire_lock
     from shardsmith.format.build_folder import new_build_id
 
     try:
         lock = acquire_lock(output_dir, new_build_id())
     except LockHeld as e:
-        raise UsageError(f"{e} (then tag again)") from None
+        raise UsageError(f"{e} (then run {command} again)") from None
     except OSError as e:
         raise UsageError(f"output folder {output_dir} is not writable: {str(e).splitlines()[0]}") from None
     try:
@@ -72,7 +73,7 @@ def tag(output_dir: str, version: str, name: str, force: bool = False) -> Tag:
     if problem:
         raise UsageError(f"{problem}; choose another name")
     _kept_version(output_dir, version)  # a quick refusal before the lock
-    with _folder_lock(output_dir):
+    with folder_lock(output_dir):
         tags = _tags(output_dir)
         build_id = _kept_version(output_dir, version)  # still kept: no retention runs while the lock is held
         held = tags.get(name)
@@ -93,7 +94,7 @@ def tag(output_dir: str, version: str, name: str, force: bool = False) -> Tag:
 def untag(output_dir: str, name: str) -> Tag:
     """Removes the tag `name`; returns what it was. Its version is then kept only while --keep_builds keeps it."""
     output_dir = os.fspath(output_dir).rstrip("/")
-    with _folder_lock(output_dir):
+    with folder_lock(output_dir):
         tags = _tags(output_dir)
         removed = tags.pop(name, None)
         if removed is None:

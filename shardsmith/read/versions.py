@@ -64,14 +64,17 @@ class Version:
                 "records_removed": self.records_removed, "previous": self.previous,
                 "build_dir": f"{BUILDS_DIR}/{self.id}", "tags": list(self.tags)}
 
+    def change(self) -> str:
+        """`full build`, or what it added and removed against the version it was built on."""
+        if self.rows_added is None or self.previous is None:
+            return "full build"
+        if self.records_added is not None:
+            return f"+{self.records_added:,} -{self.records_removed:,} records"
+        return f"+{self.rows_added:,} -{self.rows_removed:,} rows"
+
     def line(self) -> str:
         splits = ", ".join(f"{split} {count:,}" for split, count in self.records.items())
-        if self.rows_added is None or self.previous is None:
-            change = "full build"
-        elif self.records_added is not None:
-            change = f"+{self.records_added:,} -{self.records_removed:,} records"
-        else:
-            change = f"+{self.rows_added:,} -{self.rows_removed:,} rows"
+        change = self.change()
         errors = f", {self.num_errors:,} errors" if self.num_errors else ""
         return (f"{self.id}  {self.started:<20}  {change:<21}  {splits}{errors}"
                 + ("  (current)" if self.current else "") + (f"  tags: {', '.join(self.tags)}" if self.tags else ""))

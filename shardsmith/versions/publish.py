@@ -7,7 +7,8 @@ build must still hold the output folder's lock (LockLost otherwise: a build whos
 nothing); metadata.json is published, the build's own copy first and the top-level one last
 (shardsmith/format/build_folder.py `publish`), so the top-level metadata.json always names one finished version;
 builds beyond --keep_builds, replaced more than --keep_days ago, that no kept version lists and no tag names are
-retired (retired.json says which, when and by which build); the lock is released. A
+retired (retired.json says which, when and by which build); the caller's last step runs (the dataset card); the
+lock is released. A
 failure before the top-level switch leaves the published version as it was.
 """
 
@@ -28,9 +29,12 @@ _LOG = logging.getLogger("shardsmith")
 
 
 def publish_version(output_dir: str, build_id: str, metadata: Metadata, retention: RetentionSettings,
-                    after_switch: Callable[[], None] | None = None) -> None:
+                    after_switch: Callable[[], None] | None = None,
+                    before_release: Callable[[], None] | None = None) -> None:
     """Publishes build `build_id` of `output_dir` as its version `metadata` (see the module for the order of
-    steps); `after_switch` runs once the top-level metadata.json names it, before older builds are retired."""
+    steps); `after_switch` runs once the top-level metadata.json names it, before older builds are retired;
+    `before_release` once they are, while the lock is still held (the dataset card, which lists the kept
+    versions, is written then)."""
     remove_temporary_files(build_dir(output_dir, build_id))
     fault_injection.reached("before_metadata")
     LockGuard(output_dir, build_id).check()
@@ -41,6 +45,8 @@ def publish_version(output_dir: str, build_id: str, metadata: Metadata, retentio
     if retired:
         _LOG.info("removed %d build(s) beyond --keep_builds %d and --keep_days %g: %s", len(retired),
                   retention.keep_builds, retention.keep_days, ", ".join(retired))
+    if before_release is not None:
+        before_release()
     release_lock(output_dir, build_id)
 
 

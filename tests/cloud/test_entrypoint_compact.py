@@ -134,13 +134,13 @@ def test_the_compaction_template_is_compacts_flags_plus_the_command():
     assert {name for name, p in parameters.items() if not p["isOptional"]} == {"command", "output_dir"}
     examples = {"command": ("compact", "build"), "output_dir": ("gs://my-bucket/datasets/pets", "/data/pets"),
                 "keep_builds": ("7", "0"), "keep_days": ("7.5", "-1"), "compact_after": ("7", "0"),
-                "break_lock": ("true", "yes")}
+                "break_lock": ("true", "yes"), "no_card": ("false", "off")}
     assert set(examples) == set(parameters), "every parameter needs a good and a bad example here"
     for name, (good, bad) in examples.items():
         (regex,) = parameters[name]["regexes"]
         assert re.fullmatch(regex, good) and not re.fullmatch(regex, bad), (name, regex)
     kinds = json.loads((OPTIONS / "flex_template_compact_flags.json").read_text())
-    assert (kinds["list"], kinds["boolean"]) == ([], ["break_lock"])
+    assert (kinds["list"], kinds["boolean"]) == ([], ["break_lock", "no_card"])
     # The build template does not declare `command`: a build launch cannot become a compaction.
     build = json.loads((OPTIONS / "flex_template_metadata.json").read_text())
     assert "command" not in {p["name"] for p in build["parameters"]}

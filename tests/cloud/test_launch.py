@@ -284,7 +284,7 @@ def test_help_documents_every_command_and_setting():
     for word in ("image", "dataflow", "template", "run-template", "--dry-run", "--config", "--no_public_ips",
                  "--no_wait_until_finish", "--max_num_workers", "--service_account_email", "--worker_machine_type",
                  "--sdk_container_image", "--no_use_public_ips", "--manifest, --feature or --path_map",
-                 "--overwrite, --break_lock, --verbose or --incremental"):
+                 "--overwrite, --break_lock, --verbose, --no_card or --incremental"):
         assert word in cloud.stdout, word
     for key in ("PROJECT", "REGION", "BUCKET", "TEMP_LOCATION", "STAGING_LOCATION", "TEMPLATE_FILE", "IMAGE",
                 "REPOSITORY", "IMAGE_TAG", "BUILDER", "SERVICE_ACCOUNT", "MACHINE_TYPE", "MAX_WORKERS",
@@ -324,6 +324,7 @@ EXAMPLES = {
     "keep_builds": ("3", "0"),
     "keep_days": ("0.5", "seven"),
     "break_lock": ("false", "maybe"),
+    "no_card": ("true", "no"),
     "validate": ("header", "none"),
     "on_duplicate": ("drop", "ignore"),
     "max_error_fraction": ("0.05", "1.5"),

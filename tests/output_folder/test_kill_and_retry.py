@@ -15,7 +15,7 @@ import pytest
 
 from shardsmith.core.fault_injection import FAULT_ENV, WRITER_KILLED
 from shardsmith.format.build_folder import published_dir
-from shardsmith.format.naming import BUILD_RECORD, BUILDS_DIR, LOCK_FILE, TEMP_PREFIX
+from shardsmith.format.naming import BUILDS_DIR, LOCK_FILE, NAMES_ITS_BUILD, TEMP_PREFIX
 
 
 def build(manifest: Path, out: Path, fault: str = "", *extra: str) -> subprocess.CompletedProcess:
@@ -32,7 +32,7 @@ def build(manifest: Path, out: Path, fault: str = "", *extra: str) -> subprocess
 
 # TensorFlow writes a SavedModel with run-specific names and fingerprints; its vocabulary asset is stable. The
 # build record names the build (its id and start time).
-NOT_BYTE_STABLE = {"transform_fn/saved_model.pb", "transform_fn/fingerprint.pb", BUILD_RECORD}
+NOT_BYTE_STABLE = {"transform_fn/saved_model.pb", "transform_fn/fingerprint.pb", *NAMES_ITS_BUILD}
 
 
 def files_of(folder: Path) -> dict[str, bytes]:

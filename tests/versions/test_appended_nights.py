@@ -14,7 +14,7 @@ import pytest
 from shardsmith.core.manifest import AppendedPlan, ManifestChanged, ManifestRead, valid_digest
 from shardsmith.core.manifest.text_lines import manifest_lines
 from shardsmith.format.metadata_schema import ManifestDigestEntry
-from shardsmith.format.naming import BUILD_RECORD, BUILDS_DIR, METADATA_FILE
+from shardsmith.format.naming import BUILDS_DIR, METADATA_FILE, NAMES_ITS_BUILD
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -41,7 +41,7 @@ def build_files(out: Path, meta: dict) -> dict[str, bytes]:
     """The files the version's build wrote, by name (metadata.json and the build's record, which name it, apart)."""
     folder = out / BUILDS_DIR / meta["build_id"]
     return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
-            if p.is_file() and p.name not in (METADATA_FILE, BUILD_RECORD)}
+            if p.is_file() and p.name not in (METADATA_FILE, *NAMES_ITS_BUILD)}
 
 
 def comparable(meta: dict) -> dict:

@@ -41,7 +41,7 @@ from shardsmith.versions.record_copy import CompactionWriter, write_compacted_sh
 from transforms.error_parts import ErrorSummary
 from transforms.labels import Vocabulary
 from transforms.place import PlaceRows, ShardPlan, SplitPlan
-from transforms.report import DatasetCheckFailed, ReportConfig, build_metadata
+from transforms.report import DatasetCheckFailed, ReportConfig, build_metadata, card_step
 from transforms.versions.carried_rows import row_lists_checked
 
 
@@ -52,6 +52,7 @@ class Compaction:
     source: CompactionSource
     build_id: str
     retention: RetentionSettings  # --keep_builds
+    write_card: bool = True  # card.html once published (--no_card: False)
 
     @property
     def files_dir(self) -> str:
@@ -173,7 +174,9 @@ def publish_compaction(_, compaction: Compaction, shards: list[ShardResult], pla
     write_transform_fn(metadata.labels, files_dir)
     for file_name, content in tfds_metadata_files(metadata).items():
         write_atomically(join(files_dir, file_name), content)
-    publish_version(compaction.source.output_dir, compaction.build_id, metadata, compaction.retention)
+    publish_version(compaction.source.output_dir, compaction.build_id, metadata, compaction.retention,
+                    before_release=card_step(compaction.source.output_dir, compaction.build_id,
+                                             compaction.write_card))
     return metadata
 
 
