@@ -2,8 +2,9 @@
 and a segmentation record's mask drawn on them, and the one pass over a split's records that picks them.
 
 Bounds: a thumbnail is at most THUMBNAIL_SIDE pixels a side (about 3-5 KB), and one pass reads at most
-MAX_SCANNED_RECORDS records (a record at a time, never a shard: shardsmith.read.record_stream), so the card's
-size and the time it takes do not grow with the dataset.
+MAX_SCANNED_RECORDS records and MAX_SCANNED_BYTES of images (a record at a time, never a shard:
+shardsmith.read.record_stream; MAX_SCANNED_PATH_RECORDS for --image_mode path, where each record opens its
+file), so the card's size and the time it takes do not grow with the dataset.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from shardsmith.read.record_stream import Record, split_records
 THUMBNAIL_SIDE = 112
 THUMBNAIL_QUALITY = 72
 MAX_SCANNED_RECORDS = 50_000  # per pass; a label not met by then shows "none in the first N records"
+MAX_SCANNED_BYTES = 256 << 20  # image bytes per pass: 50,000 photos of 100 KB would be 5 GB
+MAX_SCANNED_PATH_RECORDS = 2_000  # --image_mode path: each record read opens its image file
 ORDER_SAMPLE = 4_096  # labels kept in read order from the split's first shard, for the mixing figures
 BOX_COLOURS = ("#e6194b", "#3cb44b", "#4363d8", "#f58231", "#911eb4", "#42d4f4")
 MASK_COLOURS = ((230, 25, 75), (60, 180, 75), (67, 99, 216), (245, 130, 49), (145, 30, 180), (66, 212, 244),
@@ -49,13 +52,18 @@ class Scan:
 def scan_split(folder: str, metadata: Metadata, split: str, labels: Iterable[int], per_label: int,
                wanted: set[str], max_records: int = MAX_SCANNED_RECORDS) -> Scan:
     """Reads `split` in shard order until every label id in `labels` has `per_label` thumbnails, every URI in
-    `wanted` has one, and ORDER_SAMPLE labels of the first shard are kept; or until `max_records` were read."""
+    `wanted` has one, and ORDER_SAMPLE labels of the first shard are kept; or until `max_records` records or
+    MAX_SCANNED_BYTES of images were read."""
     scan = Scan(examples={label: [] for label in labels})
+    if metadata.image_mode == "path":
+        max_records = min(max_records, MAX_SCANNED_PATH_RECORDS)
+    bytes_read = 0
     missing_labels = {label for label in scan.examples if per_label}
     missing_uris = set(wanted)
     names = metadata.labels
     for record in split_records(folder, metadata, split, with_images=True):
         scan.records_read += 1
+        bytes_read += len(record.encoded)
         if record.shard == 0 and len(scan.first_shard_labels) < ORDER_SAMPLE:
             scan.first_shard_labels.append(record.label)
         name = names[record.label] if 0 <= record.label < len(names) else str(record.label)
@@ -69,7 +77,7 @@ def scan_split(folder: str, metadata: Metadata, split: str, labels: Iterable[int
         order_done = record.shard > 0 or len(scan.first_shard_labels) >= ORDER_SAMPLE
         if not missing_labels and not missing_uris and order_done:
             return scan
-        if scan.records_read >= max_records:
+        if scan.records_read >= max_records or bytes_read >= MAX_SCANNED_BYTES:
             scan.complete = False
             return scan
     return scan

@@ -209,3 +209,16 @@ def test_readcheck_reads_each_way_saves_its_figures_and_the_card_shows_them(demo
     assert [row[0] for row in table[1:]] == [r["reader"] for r in figures["readers"]]
     wrong = shardsmith("readcheck", demo, "--split", "nope")
     assert wrong.code == 2 and "split 'nope' is not in this dataset" in wrong.err
+
+
+def test_a_path_mode_card_draws_the_images_from_their_files(tmp_path, small_image):
+    from shardsmith.card import card_bytes
+
+    for i in range(8):
+        small_image(tmp_path / f"img/{i}.png", i)
+    manifest = tmp_path / "m.csv"
+    manifest.write_text("split,image_uri,label\n" + "".join(f"train,img/{i}.png,{'ab'[i % 2]}\n" for i in range(8)))
+    out = tmp_path / "out"
+    _build(manifest, out, "--image_mode", "path")
+    html = card_bytes(str(out), json.loads((out / "metadata.json").read_text())["build_id"]).decode()
+    assert html.count('<img src="data:image/jpeg;base64,') == 8  # 4 a label, each read from its file
