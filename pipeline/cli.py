@@ -203,13 +203,15 @@ def _check_credentials(beam_args: list[str], options) -> None:
         raise UsageError(problem)
 
 
-def _progress_shown(local: bool):
-    """A local build draws its progress on stderr (pipeline/running/progress.py); a remote job's is on its page."""
+def _progress_shown(local: bool, carried=None):
+    """A local build draws its progress on stderr (pipeline/running/progress.py), a night's with the published
+    records it pairs (`carried`, a CarriedVersion); a remote job's is on its page."""
     if not local:
         return contextlib.nullcontext()
     from pipeline.running.progress import Progress
 
-    return Progress()
+    published = 0 if carried is None or carried.is_first else sum(s.entry.num_examples or 0 for s in carried.shards)
+    return Progress(published_total=published)
 
 
 def build(argv: list[str]) -> Metadata | None:
@@ -278,7 +280,7 @@ def _run_build(options, sources, beam_args: list[str], fixed_labels=None) -> Met
     waits = not leaves_job_running(beam_options)
     try:
         raise_if_interrupted()  # a Ctrl-C during the checks above, whatever became of its KeyboardInterrupt
-        with _progress_shown(local), run_collections(), make_pipeline(beam_options) as pipeline:
+        with _progress_shown(local, carried), run_collections(), make_pipeline(beam_options) as pipeline:
             build_graph(pipeline, options, sources, temp_dir, lock.build_id, processes, fixed_labels, carried,
                         fan_out=not runs_in_one_process(beam_options))
         result = pipeline.result  # set by the with-block's run(); holds the run's metrics, not the graph
@@ -392,8 +394,14 @@ def run(argv: list[str] | None = None) -> Metadata | str | int | None:
         from shardsmith.read import inspect, reindex, verify, versions
 
         args = _parser().parse_args([command, *rest])
-        return {"verify": verify, "inspect": inspect, "schema": schema, "index": reindex,
-                "versions": versions}[command].run(args)
+        module = {"verify": verify, "inspect": inspect, "schema": schema, "index": reindex,
+                  "versions": versions}[command]
+        if command not in ("verify", "index"):
+            return module.run(args)
+        from pipeline.running.progress import Task, task_progress
+
+        with task_progress(Task(command, "checked" if command == "verify" else "indexed")):
+            return module.run(args)
     if command in ("card", "readcheck"):
         from shardsmith.card import command as card_command
         from shardsmith.card import read_check

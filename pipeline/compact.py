@@ -47,6 +47,7 @@ def compact(options: CompactOptions, beam_args: list[str]) -> Metadata | None:
     `check_arguments`."""
     from apache_beam.options.pipeline_options import PipelineOptions
 
+    from pipeline.running.progress import Task, task_progress
     from pipeline.running.runner import leaves_job_running, make_pipeline
     from shardsmith.format.build_folder import BuildRecord, build_dir, retire_builds, start_build
     from shardsmith.format.metadata import read_metadata
@@ -73,7 +74,8 @@ def compact(options: CompactOptions, beam_args: list[str]) -> Metadata | None:
         start_build(output_dir, BuildRecord.for_build(lock.build_id, published.name))
         lock.start_heartbeat()
         compaction = Compaction(source, lock.build_id, options.retention, write_card=not options.no_card)
-        with make_pipeline(beam_options) as pipeline:
+        with task_progress(Task("compact", "copied"), published.num_examples or 0, runs_locally(beam_args)), \
+                make_pipeline(beam_options) as pipeline:
             _ = pipeline | "Compact" >> CompactVersion(compaction)
         submitted = leaves_job_running(beam_options)
     finally:

@@ -179,7 +179,7 @@ def test_stages_never_import_the_build_or_the_read_side():
 # folder's lock (`shardsmith index`). Never a shard writer's own work.
 READ_SIDE_TAKES_FROM_CORE = ("shardsmith.core.manifest", "shardsmith.core.rows", "shardsmith.core.failures",
                              "shardsmith.core.load_images", "shardsmith.core.build_lock",
-                             "shardsmith.core.fault_injection")
+                             "shardsmith.core.fault_injection", "shardsmith.core.progress_signal")
 
 
 def test_the_card_imports_no_stage_build_or_versions_and_loads_without_beam_or_tensorflow():

@@ -1,4 +1,6 @@
-"""A local build's progress on stderr: rows read, images written of the total, images/s and time left.
+"""A local build's progress on stderr: rows read, images written of the total, images/s and time left; and
+the same line for the other long commands (`Task`: compact's records copied, verify's records checked, index's
+records indexed, a night's published rows paired), counted into ITEMS_DONE.
 
 Where the numbers come from: the steps that read rows and write images add to counter files in a scratch
 folder this module names in SHARDSMITH_PROGRESS_DIR (shardsmith/core/progress_signal.py), one byte per row or
@@ -34,26 +36,55 @@ INTERVAL_ENV = "SHARDSMITH_PROGRESS_INTERVAL"
 
 
 @dataclass(frozen=True)
+class Task:
+    """A command other than a build, whose progress is one count of `unit`s `verb` of a total:
+    `shardsmith: compact: 1200 of 10000 records copied, 950 records/s, about 9 s left`."""
+
+    command: str
+    verb: str
+    unit: str = "records"
+
+
+@dataclass(frozen=True)
 class Counts:
     rows_read: int = 0
     written: int = 0
     rejected: int = 0
-    total: int = 0  # 0 until the rows are placed
+    total: int = 0  # 0 until the rows are placed (a command: until it knows its items)
+    items: int = 0  # a command's items done (0 in a build)
+    published_read: int = 0  # an --incremental night: published records whose row lists were read
+    published_total: int = 0  # ... of this many (0: not a night)
 
     @property
     def done(self) -> int:
-        done = self.written + self.rejected
+        done = self.written + self.rejected + self.items
         return min(done, self.total) if self.total else done  # a retried bundle counts twice: clamp
 
     @classmethod
     def read(cls, folder: str) -> Counts:
         return cls(signal.read(folder, signal.ROWS_READ), signal.read(folder, signal.IMAGES_WRITTEN),
-                   signal.read(folder, signal.IMAGES_REJECTED), signal.read(folder, signal.TOTAL))
+                   signal.read(folder, signal.IMAGES_REJECTED), signal.read(folder, signal.TOTAL),
+                   signal.read(folder, signal.ITEMS_DONE), signal.read(folder, signal.PUBLISHED_READ),
+                   signal.read(folder, signal.PUBLISHED_TOTAL))
+
+    def published_text(self) -> str:
+        """`400000 of 1000000 published rows read`: a night's carry-over, while the row lists are read."""
+        read = min(self.published_read, self.published_total)
+        return f"{read} of {self.published_total} published rows read" if self.published_total else ""
 
 
-def plain_line(counts: Counts, rate: float) -> str:
-    """`shardsmith: progress: 1200 rows read; 800 of 1200 images written (3 rejected), 95 images/s, about 4 s left`"""
+def plain_line(counts: Counts, rate: float, task: Task | None = None) -> str:
+    """`shardsmith: progress: 1200 rows read; 800 of 1200 images written (3 rejected), 95 images/s, about 4 s left`,
+    or a `task`'s line."""
+    if task is not None:
+        text = f"shardsmith: {task.command}: {counts.done}" + (f" of {counts.total}" if counts.total else "")
+        text += f" {task.unit} {task.verb}" + (f", {rate:.0f} {task.unit}/s" if rate > 0 else "")
+        if counts.total and rate > 0 and counts.done < counts.total:
+            text += f", about {_duration((counts.total - counts.done) / rate)} left"
+        return text
     text = f"shardsmith: progress: {counts.rows_read} rows read"
+    if counts.published_total:
+        text += f", {counts.published_text()}"
     if counts.total or counts.done:
         of = f" of {counts.total}" if counts.total else ""
         rejected = f" ({counts.rejected} rejected)" if counts.rejected else ""
@@ -96,20 +127,32 @@ class _Rate:
 
 
 class _TerminalLine:
-    """A tqdm bar of images written, with rows read beside it."""
+    """A tqdm bar of images written, with rows read beside it (a task's: its items)."""
 
-    def __init__(self, stream: TextIO):
+    def __init__(self, stream: TextIO, task: Task | None = None):
         from tqdm import tqdm
 
         # miniters=1: tqdm's dynamic miniters would skip a redraw whose step is smaller than the last one's.
-        self._bar = tqdm(total=None, file=stream, unit=" images", desc="shardsmith: writing", leave=False,
+        desc, unit = (f"shardsmith: {task.command}", f" {task.unit}") if task else ("shardsmith: writing", " images")
+        self._task = task
+        self._bar = tqdm(total=None, file=stream, unit=unit, desc=desc, leave=False,
                          mininterval=0, miniters=1, dynamic_ncols=True)
 
     def show(self, counts: Counts) -> None:
         if counts.total and self._bar.total != counts.total:
             self._bar.total = counts.total
-        self._bar.set_postfix_str(f"{counts.rows_read} rows read", refresh=False)
+        if self._task is None:
+            published = f", {counts.published_text()}" if counts.published_total else ""
+            self._bar.set_postfix_str(f"{counts.rows_read} rows read{published}", refresh=False)
         self._bar.update(counts.done - self._bar.n)  # redraws: mininterval=0, the watcher paces it
+
+    def above(self, text: str, stream: TextIO) -> None:
+        """Writes `text` (whole lines) on `stream`, the same terminal, above the line."""
+        with self._bar.get_lock():
+            self._bar.clear()
+            stream.write(text)
+            stream.flush()
+            self._bar.refresh()
 
     def close(self, counts: Counts) -> None:
         self.show(counts)
@@ -118,7 +161,8 @@ class _TerminalLine:
 
 
 class _LogLines:
-    def __init__(self, stream: TextIO, interval: float):
+    def __init__(self, stream: TextIO, interval: float, task: Task | None = None):
+        self._task = task
         self._stream = stream
         self._interval = interval
         self._rate = _Rate()
@@ -132,17 +176,22 @@ class _LogLines:
         if self._last is None and counts == Counts():
             return
         self._last = (now, counts)
-        print(plain_line(counts, rate), file=self._stream, flush=True)
+        print(plain_line(counts, rate, self._task), file=self._stream, flush=True)
 
     def close(self, counts: Counts) -> None:
-        if counts != Counts() and (self._last is None or self._last[1] != counts):
-            print(plain_line(counts, self._rate(counts, time.monotonic())), file=self._stream, flush=True)
+        # A command (a task) ends with its own result line; a build's summary follows its last counts.
+        if self._task is None and counts != Counts() and (self._last is None or self._last[1] != counts):
+            print(plain_line(counts, self._rate(counts, time.monotonic()), self._task), file=self._stream,
+                  flush=True)
 
 
 class Progress:
-    """Watches a local build's counters while in its with-block and draws them on `stream` (stderr)."""
+    """Watches a local build's counters (a `task`'s) while in its with-block and draws them on `stream` (stderr).
+    On a terminal, what the command prints on stdout meanwhile (verify's line per shard) goes above the line."""
 
-    def __init__(self, stream: TextIO | None = None):
+    def __init__(self, stream: TextIO | None = None, task: Task | None = None, published_total: int = 0):
+        self._task = task
+        self._published_total = published_total  # an --incremental night: the published records it pairs
         self._given = stream
         self._stream: TextIO = stream or sys.stderr
         self._own_stream: TextIO | None = None
@@ -155,16 +204,22 @@ class Progress:
     def __enter__(self) -> Progress:
         self._folder = tempfile.mkdtemp(prefix="shardsmith-progress-")
         os.environ[signal.PROGRESS_DIR_ENV] = self._folder
+        if self._published_total:
+            signal.set_total(self._published_total, signal.PUBLISHED_TOTAL)
         if self._given is None:
             self._stream = self._own_stream = _stderr_copy()
         tty = _isatty(self._stream)
         if tty:
-            self._view = _TerminalLine(self._stream)  # draws the line at once
+            self._view = _TerminalLine(self._stream, self._task)  # draws the line at once
         else:
-            self._view = _LogLines(self._stream, non_tty_interval())
+            self._view = _LogLines(self._stream, non_tty_interval(), self._task)
         try:
             if tty:
                 _log_above(self._redirect, self._stream)
+                if _isatty(sys.stdout):
+                    above = _AboveTheLine(sys.stdout, self._view)
+                    self._redirect.callback(above.finish)  # after stdout is restored: a last unended line
+                    self._redirect.enter_context(contextlib.redirect_stdout(above))
             pace = TTY_REFRESH_S if tty else min(TTY_REFRESH_S, non_tty_interval())
             self._thread = threading.Thread(target=self._watch, args=(pace,), name="shardsmith-progress",
                                             daemon=True)
@@ -195,6 +250,19 @@ class Progress:
         shutil.rmtree(self._folder, ignore_errors=True)
 
 
+@contextlib.contextmanager
+def task_progress(task: Task, total: int | None = None, local: bool = True):
+    """A command's progress line while in the with-block (nothing for a remote job, whose page shows it); `total`
+    when the launcher knows it (the command may set it itself: signal.set_total)."""
+    if not local:
+        yield
+        return
+    with Progress(task=task):
+        if total is not None:
+            signal.set_total(total)
+        yield
+
+
 def _log_above(stack: contextlib.ExitStack, stream: TextIO) -> None:
     """Log lines print above the live line (tqdm clears it, writes the line, redraws it) on the line's stream."""
     from tqdm.contrib.logging import _TqdmLoggingHandler, logging_redirect_tqdm
@@ -203,6 +271,34 @@ def _log_above(stack: contextlib.ExitStack, stream: TextIO) -> None:
     for handler in logging.getLogger().handlers:
         if isinstance(handler, _TqdmLoggingHandler):
             handler.stream = stream
+
+
+class _AboveTheLine:
+    """stdout while a live line is drawn on the same terminal: whole lines are written above it (the line is
+    cleared, they are written, it is drawn again), so the command's own output and the line never share a row."""
+
+    def __init__(self, stream: TextIO, line: _TerminalLine):
+        self._stream = stream
+        self._line = line
+        self._pending = ""
+
+    def write(self, text: str) -> int:
+        self._pending += text
+        if "\n" in self._pending:
+            lines, self._pending = self._pending.rsplit("\n", 1)
+            self._line.above(lines + "\n", self._stream)
+        return len(text)
+
+    def flush(self) -> None:
+        self._stream.flush()
+
+    def finish(self) -> None:
+        if self._pending:
+            self._stream.write(self._pending)
+            self._stream.flush()
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
 
 
 def _stderr_copy() -> TextIO:

@@ -18,7 +18,10 @@ PROGRESS_DIR_ENV = "SHARDSMITH_PROGRESS_DIR"
 ROWS_READ = "rows_read"
 IMAGES_WRITTEN = "images_written"
 IMAGES_REJECTED = "images_rejected"
-TOTAL = "total"  # rows placed, to be written: a decimal number, written once
+TOTAL = "total"  # rows placed, to be written: a decimal number, written once (a command: its items to do)
+ITEMS_DONE = "items_done"  # a command other than a build (compact, verify, index): the records it has done
+PUBLISHED_READ = "published_read"  # an --incremental night: the published version's records whose row lists were read
+PUBLISHED_TOTAL = "published_total"  # ... of this many: a decimal number, written once
 # A shard writer adds to images_written once per this many images (and once at the shard's end): a write per
 # image cost as much as framing the record.
 IMAGES_PER_PROGRESS_WRITE = 32
@@ -62,9 +65,10 @@ class Tally:
         self._pending = 0
 
 
-def set_total(total: int) -> None:
-    """Records the number of rows placed (images to write); the same value on every retry."""
-    path = _path(TOTAL)
+def set_total(total: int, counter: str = TOTAL) -> None:
+    """Records the number of rows placed (images to write), or a command's items to do (or, as PUBLISHED_TOTAL,
+    a night's published records); the same value on every retry."""
+    path = _path(counter)
     if path is None:
         return
     with contextlib.suppress(OSError):
@@ -78,7 +82,7 @@ def read(folder: str, counter: str) -> int:
     """A counter's value (0 before anything was counted)."""
     path = os.path.join(folder, counter)
     try:
-        if counter == TOTAL:
+        if counter in (TOTAL, PUBLISHED_TOTAL):
             with open(path) as f:
                 return int(f.read() or 0)
         return os.path.getsize(path)

@@ -14,6 +14,8 @@ import os
 from dataclasses import dataclass, field
 
 from shardsmith import storage
+from shardsmith.core.progress_signal import ITEMS_DONE, set_total
+from shardsmith.core.progress_signal import add as add_progress
 from shardsmith.errors import UsageError
 from shardsmith.format.build_folder import write_atomically
 from shardsmith.format.build_record import BuildRecord
@@ -78,10 +80,12 @@ def index_build(output_dir: str, version: str | None = None) -> IndexReport:
     except LockHeld as e:
         raise UsageError(str(e)) from None
     report = IndexReport(folder)
+    set_total(sum(shard.num_records for records in split_records.values() for shard in records.shards))
     try:
         for records in split_records.values():
             for shard in records.shards:
                 _index_shard(records, shard, lock.guard, report)
+                add_progress(ITEMS_DONE, shard.num_records)
     finally:
         lock.release()
     return report

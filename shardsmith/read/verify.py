@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 
 from shardsmith import storage
 from shardsmith.core.load_images import JPEG_START
+from shardsmith.core.progress_signal import ITEMS_DONE, Tally, set_total
 from shardsmith.core.rows import placing_label_id
 from shardsmith.errors import UsageError
 from shardsmith.format.build_folder import dataset_dir, own_copy, shard_file_path
@@ -326,11 +327,13 @@ def _check_shard(output_dir: str, split: str, shard: ShardEntry, metadata: Metad
     checksum = ShardChecksum.of(shard)
     file_checksum = None
     record_index: RecordIndex | None = RecordIndex()  # None once the records cannot be read to the end
+    checked = Tally(ITEMS_DONE)
     try:
         with HashingReader(open_raw(path), checksum.hasher() if checksum is not None else None) as raw:
             try:
                 for index, data in enumerate(file_format.iter_records(decompressed(raw, compression))):
                     check.num_records += 1
+                    checked.add()
                     record_index.add(len(data))
                     if index == 0:
                         _check_first_key(check, data, shard)
@@ -346,6 +349,7 @@ def _check_shard(output_dir: str, split: str, shard: ShardEntry, metadata: Metad
         record_index = None
         check.add("shard cannot be read" + (" (gzip)" if compression == "gzip" else ""),
                   f"{type(e).__name__}: {str(e)[:200]}", check.num_records)
+    checked.flush()
     if record_index is not None and compression != "gzip" and file_format.indexable:
         _check_index_file(check, index_file_name(path), shard, record_index)
     if checksum is None:
@@ -543,6 +547,7 @@ def verify(output_dir: str, sample: int | None = None, workers: int | None = Non
     decode = _decode_indices(metadata, sample)
     jobs = metadata.all_shards()
     expected = sum(shard.num_examples for _, shard in jobs)
+    set_total(expected)  # for a watching launcher (`shardsmith verify`'s progress line)
     shards: list[ShardCheck] = []
     with ThreadPoolExecutor(max(1, workers or _cores())) as pool:
         futures = [pool.submit(_check_shard, output_dir, split, shard, metadata,

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from shardsmith import storage
 from shardsmith.core import fault_injection
 from shardsmith.core.load_images import ordered_bounded_map
+from shardsmith.core.progress_signal import ITEMS_DONE, Tally
 from shardsmith.core.rows import PlacedRow, ShardResult
 from shardsmith.core.shard_file import ShardOutput, WriterConfig
 from shardsmith.format.example import SHA256, parse_example
@@ -93,6 +94,7 @@ def write_compacted_shard(config: CompactionWriter, split: str, shard: int,
     first_key = None
     file_format = writer.file_format
     unframe, header, footer = file_format.unframe, file_format.header_bytes, file_format.footer_bytes
+    copied = Tally(ITEMS_DONE)  # `shardsmith compact`'s progress line, when a local launcher watches
     try:
         with output.open_temporary() as out:
             for placed, ref, framed in zip(ordered, refs, _framed_in_order(config, refs), strict=True):
@@ -104,9 +106,11 @@ def write_compacted_shard(config: CompactionWriter, split: str, shard: int,
                 index.add(len(framed) - header - footer)
                 label_counts[row.label] += 1
                 listed.append(line)
+                copied.add()
                 if first_key is None:
                     first_key = parse_example(unframe(framed, ref.offset))[SHA256][0].decode("ascii")
                 fault_injection.reached("mid_shard")
+        copied.flush()
         index_file = output.finish(writer, index, listed)
     except BaseException:
         output.discard_temporary()

@@ -29,6 +29,7 @@ import apache_beam as beam
 from apache_beam.transforms.window import GlobalWindows
 
 from shardsmith import storage
+from shardsmith.core import progress_signal
 from shardsmith.core.near_duplicate_search import HashedImage
 from shardsmith.core.perceptual_hash import ImageSignature, signature_from_text
 from shardsmith.core.row_identity import row_identity
@@ -69,6 +70,7 @@ def _listed_records(shard_index: int, output_dir: str, version: CarriedVersion, 
     path = storage.join(folder, row_list_name(carried.entry.file))
     if appended:
         _count_lines(path, carried, version)
+        progress_signal.add(progress_signal.PUBLISHED_READ, carried.entry.num_examples or 0)
         return
     with row_lists_checked():
         data = storage.read_bytes(path)
@@ -86,6 +88,7 @@ def _listed_records(shard_index: int, output_dir: str, version: CarriedVersion, 
         places = [(row.identity, RecordPlace(shard_index, position, row.lines, row.size, row.sha256,
                                              _signature(row, path, position, version) if signatures else None))
                   for position, row in enumerate(rows)]
+    progress_signal.add(progress_signal.PUBLISHED_READ, len(places))  # the launcher's progress line
     yield places
 
 
