@@ -27,12 +27,15 @@ def add_arguments(parser) -> None:
                         help=f"example images per label, 1 to {MAX_PER_LABEL} (default {DEFAULT_PER_LABEL})")
 
 
-def kept_build_id(output_dir: str, version: str | None) -> str:
-    """The build id of the kept version `version` names (None: the published one); UsageError as readers say it."""
+def kept_build_id(output_dir: str, version: str | None, split: str | None = None) -> str:
+    """The build id of the kept version `version` names (None: the published one); UsageError as readers say it,
+    or when it holds no split `split`."""
     try:
         opened = open_version(output_dir, version)
     except (FileNotFoundError, ValueError) as e:
         raise UsageError(str(e)) from None
+    if split is not None and split not in opened.metadata.splits:
+        raise UsageError(f"split {split!r} is not in this dataset ({', '.join(opened.metadata.splits)})")
     build_id = opened.build_id or opened.metadata.build_id
     if build_id is None or not BUILD_ID.fullmatch(build_id):
         raise UsageError(f"{output_dir} was built before builds had folders: build it again to get a dataset card")
@@ -47,7 +50,7 @@ def run(args) -> str:
     output_dir = os.fspath(args.output_dir).rstrip("/")
     if not 1 <= args.per_label <= MAX_PER_LABEL:
         raise UsageError(f"--per_label must be from 1 to {MAX_PER_LABEL}")
-    build_id = kept_build_id(output_dir, args.version)
+    build_id = kept_build_id(output_dir, args.version, args.split)
     if args.output:
         path = args.output if storage.is_remote(args.output) else os.path.abspath(args.output)
         if not storage.is_remote(path) and not os.path.isdir(os.path.dirname(path)):

@@ -170,6 +170,8 @@ def test_no_card_writes_none_and_retention_removes_a_card_with_its_version(tmp_p
     assert shardsmith("card", out).code == 0 and (first / "card.html").is_file()
     nowhere = shardsmith("card", out, "--output", tmp_path / "no" / "card.html")
     assert nowhere.code == 2 and "its folder does not exist" in nowhere.err
+    no_split = shardsmith("card", out, "--split", "test")
+    assert no_split.code == 2 and "split 'test' is not in this dataset (train)" in no_split.err
     assert any("card.html" in p.name for p in (first / ".shardsmith-written").iterdir()), "listed in its record"
     _build(manifest, out, "--overwrite", "--keep_builds", "1", "--keep_days", "0")
     assert not first.exists(), "the card went with its version: no folder left for a person to clean"

@@ -1,0 +1,176 @@
+"""An ImageNet-shaped export on one machine (docs/performance.md, "A million rows"): how each phase grows from
+100,000 to 1,000,000 rows, each phase a process of its own. Not run by CI. Run from the repository root, alone on
+the machine:
+
+    python tests/benchmarks/imagenet_shape.py --rows 100000 1000000 --json /tmp/shardsmith-bench/imagenet.json
+
+The corpus: `--rows` distinct small JPEGs (8x8 random pixels, night_cost.py's; kept in --workdir between runs) in
+1,000 classes, the manifest sorted by class (as exports are), splits 90/5/5. For each size, in order:
+
+    build         a full build of the rows (`--incremental`, so that nights can follow; `--validate header`)
+    alone         a build of the night's 1,000 new rows alone, into an empty folder (what a night would cost if it
+                  cost only what it adds)
+    append        a night: the manifest with 1,000 new rows appended
+    remove        a night: that manifest without 1% of its rows (every 100th)
+    compact       `shardsmith compact` of that version
+    load          one `shardsmith.load()` pass over train, counting records (batch_size 256, image_size 8)
+    verify        `shardsmith verify --sample 0` (every record read, checksummed and parsed; no image decoded)
+
+Each is timed from outside: wall, CPU of the process tree (reaped children included) and peak RSS of the tree
+(summed, sampled every 50 ms). Then a table per phase with both sizes side by side and the ratio, and the nights'
+CPU per carried row above the 1,000 rows alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from compare import TreeSampler, _reap_orphans, become_subreaper  # noqa: E402
+from night_cost import write_manifest  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
+LABELS = 1_000
+NEW_ROWS = 1_000
+REMOVE_EVERY = 100  # 1% of the rows
+PHASES = ("build", "alone", "append", "remove", "compact", "load", "verify")
+LOAD_PASS = """
+import sys, shardsmith
+n = 0
+for images, labels in shardsmith.load(sys.argv[1], "train", batch_size=256, image_size=8):
+    n += int(labels.shape[0])
+print(n)
+"""
+
+
+def _timed(command: list[str], log: Path) -> dict:
+    """Runs `command` as a whole process; wall, CPU of its tree, peak tree RSS; stops on failure, naming `log`."""
+    sampler = TreeSampler()
+    sampler.start()
+    started = time.monotonic()
+    with log.open("wb") as f:
+        child = subprocess.Popen(command, cwd=REPO, stdout=f, stderr=subprocess.STDOUT,
+                                 env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": str(REPO)})
+        _, status, usage = os.wait4(child.pid, 0)
+    wall = time.monotonic() - started
+    cpu = usage.ru_utime + usage.ru_stime + _reap_orphans()
+    sampler.stop()
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"{' '.join(command[2:5])} failed; see {log}")
+    return {"wall_s": wall, "cpu_s": cpu, "peak_rss_mb": sampler.peak_rss / 2**20}
+
+
+def _shardsmith(*args: object) -> list[str]:
+    return [sys.executable, "-m", "pipeline", *map(str, args)]
+
+
+def _image(path: Path, seed: int, index: int) -> None:
+    """An 8x8 JPEG of random pixels drawn from (seed, index) alone: the same file whichever sizes made it before,
+    and (to 192 random bytes) distinct from every other."""
+    import io
+    import random
+
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.frombytes("RGB", (8, 8), random.Random(seed * 10**9 + index).randbytes(192)).save(buffer, "JPEG",
+                                                                                            quality=90)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(buffer.getvalue())
+
+
+def _rows(workdir: Path, count: int, seed: int) -> list[list[str]]:
+    """`count` rows of distinct images (made once, kept in `workdir`), label-sorted, splits 90/5/5 (every 20th
+    validation, the next test)."""
+    rows = []
+    for i in range(count):
+        uri = f"img/{i // 1000:04d}/{i:07d}.jpg"
+        if not (workdir / uri).exists():
+            _image(workdir / uri, seed, i)
+        split = "validation" if i % 20 == 0 else "test" if i % 20 == 1 else "train"
+        rows.append([split, uri, f"n{i * LABELS // count:08d}"])
+    return rows
+
+
+def measure(workdir: Path, count: int) -> dict:
+    """Every phase at `count` rows; returns phase -> figures (plus the nights' carried rows)."""
+    folder = workdir / f"n{count}"
+    folder.mkdir(parents=True, exist_ok=True)
+    rows = _rows(workdir, count, seed=0)
+    new = [[split, uri, f"n{LABELS // 2:08d}"] for split, uri, _ in _rows(workdir / "new", NEW_ROWS, seed=1)]
+    for row in new:
+        row[1] = f"new/{row[1]}"
+    day1 = write_manifest(workdir / f"day1-{count}.csv", rows)
+    day2 = write_manifest(workdir / f"day2-{count}.csv", rows + new)
+    day3 = write_manifest(workdir / f"day3-{count}.csv",
+                          [row for i, row in enumerate(rows + new) if i % REMOVE_EVERY != REMOVE_EVERY - 1])
+    alone = write_manifest(workdir / f"alone-{count}.csv", new)
+    out, single = folder / "out", folder / "alone"
+    for path in (out, single):
+        subprocess.run(["rm", "-rf", str(path)], check=True)
+    logs = folder / "logs"
+    logs.mkdir(exist_ok=True)
+    build = ("--name", "imagenet", "--validate", "header", "--max_error_fraction", "0", "--keep_days", "0")
+    commands = {
+        "build": _shardsmith("build", "--manifest", day1, "--output_dir", out, "--incremental", *build),
+        "alone": _shardsmith("build", "--manifest", alone, "--output_dir", single, *build),
+        "append": _shardsmith("build", "--manifest", day2, "--output_dir", out, "--incremental", *build),
+        "remove": _shardsmith("build", "--manifest", day3, "--output_dir", out, "--incremental", *build,
+                              "--max_removed_fraction", "0.02"),
+        "compact": _shardsmith("compact", out, "--keep_days", "0"),
+        "load": [sys.executable, "-c", LOAD_PASS, str(out)],
+        "verify": _shardsmith("verify", out, "--sample", "0"),
+    }
+    figures = {}
+    for phase in PHASES:
+        figures[phase] = _timed(commands[phase], logs / f"{phase}.log")
+        print(f"{count:>9,} rows  {phase:<8} {figures[phase]['wall_s']:7.1f} s wall {figures[phase]['cpu_s']:7.1f} "
+              f"s CPU {figures[phase]['peak_rss_mb']:6.0f} MB peak", flush=True)
+    figures["carried_rows"] = {"append": count, "remove": count + NEW_ROWS - (count + NEW_ROWS) // REMOVE_EVERY}
+    return figures
+
+
+def report(results: dict[int, dict]) -> str:
+    sizes = sorted(results)
+    head = " | ".join(f"{n:,} rows: wall s / CPU s / peak MB" for n in sizes)
+    lines = [f"| phase | {head} | ratio (wall, CPU, peak) |", "|---|" + "---:|" * len(sizes) + "---:|"]
+    for phase in PHASES:
+        cells = [f"{results[n][phase]['wall_s']:.1f} / {results[n][phase]['cpu_s']:.1f} / "
+                 f"{results[n][phase]['peak_rss_mb']:,.0f}" for n in sizes]
+        first, last = results[sizes[0]][phase], results[sizes[-1]][phase]
+        ratio = " / ".join(f"{last[k] / first[k]:.1f}x" for k in ("wall_s", "cpu_s", "peak_rss_mb"))
+        lines.append(f"| {phase} | {' | '.join(cells)} | {ratio} |")
+    lines.append("")
+    for n in sizes:
+        per_row = {kind: (results[n][kind]["cpu_s"] - results[n]["alone"]["cpu_s"]) * 1e6
+                   / results[n]["carried_rows"][kind] for kind in ("append", "remove")}
+        build_kb = results[n]["build"]["peak_rss_mb"] * 1024 / n
+        lines.append(f"- {n:,} rows: the appended night {per_row['append']:.2f} us CPU per carried row above the "
+                     f"1,000 rows alone, the removal night {per_row['remove']:.2f}; full build {build_kb:.2f} KB "
+                     f"peak per row, compaction {results[n]['compact']['peak_rss_mb'] * 1024 / n:.2f}")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, nargs="+", default=[100_000, 1_000_000])
+    parser.add_argument("--workdir", type=Path, default=Path("/tmp/shardsmith-bench/imagenet"))
+    parser.add_argument("--json", type=Path, help="also write every figure here")
+    args = parser.parse_args()
+    become_subreaper()
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    results = {count: measure(args.workdir, count) for count in args.rows}
+    print(report(results))
+    if args.json:
+        args.json.write_text(json.dumps({str(n): r for n, r in results.items()}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
