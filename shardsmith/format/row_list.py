@@ -86,9 +86,14 @@ def rows_with_sha256(data: bytes, wanted: Collection[str], path: str) -> Iterato
     """The rows of a row list's bytes whose image's SHA-256 is one of `wanted`, in record order, each parsed
     (RowListError as `parse_row_list`); the other lines are only scanned for their SHA-256 field, at a fraction
     of the cost of parsing them. Lines without a SHA-256 (lists from before it was listed) are never wanted."""
+    # One pass in C finds which wanted hashes occur at all (most nights: none); only then are lines visited.
+    present = {digest.encode("ascii") for digest in wanted if digest.isascii()}.intersection(
+        _SHA256_FIELD.findall(data))
+    if not present:
+        return
     counted_to, number = 0, 1  # the line number of the line that starts at or after `counted_to`
     for match in _SHA256_FIELD.finditer(data):
-        if match.group(1).decode("ascii") not in wanted:
+        if match.group(1) not in present:
             continue
         start = data.rfind(b"\n", 0, match.start()) + 1
         number += data.count(b"\n", counted_to, start)
