@@ -177,14 +177,24 @@ def _checked_sources(options):
 
 
 def _check_credentials(beam_args: list[str], options) -> None:
-    """A build on Dataflow or with gs:// paths and no Google Cloud credentials is a usage error in a second,
-    before Beam's clients spend minutes retrying (pipeline/checks/credentials.py)."""
-    from pipeline.checks.credentials import credentials_needed_for, credentials_problem
+    """A build on Dataflow or with gs:// paths and no Google Cloud credentials, or with s3:// paths and no AWS
+    credentials, is a usage error in a second, before the clients spend minutes retrying or fail with a traceback
+    (pipeline/checks/credentials.py)."""
+    from pipeline.checks.credentials import (
+        aws_credentials_needed_for,
+        aws_credentials_problem,
+        credentials_needed_for,
+        credentials_problem,
+    )
     from shardsmith.errors import UsageError
 
     inputs = (*options.manifests, *((options.label_file,) if options.label_file else ()))
     needed_for = credentials_needed_for(beam_args, inputs, options.output_dir, options.temp_dir, os.environ)
     problem = credentials_problem(needed_for) if needed_for else None
+    if problem:
+        raise UsageError(problem)
+    s3_path = aws_credentials_needed_for((*inputs, options.output_dir, options.temp_dir or ""))
+    problem = aws_credentials_problem(s3_path) if s3_path else None
     if problem:
         raise UsageError(problem)
 
