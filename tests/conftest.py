@@ -469,14 +469,17 @@ def gcs_bucket(emulator, beam_on_emulator, request) -> GcsBucket:
 
 
 @pytest.fixture(scope="module")
-def s3_server(stopped):
+def s3_server(stopped, tmp_path_factory):
     """A moto server process (a real local S3-protocol server; moto[server]) on a free port, in memory; stopped at
-    the end of the module. Yields its endpoint URL. Skips the test when moto is not installed."""
+    the end of the module. Yields its endpoint URL. Skips the test when moto is not installed. Its log (a line a
+    request) goes to a file: a pipe nobody reads would stop the server once full."""
     pytest.importorskip("moto.server", reason="moto[server] is not installed")
     port = _free_port()
     endpoint = f"http://127.0.0.1:{port}"
-    process = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    log = tmp_path_factory.mktemp("moto") / "server.log"
+    with open(log, "wb") as written:
+        process = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                                   stdout=subprocess.DEVNULL, stderr=written)
     try:
         deadline = time.monotonic() + 30
         while True:
@@ -487,7 +490,7 @@ def s3_server(stopped):
             except OSError:
                 pass
             if process.poll() is not None:
-                pytest.fail(f"moto server exited: {process.stderr.read().decode()[-2000:]}")
+                pytest.fail(f"moto server exited: {log.read_text(errors='replace')[-2000:]}")
             if time.monotonic() > deadline:
                 pytest.fail("moto server did not answer within 30 s")
             time.sleep(0.1)

@@ -54,8 +54,11 @@ def aws_credentials_needed_for(paths: tuple[str, ...]) -> str | None:
 def aws_credentials_problem(needed_for: str) -> str | None:
     """None if boto3 finds AWS credentials (it may ask an instance's metadata service, briefly), else the
     one-line reason and the fix."""
+    import logging
+
     import boto3
 
+    logging.getLogger("botocore.credentials").setLevel(logging.WARNING)  # its "Found credentials in ..." line
     try:
         found = boto3.session.Session().get_credentials()
     except Exception as e:  # a broken profile or credentials file

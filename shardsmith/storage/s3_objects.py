@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import logging
 import os
 import re
 import threading
@@ -46,6 +47,8 @@ def client():
             import boto3
             from botocore.config import Config
 
+            # "Found credentials in environment variables." at INFO, once a process: not news to a build's log.
+            logging.getLogger("botocore.credentials").setLevel(logging.WARNING)
             made = boto3.session.Session().client(
                 "s3", config=Config(max_pool_connections=32, retries={"mode": "standard", "max_attempts": 5}))
             _clients.clear()
