@@ -325,5 +325,10 @@ def load(
             dataset = dataset.ragged_batch(batch_size, drop_remainder=drop_remainder)
         else:
             dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
-    return resumed_only_on(dataset.prefetch(tf.data.AUTOTUNE), output_dir, opened.build_id or metadata.build_id,
-                           split)
+    dataset = resumed_only_on(dataset.prefetch(tf.data.AUTOTUNE), output_dir, opened.build_id or metadata.build_id,
+                              split)
+    if through_storage:  # a generator's position is not saved: a checkpoint of the iterator fails, never resumes wrong
+        refuse = tf.data.Options()
+        refuse.experimental_external_state_policy = tf.data.experimental.ExternalStatePolicy.FAIL
+        dataset = dataset.with_options(refuse)
+    return dataset
