@@ -199,6 +199,18 @@ def _check_credentials(beam_args: list[str], options) -> None:
         raise UsageError(problem)
 
 
+def _check_feature_on_s3(options) -> None:
+    """--feature's transform_fn/ is written by tensorflow-transform through TensorFlow's file systems, which have
+    no s3://: a usage error before anything starts (docs/building.md, "Amazon S3")."""
+    from shardsmith.errors import UsageError
+    from shardsmith.storage import is_s3
+
+    if options.manifest.features and (is_s3(options.output_dir) or is_s3(options.temp_dir or "")):
+        raise UsageError(f"--feature with {options.output_dir if is_s3(options.output_dir) else options.temp_dir}: "
+                         "tensorflow-transform writes through TensorFlow's file systems, which have no s3://; "
+                         "build into a local folder or gs:// and copy the dataset (aws s3 sync)")
+
+
 def _progress_shown(local: bool):
     """A local build draws its progress on stderr (pipeline/running/progress.py); a remote job's is on its page."""
     if not local:
@@ -227,6 +239,7 @@ def build(argv: list[str]) -> Metadata | None:
     beam_args = absolute_beam_paths(beam_args)
     check_paths_for_runner(beam_args, options.manifests, options.output_dir, options.temp_dir)
     _check_credentials(beam_args, options)
+    _check_feature_on_s3(options)
     from pipeline.checks.preflight import check_scratch_outside
 
     check_scratch_outside(options.output_dir, options.temp_dir, beam_flag(beam_args, "temp_location"))

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 
 from pipeline.running.runner_names import REMOTE_RUNNERS, beam_flag, runner_name
 from shardsmith.storage import is_cloud_storage
-from shardsmith.storage.s3_objects import is_s3
+from shardsmith.storage.s3_objects import has_credentials, is_s3
 
 FIX = ("run `gcloud auth application-default login`, or set GOOGLE_APPLICATION_CREDENTIALS to a service account "
        "key file")
@@ -54,16 +54,11 @@ def aws_credentials_needed_for(paths: tuple[str, ...]) -> str | None:
 def aws_credentials_problem(needed_for: str) -> str | None:
     """None if boto3 finds AWS credentials (it may ask an instance's metadata service, briefly), else the
     one-line reason and the fix."""
-    import logging
-
-    import boto3
-
-    logging.getLogger("botocore.credentials").setLevel(logging.WARNING)  # its "Found credentials in ..." line
     try:
-        found = boto3.session.Session().get_credentials()
+        found = has_credentials()
     except Exception as e:  # a broken profile or credentials file
         return f"AWS credentials cannot be used ({' '.join(str(e).split())[:200]}): {AWS_FIX}"
-    return None if found is not None else f"no AWS credentials found, which {needed_for} needs: {AWS_FIX}"
+    return None if found else f"no AWS credentials found, which {needed_for} needs: {AWS_FIX}"
 
 
 def credentials_problem(needed_for: str, environ: Mapping[str, str] | None = None) -> str | None:

@@ -240,8 +240,7 @@ def load(
         raise ValueError(f"dtype must be 'uint8' or 'float32', not {dtype!r}")
     if channels not in (0, 1, 3, 4):
         raise ValueError(f"channels must be 0, 1, 3 or 4, not {channels!r}")
-    from shardsmith.storage import read_bytes_with_tensorflow
-    from shardsmith.storage.s3_objects import is_s3
+    from shardsmith.storage import is_s3, read_bytes_with_tensorflow
 
     # metadata.json read through TensorFlow's file systems, like the shards
     opened = open_version(output_dir, version, read_bytes_with_tensorflow)

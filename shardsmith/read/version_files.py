@@ -27,7 +27,7 @@ from shardsmith.format.metadata_schema import Metadata, MetadataMissing, ShardEn
 from shardsmith.format.naming import BUILD_ID, BUILD_RECORD, STAGED_METADATA, canonical_split, join
 from shardsmith.format.retired import read_retired, retention_text
 from shardsmith.format.tags import Tag, TagsUnreadable, read_tags, tag_name_problem
-from shardsmith.storage.s3_objects import is_s3
+from shardsmith.storage import is_s3
 
 ReadBytes = Callable[[str], bytes | None]
 SHARDS_CHECKED_AT_ONCE = 16  # check_shards: shards whose first record is read at once (on gs://, a request each)

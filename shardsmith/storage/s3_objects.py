@@ -56,6 +56,15 @@ def client():
         return made
 
 
+def has_credentials() -> bool:
+    """Whether boto3 finds AWS credentials (environment, shared files, a role; it may ask an instance's metadata
+    service, briefly); a broken profile or credentials file raises boto3's error."""
+    import boto3
+
+    logging.getLogger("botocore.credentials").setLevel(logging.WARNING)  # its "Found credentials in ..." line
+    return boto3.session.Session().get_credentials() is not None
+
+
 def split(uri: str) -> tuple[str, str]:
     """(bucket, key) of an s3:// URI; ValueError for one without a bucket."""
     bucket, _, key = uri[len(SCHEME):].partition("/")

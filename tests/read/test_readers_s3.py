@@ -110,3 +110,29 @@ def test_a_load_iterator_on_s3_refuses_a_checkpoint_instead_of_resuming_wrong(tf
     with pytest.raises(tf.errors.FailedPreconditionError, match="stateful"):
         saved = tf.train.Checkpoint(iterator=iterator).save(str(tmp_path / "step"))
         tf.train.Checkpoint(iterator=iter(dataset())).restore(saved).assert_consumed()
+
+
+def test_what_tensorflow_alone_would_read_is_refused_in_one_line(s3_bucket, s3_built, shardsmith):
+    """TFDS reads through TensorFlow's file systems and tf.transform (--feature) writes through them: neither has
+    s3://, so each is refused in one line naming what to do instead, before a build starts."""
+    from shardsmith import tfds_dirs
+
+    out, _, _ = s3_built
+    with pytest.raises(ValueError, match="no s3://; read it with shardsmith.load"):
+        tfds_dirs(out)
+    manifest = f"s3://{s3_bucket.name}/in/all.csv"
+    result = shardsmith("build", "--manifest", manifest, "--output_dir", f"s3://{s3_bucket.name}/featured",
+                        "--name", "pets", "--feature", "weight:float")
+    assert result.code == 2 and "Traceback" not in result.err
+    assert "tensorflow-transform writes through TensorFlow's file systems, which have no s3://" in result.err
+
+
+def test_a_build_of_s3_paths_without_aws_credentials_exits_2_naming_the_fix(s3_bucket, shardsmith, monkeypatch):
+    for variable in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.delenv(variable)
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")  # no instance role to ask on a test machine
+    result = shardsmith("build", "--manifest", f"s3://{s3_bucket.name}/in/all.csv", "--output_dir",
+                        f"s3://{s3_bucket.name}/nocreds", "--name", "pets")
+    assert result.code == 2, result.err
+    assert result.err.strip().startswith("shardsmith: error: no AWS credentials found, which s3://")
+    assert "aws configure" in result.err and not s3_bucket.keys("nocreds/")
