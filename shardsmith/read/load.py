@@ -11,8 +11,8 @@ the standard fast one: shard files shuffled, read in parallel by an interleave, 
 buffer, parsed and decoded in parallel, optionally resized, batched and prefetched. Paths go through
 TensorFlow's file systems, so local folders and gs:// both work; TensorFlow has no s3:// file system, so an
 s3:// dataset's files are read through shardsmith.storage (boto3), its shards by a generator (`streamed_records`:
-the same records and checks; an iterator over it cannot be checkpointed, and `--image_mode path` images on s3://
-cannot be read by tf.io.read_file).
+the same records and checks; an iterator over it cannot be checkpointed), and so are `--image_mode path` images
+on s3:// (`read_image_file`).
 
 TensorFlow is imported inside the functions (quietly: shardsmith/tensorflow_import.py): `import shardsmith` stays
 cheap.
@@ -93,6 +93,28 @@ def streamed_records(path, expected, compression: str):
     shard_records = tf.data.Dataset.from_generator(records, args=(path,),
                                                    output_signature=tf.TensorSpec([], tf.string))
     return shard_records.apply(tf.data.experimental.assert_cardinality(expected))
+
+
+def read_image_file(uri):
+    """An `--image_mode path` record's image file: tf.io.read_file, but an s3:// one (TensorFlow has no s3:// file
+    system) is read through shardsmith.storage in a py_function."""
+    import tensorflow as tf
+
+    def through_storage(given):
+        from shardsmith.storage import read_bytes
+
+        path = given.numpy().decode("utf-8")
+        data = read_bytes(path)
+        if data is None:
+            raise FileNotFoundError(f"{path}: no such object")
+        return data
+
+    def from_s3():
+        data = tf.py_function(through_storage, [uri], tf.string)
+        data.set_shape([])
+        return data
+
+    return tf.cond(tf.strings.regex_full_match(uri, "s3://.*"), from_s3, lambda: tf.io.read_file(uri))
 
 
 def resumed_only_on(elements, output_dir: str, build_id: str | None, split: str):
@@ -284,7 +306,7 @@ def load(
 
     def decode(example):
         plan = example.pop(_PLAN, None)
-        encoded = example[IMAGE] if IMAGE in example else tf.io.read_file(example[URI])
+        encoded = example[IMAGE] if IMAGE in example else read_image_file(example[URI])
         mask = tf.io.decode_png(example[MASK], channels=1) if MASK in example else None
         if size is not None:
             if plan is None:

@@ -136,3 +136,20 @@ def test_a_build_of_s3_paths_without_aws_credentials_exits_2_naming_the_fix(s3_b
     assert result.code == 2, result.err
     assert result.err.strip().startswith("shardsmith: error: no AWS credentials found, which s3://")
     assert "aws configure" in result.err and not s3_bucket.keys("nocreds/")
+
+
+def test_load_reads_image_mode_path_images_from_s3(tf, s3_bucket, s3_built, tmp_path):
+    """A build with --image_mode path stores each image's URI; load() reads s3:// ones through the storage layer
+    (TensorFlow's tf.io.read_file has no s3://), the same pixels as the images stored in the records."""
+    from pipeline import cli
+
+    _, _, local = s3_built
+    out = tmp_path / "paths"
+    assert cli.main(["build", "--manifest", f"s3://{s3_bucket.name}/in/all.csv", "--name", "pets", "--num_shards",
+                     "train=3,validation=1,test=1", "--output_dir", str(out), "--image_mode", "path"]) == 0
+
+    def decoded(folder):
+        return sorted((int(label), image.numpy().tobytes()) for image, label in shardsmith.load(
+            folder, "validation", batch_size=None, shuffle_buffer=0, image_size=8))
+
+    assert decoded(str(out)) == decoded(local) and len(decoded(local)) == 6
