@@ -87,13 +87,14 @@ def test_grain_reads_each_record_once(s3_built):
     assert Counter(labels) == Counter(record["image/class/label"] for record in shardsmith.records(local, "train"))
 
 
-def test_verify_and_inspect_read_an_s3_dataset(s3_built):
+def test_verify_inspect_and_index_read_an_s3_dataset(s3_built):
     from pipeline import cli
 
     out, packed, _ = s3_built
     assert cli.main(["verify", out]) == 0
     assert cli.main(["verify", packed]) == 0
     assert cli.main(["inspect", out]) == 0
+    assert cli.main(["index", out]) == 0
 
 
 def test_a_load_iterator_on_s3_refuses_a_checkpoint_instead_of_resuming_wrong(tf, s3_built, tmp_path):
