@@ -34,6 +34,16 @@ _lock = threading.Lock()
 _clients: dict[tuple, object] = {}
 
 
+def _after_fork() -> None:
+    """A forked child (a DataLoader worker, a shard writer) starts with a free lock and makes its own client."""
+    global _lock
+    _lock = threading.Lock()
+    _clients.clear()
+
+
+os.register_at_fork(after_in_child=_after_fork)
+
+
 def is_s3(uri: str) -> bool:
     return uri.startswith(SCHEME)
 
