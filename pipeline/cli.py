@@ -191,9 +191,15 @@ def _checked_sources(options):
 
 
 def _check_credentials(beam_args: list[str], options) -> None:
-    """A build on Dataflow or with gs:// paths and no Google Cloud credentials is a usage error in a second,
-    before Beam's clients spend minutes retrying (pipeline/checks/credentials.py)."""
-    from pipeline.checks.credentials import credentials_needed_for, credentials_problem
+    """A build on Dataflow or with gs:// paths and no Google Cloud credentials, or with s3:// paths and no AWS
+    credentials, is a usage error in a second, before the clients spend minutes retrying or fail with a traceback
+    (pipeline/checks/credentials.py)."""
+    from pipeline.checks.credentials import (
+        aws_credentials_needed_for,
+        aws_credentials_problem,
+        credentials_needed_for,
+        credentials_problem,
+    )
     from shardsmith.errors import UsageError
 
     inputs = (*options.manifests, *((options.label_file,) if options.label_file else ()))
@@ -201,6 +207,22 @@ def _check_credentials(beam_args: list[str], options) -> None:
     problem = credentials_problem(needed_for) if needed_for else None
     if problem:
         raise UsageError(problem)
+    s3_path = aws_credentials_needed_for((*inputs, options.output_dir, options.temp_dir or ""))
+    problem = aws_credentials_problem(s3_path) if s3_path else None
+    if problem:
+        raise UsageError(problem)
+
+
+def _check_feature_on_s3(options) -> None:
+    """--feature's transform_fn/ is written by tensorflow-transform through TensorFlow's file systems, which have
+    no s3://: a usage error before anything starts (docs/building.md, "Amazon S3")."""
+    from shardsmith.errors import UsageError
+    from shardsmith.storage import is_s3
+
+    if options.manifest.features and (is_s3(options.output_dir) or is_s3(options.temp_dir or "")):
+        raise UsageError(f"--feature with {options.output_dir if is_s3(options.output_dir) else options.temp_dir}: "
+                         "tensorflow-transform writes through TensorFlow's file systems, which have no s3://; "
+                         "build into a local folder or gs:// and copy the dataset (aws s3 sync)")
 
 
 def _progress_shown(local: bool, carried=None):
@@ -233,6 +255,7 @@ def build(argv: list[str]) -> Metadata | None:
     beam_args = absolute_beam_paths(beam_args)
     check_paths_for_runner(beam_args, options.manifests, options.output_dir, options.temp_dir)
     _check_credentials(beam_args, options)
+    _check_feature_on_s3(options)
     from pipeline.checks.preflight import check_scratch_outside
 
     check_scratch_outside(options.output_dir, options.temp_dir, beam_flag(beam_args, "temp_location"))

@@ -1,6 +1,7 @@
 """Fixtures the tests of more than one part share: real image files, real builds through the CLI (on Beam's
-FnApiRunner, pinned by pipeline.running.runner for every local run), shards read back with tf.data, and a local
-Cloud Storage server. A fixture only one part's tests use lives in that folder's conftest.py (tests/read/).
+FnApiRunner, pinned by pipeline.running.runner for every local run), shards read back with tf.data, a local
+Cloud Storage server and a local S3 server (moto). A fixture only one part's tests use lives in that folder's
+conftest.py (tests/read/).
 
 pytest runs with --import-mode=importlib and apache-beam installs a top-level package named `tests`, so
 helpers live here as fixtures rather than in an importable module.
@@ -465,3 +466,95 @@ def gcs_bucket(emulator, beam_on_emulator, request) -> GcsBucket:
     with beam_on_emulator(emulator) as (client, _):
         client.create_bucket(name)
         yield GcsBucket(client, name)
+
+
+@pytest.fixture(scope="module")
+def s3_server(stopped, tmp_path_factory):
+    """A moto server process (a real local S3-protocol server; moto[server]) on a free port, in memory; stopped at
+    the end of the module. Yields its endpoint URL. Skips the test when moto is not installed. Its log (a line a
+    request) goes to a file: a pipe nobody reads would stop the server once full."""
+    pytest.importorskip("moto.server", reason="moto[server] is not installed")
+    port = _free_port()
+    endpoint = f"http://127.0.0.1:{port}"
+    log = tmp_path_factory.mktemp("moto") / "server.log"
+    with open(log, "wb") as written:
+        process = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                                   stdout=subprocess.DEVNULL, stderr=written)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(endpoint + "/moto-api/", timeout=1) as response:
+                    if response.status == 200:
+                        break
+            except OSError:
+                pass
+            if process.poll() is not None:
+                pytest.fail(f"moto server exited: {log.read_text(errors='replace')[-2000:]}")
+            if time.monotonic() > deadline:
+                pytest.fail("moto server did not answer within 30 s")
+            time.sleep(0.1)
+        yield endpoint
+    finally:
+        stopped(process, 10)
+
+
+@dataclass
+class S3Bucket:
+    """A bucket on the moto server, with the helpers the s3:// tests share (GcsBucket's, for S3)."""
+
+    client: object
+    name: str
+
+    def put(self, key: str, data: bytes) -> str:
+        self.client.put_object(Bucket=self.name, Key=key, Body=data)
+        return f"s3://{self.name}/{key}"
+
+    def upload_manifest(self, name: str, rows: list[tuple[str, str, str]]) -> str:
+        """A CSV manifest (split,image_uri,label) uploaded as in/NAME; returns its s3:// URI."""
+        text = io.StringIO()
+        writer = csv.writer(text, lineterminator="\n")
+        writer.writerow(["split", "image_uri", "label"])
+        writer.writerows(rows)
+        return self.put(f"in/{name}", text.getvalue().encode())
+
+    def upload_images(self, count: int, seed: int) -> list[tuple[str, str, str]]:
+        """`count` small real JPEGs as in/images/NNN.jpg, three labels over all three splits; returns their
+        manifest rows, with URIs relative to in/."""
+        rng = random.Random(seed)
+        rows = []
+        for i in range(count):
+            out = io.BytesIO()
+            Image.new("RGB", (32 + i, 24), tuple(rng.randrange(256) for _ in range(3))).save(out, "JPEG", quality=85)
+            self.put(f"in/images/{i:03d}.jpg", out.getvalue())
+            rows.append((("train", "train", "train", "train", "validation", "test")[i % 6], f"images/{i:03d}.jpg",
+                         ("cat", "dog", "emu")[i % 3]))
+        return rows
+
+    def read(self, uri: str) -> bytes:
+        bucket, key = uri.removeprefix("s3://").split("/", 1)
+        return self.client.get_object(Bucket=bucket, Key=key)["Body"].read()
+
+    def keys(self, prefix: str = "") -> list[str]:
+        pages = self.client.get_paginator("list_objects_v2").paginate(Bucket=self.name, Prefix=prefix)
+        return [item["Key"] for page in pages for item in page.get("Contents", ())]
+
+
+@pytest.fixture(scope="module")
+def s3_bucket(s3_server, request) -> S3Bucket:
+    """A bucket named for the test module on the moto server, with the standard AWS environment (AWS_ENDPOINT_URL,
+    test credentials, a region; no shared config files) pointing boto3, in this process and the ones a build
+    starts, at it until the module ends."""
+    import boto3
+
+    name = "ss-" + request.module.__name__.rsplit(".", 1)[-1].replace("_", "-")[:50].lower()
+    with pytest.MonkeyPatch.context() as patch:
+        for variable, value in (("AWS_ENDPOINT_URL", s3_server), ("AWS_ACCESS_KEY_ID", "testing"),
+                                ("AWS_SECRET_ACCESS_KEY", "testing"), ("AWS_DEFAULT_REGION", "us-east-1"),
+                                ("AWS_CONFIG_FILE", os.devnull), ("AWS_SHARED_CREDENTIALS_FILE", os.devnull)):
+            patch.setenv(variable, value)
+        patch.delenv("AWS_PROFILE", raising=False)
+        patch.delenv("AWS_SESSION_TOKEN", raising=False)
+        client = boto3.session.Session().client("s3")
+        client.create_bucket(Bucket=name)
+        yield S3Bucket(client, name)

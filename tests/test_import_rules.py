@@ -37,6 +37,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 BEAM_FOR_REMOTE_FILES = ("apache_beam.io.filesystems", "apache_beam.io.filesystem", "apache_beam.io.gcp.gcsio")
 GOOGLE_CLOUD = ("google.cloud.storage", "google.api_core")  # the Cloud Storage client under Beam's gcsio
+AWS = ("boto3", "botocore")  # s3:// (shardsmith/storage/s3_objects.py)
 # Modules that still open, list or test gs:// paths themselves: the manifest reader, which another change splits
 # into one module per format (issue 27); its `_open_binary` and folder listing move to shardsmith.storage then.
 
@@ -142,22 +143,22 @@ def test_only_the_versions_publish_module_publishes_a_version():
 
 
 def _tests_for_cloud_storage(path: Path) -> list[int]:
-    """Lines of `path` that test a string with startswith("gs://") (or a tuple holding "gs://...")."""
+    """Lines of `path` that test a string with startswith("gs://") or "s3://" (or a tuple holding one)."""
     lines = []
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "startswith"
                 and node.args):
             arg = node.args[0]
             texts = arg.elts if isinstance(arg, ast.Tuple) else [arg]
-            if any(isinstance(t, ast.Constant) and isinstance(t.value, str) and t.value.startswith("gs:")
+            if any(isinstance(t, ast.Constant) and isinstance(t.value, str) and t.value.startswith(("gs:", "s3:"))
                    for t in texts):
                 lines.append(node.lineno)
     return lines
 
 
 def test_only_storage_opens_lists_or_tells_apart_gs_paths():
-    """No module but shardsmith/storage imports Beam's file systems or GCS client, or tests a path for gs://
-    itself (messages that mention gs:// are text, not a test)."""
+    """No module but shardsmith/storage imports Beam's file systems, the GCS client or boto3, or tests a path for
+    gs:// or s3:// itself (messages that mention them are text, not a test)."""
     broken = []
     for package in ("shardsmith", "transforms", "pipeline"):
         for path in _modules(package):
@@ -165,8 +166,8 @@ def test_only_storage_opens_lists_or_tells_apart_gs_paths():
             if relative.startswith("shardsmith/storage/"):
                 continue
             broken += [f"{relative} imports {name}" for name, _ in _imports(path)
-                       if _under(name, *BEAM_FOR_REMOTE_FILES, *GOOGLE_CLOUD)]
-            broken += [f"{relative}:{line} tests a path for gs://" for line in _tests_for_cloud_storage(path)]
+                       if _under(name, *BEAM_FOR_REMOTE_FILES, *GOOGLE_CLOUD, *AWS)]
+            broken += [f"{relative}:{line} tests a path for gs:// or s3://" for line in _tests_for_cloud_storage(path)]
     assert broken == []
 
 

@@ -8,6 +8,9 @@ The check here follows google.auth.default()'s order without its waits: GOOGLE_A
 gcloud's application-default file (both loaded, offline, so that a broken file is named), then a metadata server
 (Compute Engine, GKE, Cloud Run: where Dataflow's Flex Template launcher runs), recognised from the machine's
 product name or asked once with a short deadline; NO_GCE_CHECK=true skips that question, as for google.auth.
+
+A build that reads or writes s3:// paths needs AWS credentials, found as boto3 finds them (environment, shared
+files, a role): without any, a usage error naming the fix instead of botocore's NoCredentialsError traceback.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from collections.abc import Mapping
 
 from pipeline.running.runner_names import REMOTE_RUNNERS, beam_flag, runner_name
 from shardsmith.storage import is_cloud_storage
+from shardsmith.storage.s3_objects import has_credentials, is_s3
 
 FIX = ("run `gcloud auth application-default login`, or set GOOGLE_APPLICATION_CREDENTIALS to a service account "
        "key file")
@@ -36,6 +40,25 @@ def credentials_needed_for(beam_args: list[str], manifests: tuple[str, ...], out
         return f"--runner={runner}"
     paths = (*manifests, output_dir, temp_dir or "", beam_flag(beam_args, "temp_location") or "")
     return next((path for path in paths if is_cloud_storage(path)), None)
+
+
+AWS_FIX = ("run `aws configure`, or set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE); a server "
+           "other than AWS is named by AWS_ENDPOINT_URL")
+
+
+def aws_credentials_needed_for(paths: tuple[str, ...]) -> str | None:
+    """The first s3:// path among `paths`, or None."""
+    return next((path for path in paths if path and is_s3(path)), None)
+
+
+def aws_credentials_problem(needed_for: str) -> str | None:
+    """None if boto3 finds AWS credentials (it may ask an instance's metadata service, briefly), else the
+    one-line reason and the fix."""
+    try:
+        found = has_credentials()
+    except Exception as e:  # a broken profile or credentials file
+        return f"AWS credentials cannot be used ({' '.join(str(e).split())[:200]}): {AWS_FIX}"
+    return None if found else f"no AWS credentials found, which {needed_for} needs: {AWS_FIX}"
 
 
 def credentials_problem(needed_for: str, environ: Mapping[str, str] | None = None) -> str | None:

@@ -36,7 +36,7 @@ from shardsmith.format.naming import NAME_MAX_BYTES, is_remote, longest_file_nam
 
 DEFAULT_MAX_REMOVED_FRACTION = 0.1  # --incremental: more removed rows than this look like a truncated manifest
 DATASET_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")  # the whole name: use fullmatch
-SUPPORTED_SCHEMES = ("gs://",)
+SUPPORTED_SCHEMES = ("gs://", "s3://")
 # metadata.json's options, in the order builds have always written them; a key not listed follows them, in the
 # order of the declarations.
 RECORDED_ORDER = (
@@ -62,7 +62,7 @@ def check_name(name: str) -> str:
 
 
 def _check_scheme(flag: str, value: str) -> None:
-    """ValueError for a URI in a scheme other than gs:// (local paths have none)."""
+    """ValueError for a URI in a scheme other than gs:// or s3:// (local paths have none)."""
     if value and is_remote(value) and not value.startswith(SUPPORTED_SCHEMES):
         scheme = value.split("://", 1)[0] + "://"
         raise ValueError(f"{flag} {value!r}: shardsmith reads and writes local paths and "
@@ -108,7 +108,7 @@ class BuildOptions:
             "Manifest(s)", "CSV, JSONL or Parquet manifest, a glob of them, or a folder of class folders, on Cloud "
             "Storage; several separated by commas. Example: gs://my-bucket/lists/manifest.csv", GCS_PATH)))
     output_dir: str = option(MISSING, Flag(
-        "local folder or gs:// URI to build into: empty, new, or holding earlier shardsmith builds only",
+        "local folder, gs:// or s3:// URI to build into: empty, new, or holding earlier shardsmith builds only",
         group="output", metavar="DIR", required=True, parse=output_folder, recorded=None, template=Template(
             "Output folder", "Cloud Storage folder for the shards, labels.txt, errors.jsonl, transform_fn/ and "
             "metadata.json. Example: gs://my-bucket/datasets/flowers/20260101", GCS_FOLDER)))

@@ -12,14 +12,17 @@ holder, is never recreated) and stops with LockLost.
 
 A lock that cannot be parsed (empty: its writer died between creating and writing it) is taken over at once
 when no process holds it: locally a live holder keeps an flock on its lock file from the instant it creates it
-(and a creator still writing is waited for, up to UNREADABLE_WAIT_S); on Cloud Storage a lock object is
-written whole or not at all, so no live build's lock is ever unreadable. A symbolic link (or anything but a
+(and a creator still writing is waited for, up to UNREADABLE_WAIT_S); on Cloud Storage and S3 a lock object
+is written whole or not at all, so no live build's lock is ever unreadable. A symbolic link (or anything but a
 plain file) at the lock's path is not a lock shardsmith wrote: it is refused (NotALock) and never followed,
 written through or deleted.
 
 Atomicity: locally, O_CREAT|O_EXCL; on Cloud Storage, `if_generation_match=0` to create and the generation
-read to refresh, take over or delete. (gcp-storage-emulator ignores generation preconditions, so on it only
-the read-then-create check holds.) A Dataflow retry of a bundle belongs to the same build id: the same holder.
+read to refresh, take over or delete (gcp-storage-emulator ignores generation preconditions, so on it only
+the read-then-create check holds); on S3, PutObject with `If-None-Match: *` to create and `If-Match` on the
+ETag read to refresh (each heartbeat writes new bytes, so a new ETag), take over or delete
+(shardsmith/storage/object_generations.py). A Dataflow retry of a bundle belongs to the same build id: the
+same holder.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from dataclasses import asdict, dataclass, fields
 
 from shardsmith.format.naming import LOCK_FILE
 from shardsmith.storage import is_remote, join
-from shardsmith.storage.object_generations import VersionedObject
+from shardsmith.storage.object_generations import versioned_object
 
 LOCK_HEARTBEAT_S = 30
 # A heartbeat older than this means the holder stopped refreshing it (lost machine, killed launcher).
@@ -125,6 +128,7 @@ class _Seen:
     data: bytes
     age_s: float
     token: object  # what a conditional refresh, take-over or delete needs: the content (local), the generation
+    # (gs://) or the ETag (s3://)
 
 
 class _LocalLock:
@@ -227,22 +231,26 @@ def _not_a_lock(path: str, what: str) -> str:
             "remove it yourself or choose another --output_dir")
 
 
-class _GcsLock:
-    """The lock on Cloud Storage: one object, changed only on condition of the generation last read."""
+class _ObjectLock:
+    """The lock on an object store: one object, changed only on condition of the version last read (its generation
+    on gs://, its ETag on s3://)."""
 
     def __init__(self, path: str):
-        self._object = VersionedObject(path)
+        self._object = versioned_object(path)
 
     def read(self) -> _Seen | None:
         version = self._object.read()
-        return None if version is None else _Seen(version.data, version.age_s, version.generation)
+        return None if version is None else _Seen(version.data, version.age_s, version.token)
 
     def create(self, data: bytes) -> bool:
         return self._object.write_if(data, 0)
 
     def refresh(self, token) -> bool:
+        """Rewrites the lock with a new heartbeat time, on condition of `token`: new bytes each beat, so that on
+        s3:// (where the token is the content's ETag) a take-over read before a beat fails after it, as it does on
+        gs:// (where every write is a new generation)."""
         seen = self.read()
-        return seen is not None and seen.token == token and self._object.write_if(seen.data, token)
+        return seen is not None and seen.token == token and self._object.write_if(_beat(seen.data), token)
 
     def take_over(self, token, data: bytes) -> bool:
         return self._object.write_if(data, token)
@@ -257,9 +265,22 @@ class _GcsLock:
         self._object.delete_if(token)
 
 
+def _beat(data: bytes) -> bytes:
+    """The lock's JSON with its `heartbeat` (the time, to the microsecond) set to now; unparsable bytes as they
+    are (readers ignore the field: LockHolder.from_json)."""
+    try:
+        values = json.loads(data.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError):
+        return data
+    if not isinstance(values, dict):
+        return data
+    values["heartbeat"] = f"{time.time():.6f}"
+    return (json.dumps(values, indent=2) + "\n").encode("utf-8")
+
+
 def _lock_file(output_dir: str):
     path = join(output_dir, LOCK_FILE)
-    return _GcsLock(path) if is_remote(path) else _LocalLock(path)
+    return _ObjectLock(path) if is_remote(path) else _LocalLock(path)
 
 
 def _held_by(seen: _Seen | None, build_id: str) -> bool:

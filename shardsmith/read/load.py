@@ -9,7 +9,10 @@ record read per shard, so a shard copied in from another build of the same size 
 record count at its end (a shortfall raises), and shard paths must lie in the dataset's folder. The pipeline is
 the standard fast one: shard files shuffled, read in parallel by an interleave, records through a shuffle
 buffer, parsed and decoded in parallel, optionally resized, batched and prefetched. Paths go through
-TensorFlow's file systems, so local folders and gs:// both work.
+TensorFlow's file systems, so local folders and gs:// both work; TensorFlow has no s3:// file system, so an
+s3:// dataset's files are read through shardsmith.storage (boto3), its shards by a generator (`streamed_records`:
+the same records and checks; an iterator over it cannot be checkpointed), and so are `--image_mode path` images
+on s3:// (`read_image_file`).
 
 TensorFlow is imported inside the functions (quietly: shardsmith/tensorflow_import.py): `import shardsmith` stays
 cheap.
@@ -70,6 +73,48 @@ def counted_records(path, expected, compression: str):
 
     records = tf.data.TFRecordDataset(path, compression_type=compression, buffer_size=1 << 20)
     return records.apply(tf.data.experimental.assert_cardinality(expected))
+
+
+def streamed_records(path, expected, compression: str):
+    """The records of one shard file read through shardsmith.storage instead of TensorFlow's file systems (which
+    have no s3://): a generator over the TF-free framing reader, its shard streamed with read-ahead, parsed by
+    tf.data like the rest. A shard with other than `expected` records raises at its end, as `counted_records`
+    does. A generator's position cannot be saved: an iterator over it is not checkpointed (tf.data refuses)."""
+    import tensorflow as tf
+
+    from shardsmith.format.record_file import TFRECORD
+    from shardsmith.read.record_stream import decompressed
+    from shardsmith.storage import open_read
+
+    def records(shard: bytes):
+        with open_read(shard.decode("utf-8"), read_ahead=True) as raw:
+            yield from TFRECORD.iter_records(decompressed(raw, "gzip" if compression == "GZIP" else "none"))
+
+    shard_records = tf.data.Dataset.from_generator(records, args=(path,),
+                                                   output_signature=tf.TensorSpec([], tf.string))
+    return shard_records.apply(tf.data.experimental.assert_cardinality(expected))
+
+
+def read_image_file(uri):
+    """An `--image_mode path` record's image file: tf.io.read_file, but an s3:// one (TensorFlow has no s3:// file
+    system) is read through shardsmith.storage in a py_function."""
+    import tensorflow as tf
+
+    def through_storage(given):
+        from shardsmith.storage import read_bytes
+
+        path = given.numpy().decode("utf-8")
+        data = read_bytes(path)
+        if data is None:
+            raise FileNotFoundError(f"{path}: no such object")
+        return data
+
+    def from_s3():
+        data = tf.py_function(through_storage, [uri], tf.string)
+        data.set_shape([])
+        return data
+
+    return tf.cond(tf.strings.regex_full_match(uri, "s3://.*"), from_s3, lambda: tf.io.read_file(uri))
 
 
 def resumed_only_on(elements, output_dir: str, build_id: str | None, split: str):
@@ -217,7 +262,7 @@ def load(
         raise ValueError(f"dtype must be 'uint8' or 'float32', not {dtype!r}")
     if channels not in (0, 1, 3, 4):
         raise ValueError(f"channels must be 0, 1, 3 or 4, not {channels!r}")
-    from shardsmith.storage import read_bytes_with_tensorflow
+    from shardsmith.storage import is_s3, read_bytes_with_tensorflow
 
     # metadata.json read through TensorFlow's file systems, like the shards
     opened = open_version(output_dir, version, read_bytes_with_tensorflow)
@@ -237,7 +282,11 @@ def load(
     parallel = num_parallel_calls or tf.data.AUTOTUNE
     deterministic = seed is not None or not (shuffle_buffer or shuffle_files)
 
+    through_storage = is_s3(folder)  # TensorFlow has no s3:// file system
+
     def open_shard(path, expected):
+        if through_storage:
+            return streamed_records(path, expected, compression)
         return counted_records(path, expected, compression)
 
     files = tf.data.Dataset.from_tensor_slices(([s.path for s in shards],
@@ -257,7 +306,7 @@ def load(
 
     def decode(example):
         plan = example.pop(_PLAN, None)
-        encoded = example[IMAGE] if IMAGE in example else tf.io.read_file(example[URI])
+        encoded = example[IMAGE] if IMAGE in example else read_image_file(example[URI])
         mask = tf.io.decode_png(example[MASK], channels=1) if MASK in example else None
         if size is not None:
             if plan is None:
@@ -297,5 +346,10 @@ def load(
             dataset = dataset.ragged_batch(batch_size, drop_remainder=drop_remainder)
         else:
             dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
-    return resumed_only_on(dataset.prefetch(tf.data.AUTOTUNE), output_dir, opened.build_id or metadata.build_id,
-                           split)
+    dataset = resumed_only_on(dataset.prefetch(tf.data.AUTOTUNE), output_dir, opened.build_id or metadata.build_id,
+                              split)
+    if through_storage:  # a generator's position is not saved: a checkpoint of the iterator fails, never resumes wrong
+        refuse = tf.data.Options()
+        refuse.experimental_external_state_policy = tf.data.experimental.ExternalStatePolicy.FAIL
+        dataset = dataset.with_options(refuse)
+    return dataset

@@ -9,7 +9,7 @@ Guarantees:
 - A version TFDS cannot read fails here, in one line that says why and what reads it instead: no TFDS files
   (gzip, list or float features), files missing (a version made before they were written for it), or a version
   of several folders on gs://, whose relative file templates TensorFlow's Cloud Storage file system does not
-  resolve.
+  resolve, or a version on s3://, which TensorFlow (and so TFDS) has no file system for.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from shardsmith.format.build_folder import dataset_dir
 from shardsmith.format.naming import is_remote, join
 from shardsmith.format.tfds import DATASET_INFO_FILE, tfds_builder_dirs
 from shardsmith.read.version_files import open_version
+from shardsmith.storage import is_s3
 
 
 def tfds_dirs(output_dir: str | os.PathLike, version: str | None = None) -> list[str]:
@@ -32,6 +33,9 @@ def tfds_dirs(output_dir: str | os.PathLike, version: str | None = None) -> list
     files_dir = dataset_dir(folder, metadata)
     which = f"version {version}" if version else "the published version"
     relative = tfds_builder_dirs(metadata)
+    if is_s3(files_dir):
+        raise ValueError(f"{output_dir}: TensorFlow Datasets reads through TensorFlow's file systems, which have no "
+                         "s3://; read it with shardsmith.load, or copy the version to a local folder (aws s3 sync)")
     if not relative:
         raise ValueError(f"{output_dir}: {which} has no TFDS files (TFDS cannot read --compression gzip, and list "
                          "or float features have no TFDS description); read it with shardsmith.load")

@@ -27,6 +27,7 @@ from shardsmith.format.metadata_schema import Metadata, MetadataMissing, ShardEn
 from shardsmith.format.naming import BUILD_ID, BUILD_RECORD, STAGED_METADATA, canonical_split, join
 from shardsmith.format.retired import read_retired, retention_text
 from shardsmith.format.tags import Tag, TagsUnreadable, read_tags, tag_name_problem
+from shardsmith.storage import is_s3
 
 ReadBytes = Callable[[str], bytes | None]
 SHARDS_CHECKED_AT_ONCE = 16  # check_shards: shards whose first record is read at once (on gs://, a request each)
@@ -171,11 +172,16 @@ def check_shards(shards: list[ShardFile], compression: str) -> None:
 
 
 def _size_problem(shard: ShardFile) -> str | None:
-    import tensorflow as tf
+    if is_s3(shard.path):  # TensorFlow has no s3:// file system: shardsmith.storage's
+        size = storage.look_up(shard.path).size
+    else:
+        import tensorflow as tf
 
-    try:
-        size = tf.io.gfile.stat(shard.path).length
-    except tf.errors.NotFoundError:
+        try:
+            size = tf.io.gfile.stat(shard.path).length
+        except tf.errors.NotFoundError:
+            size = None
+    if size is None:
         return f"{shard.path} is missing: the dataset was changed or removed"
     if size != shard.entry.num_bytes:
         return (f"{shard.path} holds {size} bytes, metadata.json says {shard.entry.num_bytes}: the file was changed "
@@ -204,7 +210,7 @@ def first_key_problem(path: str, key: str | None, expected: str | None) -> str |
 
 def _first_key(path: str, compression: str) -> str | None:
     """The image/key/sha256 of a shard's first record, read with the TF-free framing reader through tf.io.gfile
-    (local or gs://); None when the first record cannot be read or carries none."""
+    (local or gs://; shardsmith.storage for s3://); None when the first record cannot be read or carries none."""
     import gzip
     import zlib
 
@@ -214,8 +220,9 @@ def _first_key(path: str, compression: str) -> str | None:
     from shardsmith.format.example import SHA256, parse_example
     from shardsmith.format.record_file import TFRECORD, FramingError
 
+    opener = storage.open_read if is_s3(path) else lambda p: tf.io.gfile.GFile(p, "rb")
     try:
-        with tf.io.gfile.GFile(path, "rb") as raw:
+        with opener(path) as raw:
             stream = gzip.GzipFile(fileobj=raw, mode="rb") if compression == "GZIP" else raw
             first = next(TFRECORD.iter_records(stream), None)
             values = parse_example(first) if first is not None else {}

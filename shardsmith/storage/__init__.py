@@ -1,15 +1,17 @@
 """Where files live: the one module that reads, writes, lists and deletes files, on a local disk or on an object
-store (gs://). Every other module asks here and never tells the two apart itself.
+store (gs://, s3://). Every other module asks here and never tells them apart itself.
 
-Local paths use the operating system directly; other URIs go through Beam's FileSystems, imported inside the
-function that needs it, so a shard writer process (which imports this) never loads Beam for a local build.
+Local paths use the operating system directly; s3:// goes through boto3 (`s3_objects`, configured the standard AWS
+way); other URIs go through Beam's FileSystems, imported inside the function that needs it, so a shard writer
+process (which imports this) never loads Beam for a local build.
 Input files (images, masks) are opened through `local_files.open_regular_file`: judged as opened, never waited
 on when they are named pipes, and confined to --allowed_prefixes by their real path.
 
 Guarantees:
 - `write_atomically` leaves `path` holding its old content or all of the new, never a part: locally through a
   temporary name beside it (TEMP_PREFIX, removed again if the write fails) and a rename; on an object store as
-  one upload, which creates the object only when it completes (a failed upload is cancelled).
+  one upload, which creates the object only when it completes (a failed upload is cancelled; on s3:// a write
+  whose chunks raise creates nothing).
 - Nothing here creates a missing parent folder unless asked to (`make_folders`): a writer whose folder was
   removed fails instead of making it again.
 - Remote reads never decompress: a `.gz` file reads as the bytes stored.
@@ -27,7 +29,9 @@ import stat
 from collections.abc import Callable, Iterable
 from typing import BinaryIO, NamedTuple
 
+from shardsmith.storage import s3_objects
 from shardsmith.storage.local_files import NotARegularFile, kind_of, open_regular_file
+from shardsmith.storage.s3_objects import is_s3
 
 # Every file is written under this prefix and renamed into place; such files are never part of a dataset.
 TEMP_PREFIX = ".shardsmith-tmp-"
@@ -35,7 +39,7 @@ _CLOUD_STORAGE = "gs://"
 
 
 def is_remote(uri: str) -> bool:
-    """Whether a URI names an object store (gs://...), read through Beam's FileSystems; else a local path."""
+    """Whether a URI names an object store (gs://..., s3://...); else a local path."""
     return "://" in uri
 
 
@@ -45,7 +49,7 @@ def is_cloud_storage(uri: str) -> bool:
 
 
 def join(folder: str, *names: str) -> str:
-    """`folder/name/...` with one slash between parts, for local paths and gs:// URIs alike."""
+    """`folder/name/...` with one slash between parts, for local paths and URIs alike."""
     return "/".join([folder.rstrip("/"), *names])
 
 
@@ -66,6 +70,9 @@ def open_read(path: str, allowed_prefixes: tuple[str, ...] = (), *, buffered: bo
     if not is_remote(path):
         opened = open_regular_file(path, allowed_prefixes)
         return io.BufferedReader(opened) if buffered else opened  # type: ignore[arg-type]
+    if is_s3(path):
+        raw = s3_objects.ObjectReader(path)
+        return ReadAhead(raw) if read_ahead else io.BufferedReader(raw, READ_AHEAD_BYTES)  # type: ignore[return-value]
     from apache_beam.io.filesystem import CompressionTypes
     from apache_beam.io.filesystems import FileSystems
 
@@ -74,8 +81,8 @@ def open_read(path: str, allowed_prefixes: tuple[str, ...] = (), *, buffered: bo
 
 
 def read_range(path: str, offset: int, length: int) -> bytes:
-    """Bytes `offset` to `offset + length` of a file (fewer at its end): locally one `pread`; on gs:// one ranged
-    request for exactly those bytes, where a stream opened to seek and read would fetch READ_AHEAD_BYTES (a
+    """Bytes `offset` to `offset + length` of a file (fewer at its end): locally one `pread`; on gs:// and s3://
+    one ranged request for exactly those bytes, where a stream opened to seek and read would fetch READ_AHEAD_BYTES (a
     record read at random through an index would cost 16 MB a record)."""
     if not is_remote(path):
         descriptor = os.open(path, os.O_RDONLY)
@@ -83,6 +90,8 @@ def read_range(path: str, offset: int, length: int) -> bytes:
             return os.pread(descriptor, length, offset)
         finally:
             os.close(descriptor)
+    if is_s3(path):
+        return s3_objects.read_range(path, offset, length)
     if not is_cloud_storage(path) or length <= 0:
         with open_read(path) as stream:
             stream.seek(offset)
@@ -236,6 +245,8 @@ def read_bytes(path: str) -> bytes | None:
                 return f.read()
         except FileNotFoundError:
             return None
+    if is_s3(path):
+        return s3_objects.read_bytes(path)
     from apache_beam.io.filesystems import FileSystems
 
     if not FileSystems.exists(path):
@@ -282,7 +293,9 @@ def read_small_file(path: str, max_bytes: int,
 def read_bytes_with_tensorflow(path: str) -> bytes | None:
     """A whole file read through TensorFlow's file systems (tf.io.gfile: local, gs:// and whatever TensorFlow
     reads), or None if it does not exist: for `load()`, which reads the shards through tf.data and so needs
-    nothing else."""
+    nothing else. TensorFlow has no s3:// file system: an s3:// file is read through this module."""
+    if is_s3(path):
+        return s3_objects.read_bytes(path)
     import tensorflow as tf
 
     if not tf.io.gfile.exists(path):
@@ -295,18 +308,22 @@ def exists(path: str) -> bool:
     """Whether a file (or, locally, a folder) is at `path`."""
     if not is_remote(path):
         return os.path.exists(path)
+    if is_s3(path):
+        return s3_objects.head(path) is not None
     from apache_beam.io.filesystems import FileSystems
 
     return FileSystems.exists(path)
 
 
 def is_folder(path: str) -> bool:
-    """Whether `path` is a folder: locally a directory; on gs:// a name ending in "/", or a prefix that holds
+    """Whether `path` is a folder: locally a directory; on an object store a name ending in "/", or a prefix that holds
     objects while no object has that name."""
     if not is_remote(path):
         return os.path.isdir(path)
     if path.endswith("/"):
         return True
+    if is_s3(path):
+        return s3_objects.head(path) is None and s3_objects.has_any(path + "/")
     from apache_beam.io.filesystems import FileSystems
 
     try:
@@ -317,7 +334,10 @@ def is_folder(path: str) -> bool:
 
 
 def match(pattern: str) -> list[str]:
-    """The paths a glob matches (local or remote, through Beam's FileSystems); `**` matches across folders."""
+    """The paths a glob matches (local or remote, through Beam's FileSystems or, for s3://, its rules); `**` matches
+    across folders."""
+    if is_s3(pattern):
+        return s3_objects.match(pattern)
     from apache_beam.io.filesystems import FileSystems
 
     return [m.path for m in FileSystems.match([pattern])[0].metadata_list]
@@ -327,6 +347,8 @@ def size(path: str) -> int:
     """The file's size in bytes; an OSError (locally) or Beam's error (remote) when there is none."""
     if not is_remote(path):
         return os.path.getsize(path)
+    if is_s3(path):
+        return s3_objects.size(path)
     from apache_beam.io.filesystems import FileSystems
 
     return FileSystems.get_filesystem(path).metadata(path).size_in_bytes
@@ -365,9 +387,11 @@ def list_files(folder: str) -> list[str]:
             relative = os.path.relpath(dirpath, folder)
             found.extend(name if relative == "." else f"{relative}/{name}" for name in names)
         return sorted(found)
+    prefix = folder.rstrip("/") + "/"
+    if is_s3(folder):
+        return sorted(uri[len(prefix):] for uri in s3_objects.list_keys(prefix) if len(uri) > len(prefix))
     from apache_beam.io.filesystems import FileSystems
 
-    prefix = folder.rstrip("/") + "/"
     try:
         matched = FileSystems.match([prefix + "**"])[0].metadata_list
     except Exception:
@@ -402,7 +426,8 @@ def write_atomically(path: str, data: bytes) -> None:
 
 def write_atomically_from(path: str, chunks: Iterable[bytes]) -> None:
     """Writes `path` as the concatenation of `chunks`, consumed one at a time (never all in memory); `path` holds
-    either its old content or all of it. Locally a failed write removes its temporary file."""
+    either its old content or all of it. Locally a failed write removes its temporary file; on s3:// it uploads
+    nothing."""
     if is_remote(path):
         with create(path) as out:
             for chunk in chunks:
@@ -429,9 +454,12 @@ def write_bytes(path: str, data: bytes) -> None:
 def create(path: str, *, gzip_compressed: bool = False) -> BinaryIO:
     """`path` opened for binary writing, new or truncated; on an object store the object is created when the
     stream closes, with gzip's MIME type for `gzip_compressed` bytes (compressing is the caller's,
-    `gzip_writer`)."""
+    `gzip_writer`). On s3:// a `with` block that raises creates no object."""
     if not is_remote(path):
         return open(path, "wb")  # noqa: SIM115 (the caller closes it)
+    if is_s3(path):
+        kind = "application/x-gzip" if gzip_compressed else "application/octet-stream"
+        return s3_objects.ObjectWriter(path, kind)  # type: ignore[return-value]
     from apache_beam.io.filesystem import CompressionTypes
     from apache_beam.io.filesystems import FileSystems
 
@@ -487,6 +515,11 @@ def rename(sources: list[str], destinations: list[str]) -> None:
         for source, destination in zip(sources, destinations, strict=True):
             os.replace(source, destination)
         return
+    if is_s3(sources[0]):
+        for source, destination in zip(sources, destinations, strict=True):
+            s3_objects.copy(source, destination)
+        s3_objects.delete(sources)
+        return
     from apache_beam.io.filesystems import FileSystems
 
     FileSystems.rename(sources, destinations)
@@ -495,13 +528,16 @@ def rename(sources: list[str], destinations: list[str]) -> None:
 # Deleting -----------------------------------------------------------------------------------------------------
 
 def delete(paths: list[str]) -> None:
-    """Deletes files; locally one already gone is no error."""
+    """Deletes files; locally and on s3:// one already gone is no error."""
     if not paths:
         return
     if not is_remote(paths[0]):
         for path in paths:
             with contextlib.suppress(FileNotFoundError):
                 os.remove(path)
+        return
+    if is_s3(paths[0]):
+        s3_objects.delete(paths)
         return
     from apache_beam.io.filesystems import FileSystems
 

@@ -38,7 +38,7 @@ def test_an_output_folder_in_an_unknown_scheme_is_a_usage_error(flag, label_sort
                         *[item for pair in args.items() for item in pair])
     assert result.code == 2, result.err
     assert result.err.strip() == (f"shardsmith: error: {flag} 'x://y': shardsmith reads and writes local paths "
-                                  "and gs:// URIs only, not x://")
+                                  "and gs://, s3:// URIs only, not x://")
     assert not (tmp_path / "o").exists()
 
 

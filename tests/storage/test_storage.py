@@ -378,6 +378,6 @@ def test_versioned_object_reads_its_generation_and_deletes_on_it(bucket):
     assert lock.write_if(b"holder", 0)
     seen = lock.read()
     assert seen is not None and seen.data == b"holder" and seen.age_s < 60  # the emulator keeps no generations
-    lock.delete_if(seen.generation)
+    lock.delete_if(seen.token)
     assert lock.read() is None
-    lock.delete_if(seen.generation)  # gone already: no error
+    lock.delete_if(seen.token)  # gone already: no error
