@@ -25,14 +25,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from compare import TreeSampler, _reap_orphans, become_subreaper  # noqa: E402
+from compare import become_subreaper  # noqa: E402
+from incremental import timed_process  # noqa: E402
 from night_cost import write_manifest  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
@@ -47,23 +46,6 @@ for images, labels in shardsmith.load(sys.argv[1], "train", batch_size=256, imag
     n += int(labels.shape[0])
 print(n)
 """
-
-
-def _timed(command: list[str], log: Path) -> dict:
-    """Runs `command` as a whole process; wall, CPU of its tree, peak tree RSS; stops on failure, naming `log`."""
-    sampler = TreeSampler()
-    sampler.start()
-    started = time.monotonic()
-    with log.open("wb") as f:
-        child = subprocess.Popen(command, cwd=REPO, stdout=f, stderr=subprocess.STDOUT,
-                                 env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": str(REPO)})
-        _, status, usage = os.wait4(child.pid, 0)
-    wall = time.monotonic() - started
-    cpu = usage.ru_utime + usage.ru_stime + _reap_orphans()
-    sampler.stop()
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"{' '.join(command[2:5])} failed; see {log}")
-    return {"wall_s": wall, "cpu_s": cpu, "peak_rss_mb": sampler.peak_rss / 2**20}
 
 
 def _shardsmith(*args: object) -> list[str]:
@@ -129,7 +111,7 @@ def measure(workdir: Path, count: int) -> dict:
     }
     figures = {}
     for phase in PHASES:
-        figures[phase] = _timed(commands[phase], logs / f"{phase}.log")
+        figures[phase] = timed_process(commands[phase], logs / f"{phase}.log")
         print(f"{count:>9,} rows  {phase:<8} {figures[phase]['wall_s']:7.1f} s wall {figures[phase]['cpu_s']:7.1f} "
               f"s CPU {figures[phase]['peak_rss_mb']:6.0f} MB peak", flush=True)
     figures["carried_rows"] = {"append": count, "remove": count + NEW_ROWS - (count + NEW_ROWS) // REMOVE_EVERY}

@@ -44,25 +44,30 @@ def run_build(manifest: Path, out: Path, log: Path, *extra: str) -> dict:
                           "bench", *extra)
 
 
-def run_shardsmith(out: Path, log: Path, *args: str) -> dict:
-    """Runs the shardsmith command (`python -m pipeline ARGS`) as a whole process, timed from outside (start-up
-    included; CPU and peak RSS of its process tree), and reads the version it published in `out`; stops the
-    benchmark, naming `log`, when it fails."""
+def timed_process(command: list[str], log: Path) -> dict:
+    """Runs `command` as a whole process (its output in `log`), timed from outside: wall, CPU of its process tree
+    (reaped orphans included) and the tree's peak summed RSS; stops the benchmark, naming `log`, when it fails."""
     sampler = TreeSampler()
     sampler.start()
     started = time.monotonic()
     with log.open("wb") as f:
-        child = subprocess.Popen([sys.executable, "-m", "pipeline", *args], cwd=REPO, stdout=f,
-                                 stderr=subprocess.STDOUT, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+        child = subprocess.Popen(command, cwd=REPO, stdout=f, stderr=subprocess.STDOUT,
+                                 env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": str(REPO)})
         _, status, usage = os.wait4(child.pid, 0)
     wall = time.monotonic() - started
     cpu = usage.ru_utime + usage.ru_stime + _reap_orphans()
     sampler.stop()
     if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"shardsmith {args[0]} failed; see {log}")
+        raise SystemExit(f"{' '.join(command[1:5])} failed; see {log}")
+    return {"wall_s": wall, "cpu_s": cpu, "peak_rss_mb": sampler.peak_rss / 2**20}
+
+
+def run_shardsmith(out: Path, log: Path, *args: str) -> dict:
+    """Runs the shardsmith command (`python -m pipeline ARGS`) as `timed_process` does, and reads the version it
+    published in `out`."""
+    timed = timed_process([sys.executable, "-m", "pipeline", *args], log)
     metadata = json.loads((out / "metadata.json").read_text())
-    return {"wall_s": wall, "cpu_s": cpu, "peak_rss_mb": sampler.peak_rss / 2**20,
-            "records": metadata["num_examples"], "incremental": metadata.get("incremental")}
+    return {**timed, "records": metadata["num_examples"], "incremental": metadata.get("incremental")}
 
 
 def main() -> None:
