@@ -145,6 +145,8 @@ def main() -> int:
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/shardsmith-bench/imagenet"))
     parser.add_argument("--json", type=Path, help="also write every figure here")
     args = parser.parse_args()
+    if min(args.rows) < 20 * LABELS:
+        parser.error(f"--rows must be at least {20 * LABELS:,}: every class needs training rows (splits 90/5/5)")
     become_subreaper()
     args.workdir.mkdir(parents=True, exist_ok=True)
     results = {count: measure(args.workdir, count) for count in args.rows}
