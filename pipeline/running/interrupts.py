@@ -58,7 +58,10 @@ class Interrupts:
 
     def _watch(self, read_end: int) -> None:
         while True:
-            received = os.read(read_end, 64)
+            try:
+                received = os.read(read_end, 64)
+            except OSError:  # closed by __exit__: the build is ending anyway
+                return
             if not received or 0 in received:  # 0: __exit__'s stop
                 return
             if signal.SIGINT in received:
@@ -84,5 +87,7 @@ class Interrupts:
         with contextlib.suppress(OSError):
             os.write(write_end, b"\0")
         self._watcher.join(timeout=5)
+        if self._watcher.is_alive():  # still stopping writers on a loaded machine: never pull its descriptor away
+            return  # (a number closed now could be reused by a file the thread would then read); the process ends
         os.close(write_end)
         os.close(read_end)

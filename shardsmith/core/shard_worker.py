@@ -90,6 +90,10 @@ def main() -> None:
 
 
 _POOLS: weakref.WeakSet[ShardWriterPool] = weakref.WeakSet()
+# Held to add to _POOLS and to list it: the Ctrl-C watcher thread lists it while the build may be starting a pool,
+# and a WeakSet changed during iteration raises. Reentrant: the main thread's SIGINT handler lists it too, and
+# may run while that thread holds it.
+_POOLS_LOCK = threading.RLock()
 
 
 # A build's pool, by the build's folder: started by the first stage that needs it (ReadManifest, to parse a large
@@ -122,7 +126,9 @@ def kill_all_writers() -> None:
     """Kills every writer process of this process's pools at once (an interrupted build: a shard they were
     writing stays a temporary file in the unfinished build's folder, which the next run removes). Their jobs
     fail with ShardWriterDied."""
-    for pool in list(_POOLS):
+    with _POOLS_LOCK:
+        pools = list(_POOLS)
+    for pool in pools:
         pool.kill()
 
 
@@ -163,7 +169,8 @@ class ShardWriterPool:
         self._threads = ThreadPoolExecutor(processes)
         self._retired_threads: list[ThreadPoolExecutor] = []  # replaced by grow(), finishing the jobs they hold
         self.processes = processes
-        _POOLS.add(self)
+        with _POOLS_LOCK:
+            _POOLS.add(self)
 
     def grow(self, processes: int) -> None:
         """Starts more writers, so that the pool has `processes` (a pool started with fewer, to parse a
