@@ -165,7 +165,7 @@ def test_ctrl_c_in_each_phase_exits_130_in_one_line_and_the_rerun_publishes(tmp_
         assert code == 130, (phase, code, build.text()[-4000:])
         shown = _lines_after(after)
         assert shown and shown[-1] == "shardsmith: interrupted", (phase, after)
-        assert len(shown) <= 3, (phase, shown)
+        assert len(shown) <= 3, f"{phase}:\n" + "\n".join(shown)  # whole: pytest cuts a long repr
         assert "Traceback" not in build.text() and "Fatal Python error" not in build.text(), (phase, build.text())
         assert not (out / "metadata.json").exists(), phase
 
