@@ -46,6 +46,8 @@ def test_nights_compaction_and_tags_on_s3_read_as_full_builds(s3_bucket, capsys)
     assert report.num_problems == 0, [str(p) for p in report.all_problems]
 
     night = metadata()["build_id"]
+    card = s3_bucket.read(f"{out_dir}/builds/{night}/card.html").decode()  # the night's dataset card, on S3 too
+    assert f"Built on version <code>{first}</code>" in card and card.count('<img src="data:image/jpeg') >= 2
     assert cli.main(["compact", out_dir, "--keep_builds", "1", "--keep_days", "0"]) == 0
     meta = metadata()
     assert meta["incremental"]["previous"] == night and meta["incremental"]["generations"] == 1
