@@ -70,9 +70,10 @@ class Interrupts:
     def _stop_children(self) -> None:
         self.seen = True
         _SEEN.set()
-        writers = sys.modules.get("shardsmith.core.shard_worker")
-        if writers is not None:
-            writers.kill_all_writers()
+        # The module may be in sys.modules half imported (a Ctrl-C while the build imports it): no pool exists yet.
+        kill_all_writers = getattr(sys.modules.get("shardsmith.core.shard_worker"), "kill_all_writers", None)
+        if kill_all_writers is not None:
+            kill_all_writers()
 
     def _on_interrupt(self, signum, frame) -> None:
         self._stop_children()

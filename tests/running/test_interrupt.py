@@ -223,3 +223,14 @@ def test_a_ctrl_c_whose_keyboard_interrupt_was_dropped_still_stops_the_build_bef
             raise_if_interrupted()  # a new command starts without it
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+def test_a_ctrl_c_while_the_writers_module_is_half_imported_stops_nothing_and_raises_nothing(monkeypatch):
+    """The state CI met once: SIGINT's watcher thread found shardsmith.core.shard_worker in sys.modules before
+    the main thread had run its body (so no pool can exist yet), and died with an AttributeError traceback."""
+    import types
+
+    from pipeline.running.interrupts import Interrupts
+
+    monkeypatch.setitem(sys.modules, "shardsmith.core.shard_worker", types.ModuleType("shardsmith.core.shard_worker"))
+    Interrupts()._stop_children()
