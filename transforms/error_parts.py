@@ -27,7 +27,7 @@ from shardsmith.core.build_lock import LockGuard
 from shardsmith.core.failures import explain_counts
 from shardsmith.core.rows import ErrorRow
 from shardsmith.format.build_folder import COPY_CHUNK_BYTES, write_atomically, write_atomically_from
-from shardsmith.format.metadata import errors_bytes
+from shardsmith.format.metadata import errors_bytes, reason_key
 from shardsmith.format.naming import ERRORS_FILE, TEMP_PREFIX, join
 from transforms.duplicates import STAGE as DUPLICATE_STAGE
 from transforms.gather import Gather, combine_all
@@ -78,10 +78,10 @@ class SummarizeErrorsFn(beam.CombineFn):
         return merged
 
     def extract_output(self, accumulator: dict) -> ErrorSummary:
-        by_reason = {f"{stage}: {reason}": count for (stage, reason), (count, _) in accumulator.items()}
+        by_reason = {reason_key(stage, reason): count for (stage, reason), (count, _) in accumulator.items()}
         failed = {(stage, reason): entry for (stage, reason), entry in accumulator.items()
                   if stage != DUPLICATE_STAGE}
-        explanation = explain_counts({f"{s}: {r}": count for (s, r), (count, _) in failed.items()},
+        explanation = explain_counts({reason_key(s, r): count for (s, r), (count, _) in failed.items()},
                                      {f"{s}: {r}": first for (s, r), (_, first) in failed.items()})
         return ErrorSummary(sum(by_reason.values()), dict(sorted(by_reason.items())),
                             sum(count for (stage, _), (count, _) in accumulator.items() if stage == DUPLICATE_STAGE),

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from shardsmith import storage
 from shardsmith.card.thumbnails import MAX_SCANNED_RECORDS, Scan, Thumbnail, scan_split
 from shardsmith.format.build_folder import build_dir, read_build_record
-from shardsmith.format.metadata import parse_near_duplicates, read_metadata
+from shardsmith.format.metadata import parse_near_duplicates, read_metadata, reason_key, stream_errors
 from shardsmith.format.metadata_schema import Metadata, MetadataError
 from shardsmith.format.naming import ERRORS_FILE, NEAR_DUPLICATES_FILE, READ_CHECK_FILE, join
 from shardsmith.format.tags import TagsUnreadable, read_tags
@@ -113,21 +113,13 @@ def _errors(folder: str, metadata: Metadata) -> list[ErrorReason]:
     """Reasons by count (metadata.json's), each with its first MAX_ERROR_EXAMPLES lines of errors.jsonl."""
     counts = metadata.errors_by_reason or {}
     examples: dict[str, list[dict]] = {reason: [] for reason in counts}
-    path = join(folder, ERRORS_FILE)
-    if counts and storage.exists(path):
-        with storage.open_read(path, buffered=True) as stream:
-            for number, line in enumerate(stream):
-                if number >= MAX_ERROR_LINES or all(len(e) >= MAX_ERROR_EXAMPLES for e in examples.values()):
-                    break
-                try:
-                    entry = json.loads(line)
-                except ValueError:
-                    continue
-                if not isinstance(entry, dict):
-                    continue
-                shown = examples.get(f"{entry.get('stage')}: {entry.get('reason')}", examples.get(entry.get("reason")))
-                if shown is not None and len(shown) < MAX_ERROR_EXAMPLES:
-                    shown.append(entry)
+    if counts:
+        for number, entry in enumerate(stream_errors(join(folder, ERRORS_FILE))):
+            if number >= MAX_ERROR_LINES or all(len(e) >= MAX_ERROR_EXAMPLES for e in examples.values()):
+                break
+            shown = examples.get(reason_key(entry.get("stage"), entry.get("reason"))) if entry else None
+            if shown is not None and len(shown) < MAX_ERROR_EXAMPLES:
+                shown.append(entry)
     return [ErrorReason(reason, count, examples[reason])
             for reason, count in sorted(counts.items(), key=lambda item: (-item[1], item[0]))]
 

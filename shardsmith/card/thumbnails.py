@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from shardsmith.format.metadata_schema import Metadata
+from shardsmith.read.plots import BOX_COLOURS
 from shardsmith.read.record_stream import Record, split_records
 
 THUMBNAIL_SIDE = 112
@@ -23,7 +24,6 @@ MAX_SCANNED_RECORDS = 50_000  # per pass; a label not met by then shows "none in
 MAX_SCANNED_BYTES = 256 << 20  # image bytes per pass: 50,000 photos of 100 KB would be 5 GB
 MAX_SCANNED_PATH_RECORDS = 2_000  # --image_mode path: each record read opens its image file
 ORDER_SAMPLE = 4_096  # labels kept in read order from the split's first shard, for the mixing figures
-BOX_COLOURS = ("#e6194b", "#3cb44b", "#4363d8", "#f58231", "#911eb4", "#42d4f4")
 MASK_COLOURS = ((230, 25, 75), (60, 180, 75), (67, 99, 216), (245, 130, 49), (145, 30, 180), (66, 212, 244),
                 (240, 50, 230), (188, 246, 12))
 

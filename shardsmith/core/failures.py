@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from shardsmith.core.rows import FOLDER_SUFFIX, ErrorRow
-from shardsmith.format.metadata import parse_errors
+from shardsmith.format.metadata import parse_errors, reason_key
 
 MAX_REASONS_SHOWN = 3
 MAX_DETAIL_CHARS = 160
@@ -96,7 +96,7 @@ class ReasonTally:
         return tally
 
     def add(self, error: ErrorRow) -> None:
-        reason = f"{error.stage}: {error.reason}"
+        reason = reason_key(error.stage, error.reason)
         self.counts[reason] += 1
         known = self.first.get(reason)
         if known is None or error.sort_key() < known.sort_key():

@@ -45,6 +45,11 @@ def errors_bytes(errors: Iterable[dict]) -> bytes:
     return "".join(json.dumps(e, ensure_ascii=False, sort_keys=True) + "\n" for e in errors).encode("utf-8")
 
 
+def reason_key(stage: object, reason: object) -> str:
+    """metadata.json's `errors_by_reason` key for an error row's stage and reason (`load: image data is ...`)."""
+    return f"{stage}: {reason}"
+
+
 def parse_errors(data: bytes) -> list[dict]:
     """errors.jsonl's objects, in file order. Raises ValueError (json.JSONDecodeError) on a line that is not JSON."""
     return [json.loads(line) for line in data.decode("utf-8").split("\n") if line.strip()]
