@@ -17,7 +17,7 @@ from shardsmith.card.thumbnails import MAX_SCANNED_RECORDS, Scan, Thumbnail, sca
 from shardsmith.format.build_folder import build_dir, read_build_record
 from shardsmith.format.metadata import parse_near_duplicates, read_metadata, reason_key, stream_errors
 from shardsmith.format.metadata_schema import Metadata, MetadataError
-from shardsmith.format.naming import ERRORS_FILE, NEAR_DUPLICATES_FILE, READ_CHECK_FILE, join
+from shardsmith.format.naming import BUILD_ID, ERRORS_FILE, NEAR_DUPLICATES_FILE, READ_CHECK_FILE, join
 from shardsmith.format.tags import TagsUnreadable, read_tags
 from shardsmith.read.versions import Version, list_versions, retired_lines
 
@@ -147,6 +147,8 @@ def _compared_with(output_dir: str, build_id: str, metadata: Metadata,
     """The version this one was built on (--incremental, compaction) when it is kept; else the next older kept
     version, so that a full build's card still says what changed since the one before it."""
     built_on = metadata.incremental.previous if metadata.incremental else None
+    if built_on is not None and not BUILD_ID.fullmatch(str(built_on)):
+        built_on = None  # not a build id (a hand-edited metadata.json): never a path to read through
     older = [v.id for v in versions if v.id < build_id]
     candidate = built_on or (max(older) if older else None)
     if candidate is None:

@@ -224,3 +224,23 @@ def test_a_path_mode_card_draws_the_images_from_their_files(tmp_path, small_imag
     _build(manifest, out, "--image_mode", "path")
     html = card_bytes(str(out), json.loads((out / "metadata.json").read_text())["build_id"]).decode()
     assert html.count('<img src="data:image/jpeg;base64,') == 8  # 4 a label, each read from its file
+
+
+def test_a_version_naming_a_previous_outside_the_folder_is_compared_with_no_path_it_names(tmp_path, small_image):
+    from shardsmith.card import card_bytes
+
+    for i in range(6):
+        small_image(tmp_path / f"img/{i}.png", i)
+    manifest = tmp_path / "m.csv"
+    manifest.write_text("split,image_uri,label\n" + "".join(f"train,img/{i}.png,{'ab'[i % 2]}\n" for i in range(6)))
+    out = tmp_path / "out"
+    _build(manifest, out, "--incremental")
+    folder = _build_folder(out)
+    own = json.loads((folder / "metadata.json").read_text())
+    (tmp_path / "elsewhere").mkdir()  # a readable metadata.json outside the folder, as out/builds/../../elsewhere
+    (tmp_path / "elsewhere" / "metadata.json").write_text((folder / "metadata.json").read_text())
+    own["incremental"]["previous"] = "../../elsewhere"  # hostile: a path, not a build id
+    (folder / "metadata.json").write_text(json.dumps(own, indent=2))
+    html = card_bytes(str(out), folder.name).decode()
+    assert "Against <code>" not in html  # nothing read through it: no comparison
+    assert "No earlier version is kept to compare with." in html
