@@ -35,7 +35,10 @@ record of the epoch once, over every worker and rank.
 - Elastic resume (another number of workers or ranks): `ShardDataset` with `ElasticSampler` (shardsmith/elastic.py),
   whose epoch order depends on the seed and epoch alone; its state, the same in every rank, resumes any shape
   (`elastic_state(saved)` takes it out of a StatefulDataLoader's state for a loader of another `num_workers`).
-  `StreamingShardDataset` resumes on the same shape only: its order follows each worker's run of shards.
+  `StreamingShardDataset(batch_size=B)` (B the DataLoader's) reads global batches whose order depends on the seed
+  and epoch alone (elastic.StreamOrder: B consecutive records of the epoch's layout each, shuffled within, dealt
+  to ranks and then workers as their steps take them), so it too resumes on any shape through
+  `elastic_state(saved)`; without `batch_size` it reads each worker's run of shards and resumes on the same shape.
 - A state of another build (a new one published since) is refused with a one-line ValueError that names the
   `version=` reading the saved build while it is kept; so is one of another split, seed or shuffle, and (at the
   next iteration) one of another rank or worker layout.
@@ -178,6 +181,7 @@ class _Progress:
     worker: int
     num_workers: int
     yielded: int = 0
+    skipped: int = 0  # with batch_size: the global batches every rank had read before this iteration began
 
 
 class StreamingShardDataset(IterableDataset):
@@ -187,10 +191,13 @@ class StreamingShardDataset(IterableDataset):
                  shuffle: bool = True, shuffle_buffer: int = 1024, seed: int = 0, rank: int | None = None,
                  world_size: int | None = None, image_size: int | Sequence[int] | None = None, channels: int = 3,
                  dtype: str = "uint8", transform: Callable | None = None,
-                 target_transform: Callable | None = None, features: bool = False):
+                 target_transform: Callable | None = None, features: bool = False, batch_size: int | None = None):
+        if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int)
+                                       or batch_size < 1):
+            raise ValueError(f"batch_size must be a whole number from 1 up (the DataLoader's), not {batch_size!r}")
         self.records = Records(output_dir, split, version)
         self._samples = _Samples(self.records, image_size, channels, dtype, transform, target_transform, features)
-        self.shuffle, self.shuffle_buffer, self.seed = shuffle, shuffle_buffer, seed
+        self.shuffle, self.shuffle_buffer, self.seed, self.batch_size = shuffle, shuffle_buffer, seed, batch_size
         self.rank, self.world_size = _distributed(rank, world_size)
         self.epoch = 0
         # The build read: `version` (a tag resolved to its id), or the one published when the dataset was made
@@ -198,6 +205,7 @@ class StreamingShardDataset(IterableDataset):
         self.build_id: str | None = self.records.version_id or self.records.metadata.build_id
         self._progress: _Progress | None = None  # the latest iteration's
         self._resume: _Progress | None = None  # loaded by load_state_dict, taken by the next iteration
+        self._resume_any_layout = False  # the loaded state is elastic_state's: any rank and worker layout
 
     def set_epoch(self, epoch: int) -> None:
         """Sets the epoch the next iteration reads: its shard order and shuffle (call before each epoch). An
@@ -209,8 +217,15 @@ class StreamingShardDataset(IterableDataset):
 
     def __len__(self) -> int:
         """Records this rank reads in an epoch (all its DataLoader workers together)."""
+        if self.batch_size:
+            order = self._order(self.epoch)
+            return order.records_of(order.worker_batches(0, self.rank, self.world_size, 0, 1))
         start, stop = self._rank_range()
         return stop - start
+
+    def _order(self, epoch: int) -> elastic.StreamOrder:
+        assert self.batch_size
+        return elastic.StreamOrder(len(self.records), self.batch_size, self.seed, epoch, self.shuffle)
 
     def shard_order(self) -> list[int]:
         """This epoch's shard order, the same in every rank and worker."""
@@ -233,8 +248,9 @@ class StreamingShardDataset(IterableDataset):
         if progress is None:
             worker_id, num_workers = _worker()
             progress = _Progress(self.epoch, self.rank, self.world_size, worker_id, num_workers)
-        return {**_build_identity(self.records, self.build_id), "seed": self.seed, "shuffle": self.shuffle,
-                "shuffle_buffer": self.shuffle_buffer, **asdict(progress)}
+        return {"kind": elastic.STREAM_STATE_KIND, **_build_identity(self.records, self.build_id),
+                "seed": self.seed, "shuffle": self.shuffle, "shuffle_buffer": self.shuffle_buffer,
+                "batch_size": self.batch_size, **asdict(progress)}
 
     def load_state_dict(self, state: dict) -> None:
         """Makes the next iteration go on from `state` (from `state_dict`, of this rank and worker): the rest of
@@ -242,30 +258,59 @@ class StreamingShardDataset(IterableDataset):
         again. ValueError (one line) when the state is of another build (it names the `version=` to pass),
         split, seed or shuffle; the next iteration raises one when it runs in another rank or worker layout."""
         _check_build(self.records, self.build_id, state)
+        if state.get("kind") == elastic.STREAM_RESUME_KIND:
+            self._load_elastic(state)
+            return
+        state = {"batch_size": None, "skipped": 0, **state}  # a state saved before batch_size existed
         keys = ("seed", "shuffle", "shuffle_buffer", *(f.name for f in fields(_Progress)))
         missing = [key for key in keys if key not in state]
         if missing:
             raise ValueError(f"not a StreamingShardDataset state: it has no {missing[0]!r}")
         for key, least in PROGRESS_MINIMUMS.items():
             _whole_number(state, key, least, "StreamingShardDataset")
+        self._check_settings(state, ("seed", "shuffle", "shuffle_buffer", "batch_size"))
+        self._resume = _Progress(**{f.name: state[f.name] for f in fields(_Progress)})
+        self._resume_any_layout = False
+
+    def _check_settings(self, state: dict, keys: tuple[str, ...]) -> None:
         changed = [f"{key}={state[key]!r} (this dataset: {getattr(self, key)!r})"
-                   for key in ("seed", "shuffle", "shuffle_buffer") if state[key] != getattr(self, key)]
+                   for key in keys if state[key] != getattr(self, key)]
         if changed:
             raise ValueError(f"the state was saved with {', '.join(changed)}: resume with the same settings, "
                              "or the rest of the epoch would not be the rest of its order")
-        self._resume = _Progress(**{f.name: state[f.name] for f in fields(_Progress)})
+
+    def _load_elastic(self, state: dict) -> None:
+        """A state from `elastic_state`: the global batches every rank had read, resumed on this layout."""
+        for key in ("seed", "shuffle", "batch_size", "epoch", "consumed"):
+            if key not in state:
+                raise ValueError(f"not an elastic StreamingShardDataset state: it has no {key!r}")
+        for key in ("epoch", "consumed", "batch_size"):
+            _whole_number(state, key, 1 if key == "batch_size" else 0, "elastic StreamingShardDataset")
+        self._check_settings(state, ("seed", "shuffle", "batch_size"))
+        consumed, batch_size, total = state["consumed"], state["batch_size"], len(self.records)
+        if consumed > total or (consumed % batch_size and consumed != total):
+            raise ValueError(f"the state says {consumed} of {total} records were read, not a whole number of "
+                             f"batches of {batch_size}")
+        self._resume = _Progress(state["epoch"], self.rank, self.world_size, 0, 1,
+                                 skipped=-(-consumed // batch_size))
+        self._resume_any_layout = True
 
     def __iter__(self) -> Iterator:
         worker_id, num_workers = _worker()
         resume, self._resume = self._resume, None
         progress = _Progress(self.epoch, self.rank, self.world_size, worker_id, num_workers)
-        if resume is not None:
+        if resume is not None and self._resume_any_layout:
+            progress.epoch, progress.skipped = resume.epoch, resume.skipped
+        elif resume is not None:
             here, saved = asdict(progress), asdict(resume)
             layout = ("rank", "world_size", "worker", "num_workers")
             if any(here[key] != saved[key] for key in layout):
                 raise ValueError("the state was saved by " + _layout(saved) + ", this is " + _layout(here)
                                  + ": resume with the same world size and DataLoader num_workers, each rank and "
-                                 "worker with its own state (StatefulDataLoader keeps each worker's)")
+                                 "worker with its own state (StatefulDataLoader keeps each worker's); "
+                                 + ("load shardsmith.torch.elastic_state(loader_state) to resume on another shape"
+                                    if self.batch_size else "a dataset made with batch_size= (the DataLoader's) "
+                                    "resumes on any shape"))
             progress = resume
         self._progress = progress
         return self._read(progress)
@@ -278,6 +323,11 @@ class StreamingShardDataset(IterableDataset):
         integers, without reading a record. Positions fed to the buffer before the stop and not yet yielded
         (at most `shuffle_buffer`) are read at random through the index; reading streams on from the first
         position never fed. Records are parsed and decoded only as they are yielded."""
+        if self.batch_size:
+            return self._read_batches(progress)
+        return self._read_runs(progress)
+
+    def _read_runs(self, progress: _Progress) -> Iterator:
         start, stop = _part(*self._rank_range(), progress.worker, progress.num_workers)
         if not 0 <= progress.yielded <= stop - start:
             raise ValueError(f"the state says {progress.yielded} samples were yielded of this worker's "
@@ -305,6 +355,26 @@ class StreamingShardDataset(IterableDataset):
             sample = self._samples(record_values(data, self.records.features))
             progress.yielded += 1
             yield sample
+
+    def _read_batches(self, progress: _Progress) -> Iterator:
+        """This copy's global batches of `progress.epoch` (elastic.StreamOrder), from sample `progress.yielded`
+        of them on: each batch's records read in one sequential run, then yielded in the batch's own shuffled
+        order; a resumed batch's samples before the stop are read but not decoded."""
+        order = self._order(progress.epoch)
+        batches = order.worker_batches(progress.skipped, progress.rank, progress.world_size, progress.worker,
+                                       progress.num_workers)
+        if not 0 <= progress.yielded <= order.records_of(batches):
+            raise ValueError(f"the state says {progress.yielded} samples were yielded of this worker's "
+                             f"{order.records_of(batches)}: it is not of this dataset's layout")
+        shards = self._shard_order(progress.epoch)
+        done, within = divmod(progress.yielded, order.batch_size)
+        for batch in batches[done:]:
+            data = [record for start, stop in order.batch_runs(batch) for record in self._stream(start, stop, shards)]
+            for at in order.batch_order(batch, len(data))[within:]:
+                sample = self._samples(record_values(data[at], self.records.features))
+                progress.yielded += 1
+                yield sample
+            within = 0
 
     def _stream(self, start: int, stop: int, shards: list[int]) -> Iterator[bytes]:
         """The serialized records at positions start..stop of the layout of `shards`, in order (CRCs checked)."""
@@ -354,7 +424,8 @@ def _build_identity(records: Records, build_id: str | None) -> dict:
 
 
 # The least value of each whole-number field of a StreamingShardDataset state (a bool is not a number here).
-PROGRESS_MINIMUMS = {"epoch": 0, "rank": 0, "world_size": 1, "worker": 0, "num_workers": 1, "yielded": 0}
+PROGRESS_MINIMUMS = {"epoch": 0, "rank": 0, "world_size": 1, "worker": 0, "num_workers": 1, "yielded": 0,
+                     "skipped": 0}
 
 
 def _whole_number(state: dict, key: str, least: int, kind: str) -> None:
