@@ -14,7 +14,8 @@ Both yield `(image, target)`: the image a CHW tensor (uint8, or float32 in 0..1 
 to `image_size` when given; the target the label id (classification) or a multi-hot float32 vector
 (multi_label). `transform=` takes the decoded PIL image instead (torchvision's transforms, as `ImageFolder`
 passes them) and its result is the image; `target_transform=` takes the target. `features=True` yields a dict:
-every record key (as `shardsmith.records` gives them) plus `image`. Every record's checksums are checked as it
+every record key (as `shardsmith.records` gives them, but text as str: the label text, file name, format, key,
+URI and `--feature` strings) plus `image`. Every record's checksums are checked as it
 is read (shardsmith/read/record_sequence.py). torch is imported by this module only: `import shardsmith` never does.
 
 Resuming mid-epoch (a preempted job): both have `state_dict()` / `load_state_dict(state)`, the protocol torchdata's
@@ -58,7 +59,7 @@ from torch.utils.data import Dataset, IterableDataset, get_worker_info
 
 from shardsmith import elastic
 from shardsmith.elastic import elastic_state  # noqa: F401  (shardsmith.torch.elastic_state, beside the sampler)
-from shardsmith.format.example import LABEL
+from shardsmith.format.example import IMAGE, LABEL, MASK
 from shardsmith.format.naming import BUILD_ID
 from shardsmith.printable import shown
 from shardsmith.read.images import decode_pil, decode_reduced, image_bytes
@@ -67,6 +68,8 @@ from shardsmith.read.record_sequence import Records, record_values
 from shardsmith.read.version_files import resume_advice
 
 __all__ = ["ShardDataset", "StreamingShardDataset"]
+
+BINARY_KEYS = (IMAGE, MASK)  # bytes keys that are not text: `features=True` keeps them as bytes
 
 
 class _Samples:
@@ -83,6 +86,7 @@ class _Samples:
         self.image_size, self.channels, self.dtype = image_size, channels, dtype
         self.size = image_size_of(image_size)
         self.transform, self.target_transform, self.features = transform, target_transform, features
+        self.text_keys = text_keys(records.features)
 
     def __call__(self, record: dict):
         data = image_bytes(record)
@@ -92,11 +96,26 @@ class _Samples:
             image = decoded_tensor(data, self.size, self.channels)
             image = image if self.dtype == "uint8" else image.float().div_(255.0)
         if self.features:
-            return {**record, "image": image}
+            return {**record, **as_text(record, self.text_keys), "image": image}
         label = record[LABEL]
         if self.task == "multi_label":
             label = torch.zeros(self.num_labels, dtype=torch.float32).index_fill_(0, torch.as_tensor(label), 1.0)
         return image, (self.target_transform(label) if self.target_transform else label)
+
+
+def text_keys(features: dict[str, str]) -> tuple[str, ...]:
+    """The keys of `features` (metadata.json's) that hold text: every bytes key but the image's and a mask's."""
+    return tuple(key for key, kind in features.items() if kind in ("bytes", "bytes_list") and key not in BINARY_KEYS)
+
+
+def as_text(record: dict, keys: tuple[str, ...]) -> dict:
+    """The record's text keys as str (a list of str for a list), as torch users expect of text; UTF-8, as the
+    build wrote it, a byte it cannot decode shown as U+FFFD."""
+    def text(value):
+        return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+
+    return {key: [text(item) for item in record[key]] if isinstance(record[key], list) else text(record[key])
+            for key in keys if key in record}
 
 
 def decoded_tensor(data: bytes, size: tuple[int, int] | None, channels: int) -> torch.Tensor:

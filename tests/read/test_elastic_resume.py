@@ -26,8 +26,8 @@ BATCH = 4
 SEED, EPOCH = 5, 3
 
 
-def _keys_by_index(built: Path) -> list[bytes]:
-    return [record[KEY] for record in shardsmith.records(built, "train")]
+def _keys_by_index(built: Path) -> list[str]:
+    return [record[KEY].decode() for record in shardsmith.records(built, "train")]  # text is str in torch
 
 
 def _saved_and_loaded(state: dict) -> dict:

@@ -34,7 +34,7 @@ sampler = ElasticSampler(dataset, seed=1)
 image, label = dataset[next(iter(sampler))]
 print("RESULT " + json.dumps({
     "records": [records[i]["image/key/sha256"].hex() for i in range(len(records))],
-    "streamed": [key.hex() for key in streamed],
+    "streamed": [key.encode().hex() for key in streamed],
     "image": list(image.shape), "label": int(label),
     "installed": [name for name in ("tensorflow", "apache_beam", "tensorflow_transform")
                   if importlib.util.find_spec(name) is not None],

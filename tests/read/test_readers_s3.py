@@ -66,7 +66,7 @@ def test_pytorch_datasets_read_each_record_once_with_worker_processes(s3_built):
     from shardsmith.torch import ShardDataset, StreamingShardDataset
 
     out, _, local = s3_built
-    expected = _keys(local)
+    expected = Counter({key.decode(): n for key, n in _keys(local).items()})  # text is str in shardsmith.torch
     streaming = StreamingShardDataset(out, "train", features=True, image_size=8, shuffle_buffer=8)
     got = Counter(key for batch in DataLoader(streaming, batch_size=4, num_workers=2) for key in batch[KEY])
     assert got == expected

@@ -16,17 +16,18 @@ torch = pytest.importorskip("torch")
 from torch.utils.data import DataLoader, DistributedSampler  # noqa: E402
 
 import shardsmith  # noqa: E402
-from shardsmith.torch import ShardDataset, StreamingShardDataset  # noqa: E402
+from shardsmith.torch import ShardDataset, StreamingShardDataset, as_text  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 KEY = "image/key/sha256"
 
 
-def _ids(built: Path, split: str = "train") -> list[bytes]:
-    return [record[KEY] for record in shardsmith.records(built, split)]
+def _ids(built: Path, split: str = "train") -> list[str]:
+    """The split's keys, as shardsmith.torch's `features=True` gives text: str."""
+    return [record[KEY].decode() for record in shardsmith.records(built, split)]
 
 
-def _read_ids(dataset, **loader) -> list[bytes]:
+def _read_ids(dataset, **loader) -> list[str]:
     batches = DataLoader(dataset, batch_size=16, **loader)
     return [key for batch in batches for key in batch[KEY]]
 
@@ -109,3 +110,17 @@ def test_importing_shardsmith_torch_imports_no_tensorflow():
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "[]"
+
+
+def test_features_give_text_as_str_and_the_image_bytes_as_bytes(built, tmp_path):
+    records = shardsmith.records(built, "validation")
+    sample = ShardDataset(built, "validation", features=True)[3]
+    for key in ("image/class/text", "image/filename", "image/format", KEY):
+        assert sample[key] == records[3][key].decode() and isinstance(sample[key], str), key
+    assert isinstance(sample["image/encoded"], bytes) and sample["image/encoded"] == records[3]["image/encoded"]
+    batch = next(iter(DataLoader(StreamingShardDataset(built, "validation", features=True, image_size=8),
+                                 batch_size=4)))
+    assert all(isinstance(text, str) for text in batch["image/class/text"]), "collated as a list of str"
+    assert as_text({"t": [b"caf\xc3\xa9", b"\xff"], "n": 3}, ("t",)) == {"t": ["caf\u00e9", "\ufffd"]}, \
+        "a list of str; a byte that is not UTF-8 shown, never raised"
+

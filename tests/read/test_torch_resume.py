@@ -31,7 +31,7 @@ BATCH = 4
 
 
 def _ids(built: Path, split: str = "train") -> Counter:
-    return Counter(record[KEY] for record in shardsmith.records(built, split))
+    return Counter(record[KEY].decode() for record in shardsmith.records(built, split))  # text is str in torch
 
 
 def _keys(batches) -> list[bytes]:
