@@ -3,10 +3,13 @@
 
 `ShardSource(out, split)` is the source (`__len__`, `__getitem__`, a `__repr__` for Grain's checkpoints;
 picklable, for Grain's worker processes): item i is `{"image": uint8 array height x width x channels, "label":
-int}` for record i of the split (`features=True`: every record key too), decoded with Pillow and resized to
-`image_size` when given. `dataset(out, split, seed=..., batch_size=...)` is the usual pipeline on it: an exact
-global shuffle per epoch (Grain's own, by index), decode, batch. Grain is imported only by `dataset`: the
-source itself needs nothing but shardsmith, so it also serves a plain numpy loop.
+int}` for record i of the split (`features=True`: every record key too), decoded as `shardsmith.torch` decodes
+(a JPEG at libjpeg-turbo's reduced scale, as small as `image_size` allows: shardsmith/read/images.py
+`decode_reduced`) and resized to `image_size` when given (Pillow's antialiased bilinear filter, within one level
+of `shardsmith.torch`'s image on every pixel; without simplejpeg, Pillow's reduced-scale decode). `dataset(out,
+split, seed=..., batch_size=...)` is the usual pipeline on it: an exact global shuffle per epoch (Grain's own, by
+index), decode, batch. Grain is imported only by `dataset`: the source itself needs nothing but shardsmith, so it
+also serves a plain numpy loop.
 """
 
 from __future__ import annotations
@@ -14,7 +17,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from shardsmith.format.example import LABEL
-from shardsmith.read.images import decode_image, image_bytes
+from shardsmith.read.images import decode_resized, image_bytes
+from shardsmith.read.images import image_size as size_of
 from shardsmith.read.record_sequence import Records
 
 __all__ = ["ShardSource", "dataset"]
@@ -27,13 +31,16 @@ class ShardSource:
                  image_size: int | Sequence[int] | None = None, channels: int = 3, features: bool = False):
         self.records = Records(output_dir, split, version)
         self.image_size, self.channels, self.features = image_size, channels, features
+        self._size = size_of(image_size)
+        if channels not in (1, 3, 4):
+            raise ValueError(f"channels must be 1, 3 or 4, not {channels!r}")
 
     def __len__(self) -> int:
         return len(self.records)
 
     def __getitem__(self, i: int) -> dict:
         record = self.records[i]
-        image = decode_image(image_bytes(record), self.image_size, self.channels)
+        image = decode_resized(image_bytes(record), self._size, self.channels)
         if self.features:
             return {**record, "image": image}
         return {"image": image, "label": record[LABEL]}

@@ -10,7 +10,9 @@ is a folder `builds/<build id>/` and nothing else: a tag's version is a build id
 no name given here, or read from tags.json, leads a reader outside the output folder. A split's shard files are
 those metadata.json lists, in shard order, never globbed, and each lies in the version's folder.
 
-The shard checks (`check_shards`, for `load()`) read through TensorFlow's file systems, imported inside them.
+The shard checks (`check_shards`, for `load()`) read through TensorFlow's file systems, imported inside them,
+except on gs://, where they ask Cloud Storage for each object's metadata (its size and CRC32C) and read no shard
+byte: the shard's first block is then fetched once, by whoever reads the shard.
 """
 
 from __future__ import annotations
@@ -158,11 +160,13 @@ class DatasetChanged(RuntimeError):
 
 
 def check_shards(shards: list[ShardFile], compression: str) -> None:
-    """Each shard file exists with the byte count metadata.json records, and its first record carries the
-    `first_key` (image/key/sha256) recorded for it: one record read per shard, the shards in parallel (on
-    gs:// each is a request), through TensorFlow's file systems (`compression`: tf.data's "GZIP" or "").
-    Raises DatasetChanged naming the first shard, in shard order, that differs. Metadata written before
-    `first_key` existed skips that part."""
+    """Each shard file exists with the byte count metadata.json records and is the file this build wrote, the
+    shards in parallel, before any record is read. On gs:// with a recorded `crc32c`: the object's size and
+    CRC32C, from one metadata request (Cloud Storage's own checksum of the object: no byte of the shard is
+    fetched, and any other file of the same size differs). Otherwise: the size, and the `first_key`
+    (image/key/sha256) of its first record, read through TensorFlow's file systems (`compression`: tf.data's
+    "GZIP" or ""). Raises DatasetChanged naming the first shard, in shard order, that differs. Metadata written
+    before `crc32c` and `first_key` existed is checked for sizes only."""
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max(1, min(len(shards), SHARDS_CHECKED_AT_ONCE))) as pool:
@@ -190,11 +194,40 @@ def _size_problem(shard: ShardFile) -> str | None:
 
 
 def _shard_problem(shard: ShardFile, compression: str) -> str | None:
+    if storage.is_cloud_storage(shard.path) and shard.entry.crc32c is not None:
+        checked = _cloud_object_problem(shard)
+        if checked is not None:
+            return checked or None
     problem = _size_problem(shard)
     expected = shard.entry.first_key
     if problem or expected is None:
         return problem
     return first_key_problem(shard.path, _first_key(shard.path, compression), expected)
+
+
+def _cloud_object_problem(shard: ShardFile) -> str | None:
+    """Why the gs:// object is not the shard metadata.json lists, from its metadata alone (one request): "" when
+    it is, None when Cloud Storage gives no CRC32C for it (the caller then reads its first record)."""
+    import base64
+
+    from apache_beam.io.gcp.gcsio import parse_gcs_path
+
+    bucket, name = parse_gcs_path(shard.path)
+    found = storage.gcs_client().bucket(bucket).get_blob(name)
+    if found is None:
+        return f"{shard.path} is missing: the dataset was changed or removed"
+    if found.size != shard.entry.num_bytes:
+        return (f"{shard.path} holds {found.size} bytes, metadata.json says {shard.entry.num_bytes}: the file was "
+                "changed or cut short")
+    if not found.crc32c:
+        return None
+    crc32c = base64.b64decode(found.crc32c).hex()
+    if crc32c != shard.entry.crc32c:
+        return (f"{shard.path}: its CRC32C is {crc32c}, metadata.json says {shard.entry.crc32c}: {NOT_OURS}")
+    return ""
+
+
+NOT_OURS = "not the file this build wrote (copied in from another build?)"
 
 
 def first_key_problem(path: str, key: str | None, expected: str | None) -> str | None:
@@ -204,8 +237,7 @@ def first_key_problem(path: str, key: str | None, expected: str | None) -> str |
     if expected is None or key == expected:
         return None
     found = "no readable first record" if key is None else f"first record is image {key[:16]}..."
-    return (f"{path}: its {found}, metadata.json says {expected[:16]}... (image/key/sha256): not the "
-            "file this build wrote (copied in from another build?)")
+    return f"{path}: its {found}, metadata.json says {expected[:16]}... (image/key/sha256): {NOT_OURS}"
 
 
 def _first_key(path: str, compression: str) -> str | None:

@@ -20,6 +20,10 @@ one round to the next:
     torch_map        shardsmith.torch.ShardDataset + DataLoader(num_workers=2, shuffle=True)
     torch_careful    a careful user's torch Dataset over the files: Pillow open, draft (reduced-scale JPEG decode),
                      RGB, bilinear resize, a CHW tensor; DataLoader(num_workers=2, shuffle=True)
+    grain            shardsmith.grain's ShardSource (decode_reduced, then Pillow's resize) in a Grain pipeline: a
+                     shuffled MapDataset, batched, read by 2 worker processes (`mp_prefetch`)
+    grain_pillow     the same pipeline over a source that decodes with Pillow (`draft` at 1/2, 1/4 or 1/8, then
+                     Pillow's resize: `decode_image`, the Grain source's decode before it took decode_reduced)
     torch_imagefolder  torchvision ImageFolder's default loader (Pillow open, full decode, RGB) and `Resize`
                      (Pillow bilinear, antialiased) with PILToTensor, spelled out (torchvision does not install
                      beside this machine's torch wheel); DataLoader(num_workers=2, shuffle=True)
@@ -52,7 +56,7 @@ SHUFFLE = 1024
 WORKERS = 2
 RUN_DEADLINE_S = 600  # one epoch of a few thousand images takes seconds; a run this long is stuck
 CONTENDERS = ("load", "tf_hand", "tf_files", "tf_limit", "torch_stream", "torch_map", "torch_careful",
-              "torch_imagefolder")
+              "torch_imagefolder", "grain", "grain_pillow")
 
 
 class Span:
@@ -199,9 +203,40 @@ def _torch_contender(name: str, out: Path, manifest: Path, size: int) -> dict:
     return _epoch(loader, lambda batch: len(batch[1]))
 
 
+class _PillowSource:
+    """shardsmith.grain's source decoding with Pillow (`decode_image`: draft, then Pillow's resize)."""
+
+    def __init__(self, out: Path, size: int):
+        from shardsmith.grain import ShardSource
+
+        self.source, self.size = ShardSource(str(out), "train"), size
+
+    def __len__(self) -> int:
+        return len(self.source)
+
+    def __getitem__(self, i: int) -> dict:
+        from shardsmith.format.example import LABEL
+        from shardsmith.read.images import decode_image, image_bytes
+
+        record = self.source.records[i]
+        return {"image": decode_image(image_bytes(record), self.size, 3), "label": record[LABEL]}
+
+
+def _grain_contender(name: str, out: Path, manifest: Path, size: int) -> dict:
+    import grain
+
+    from shardsmith.grain import ShardSource
+
+    source = ShardSource(str(out), "train", image_size=size) if name == "grain" else _PillowSource(out, size)
+    batches = (grain.MapDataset.source(source).shuffle(seed=0).batch(BATCH).to_iter_dataset()
+               .mp_prefetch(grain.MultiprocessingOptions(num_workers=WORKERS)))
+    return _epoch(batches, lambda batch: len(batch["label"]))
+
+
 def run_one(name: str, out: Path, manifest: Path, size: int) -> dict:
     """One contender's epoch in this process (the `_one` subcommand)."""
-    contender = _torch_contender if name.startswith("torch") else _tf_contender
+    contender = (_torch_contender if name.startswith("torch") else _grain_contender if name.startswith("grain")
+                 else _tf_contender)
     return contender(name, out, manifest, size)
 
 
@@ -234,7 +269,8 @@ def _table(runs: dict[str, list[dict]]) -> str:
         lines.append(f"| {name} | {median(name, 'images_per_s'):,.0f} | {every} | "
                      f"{median(name, 'cpu_us_per_image'):,.0f} |")
     ratios = [("load", "tf_hand"), ("load", "tf_files"), ("torch_stream", "torch_careful"),
-              ("torch_map", "torch_careful"), ("torch_stream", "torch_imagefolder")]
+              ("torch_map", "torch_careful"), ("torch_stream", "torch_imagefolder"), ("grain", "grain_pillow"),
+              ("grain", "torch_map")]
     lines.append("")
     for ours, theirs in ratios:
         if ours in runs and theirs in runs:

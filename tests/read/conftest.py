@@ -1,13 +1,16 @@
-"""Fixtures of the read side's tests: every kind of image a reader decodes, a build's gzip-compressed copy, and a
-fresh interpreter's imports. The suite's shared fixtures (real builds, metadata helpers) are in tests/conftest.py;
-these take them as fixtures, since pytest's importlib mode makes no conftest importable.
+"""Fixtures of the read side's tests: every kind of image a reader decodes, a build's gzip-compressed copy, two
+builds whose shards are of equal sizes with other images inside, and a fresh interpreter's imports. The suite's
+shared fixtures (real builds, metadata helpers) are in tests/conftest.py; these take them as fixtures, since
+pytest's importlib mode makes no conftest importable.
 """
 
 from __future__ import annotations
 
+import csv
 import gzip
 import io
 import json
+import random
 import shutil
 import subprocess
 import sys
@@ -17,6 +20,8 @@ from pathlib import Path
 import google_crc32c
 import pytest
 from PIL import Image
+
+from pipeline import cli
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -95,3 +100,48 @@ def imports_without(statements: str, *modules: str) -> None:
 def assert_imports_without():
     """imports_without(statements, *modules): the statements, run fresh, import none of the modules."""
     return imports_without
+
+
+LABELS = ("cat", "dog", "emu")  # equal lengths: records of equal size whichever images a shard holds
+
+
+def _same_size_images(root: Path, per_label: int) -> Path:
+    """Uncompressed BMPs of one size with names of one length, so two builds' shards that hold as many records
+    are as many bytes; the manifest puts 3/4 of each label in train, the rest in test."""
+    rng = random.Random(5)
+    rows = []
+    for label in LABELS:
+        for i in range(per_label):
+            image = Image.frombytes("RGB", (16, 12), bytes(rng.randrange(256) for _ in range(16 * 12 * 3)))
+            out = io.BytesIO()
+            image.save(out, "BMP")
+            uri = f"img/{label}/{i:03d}.bmp"
+            (root / uri).parent.mkdir(parents=True, exist_ok=True)
+            (root / uri).write_bytes(out.getvalue())
+            rows.append(("train" if i < per_label * 3 // 4 else "test", uri, label))
+    manifest = root / "manifest.csv"
+    with manifest.open("w", newline="") as f:
+        csv.writer(f).writerows([("split", "image_uri", "label"), *rows])
+    return manifest
+
+
+@pytest.fixture(scope="session")
+def same_size_images() -> Callable[[Path, int], Path]:
+    """same_size_images(root, per_label) -> manifest: BMPs of one size under root/img/, 3 labels (cat, dog,
+    emu), 3/4 of each label in train and the rest in test."""
+    return _same_size_images
+
+
+def _build(manifest: Path, out: Path, *flags: str) -> Path:
+    code = cli.main(["build", "--manifest", str(manifest), "--output_dir", str(out), "--name", "same",
+                     "--num_shards", "train=2,test=1", *flags])
+    assert code == 0
+    return out
+
+
+@pytest.fixture(scope="session")
+def two_builds(tmp_path_factory) -> tuple[Path, Path]:
+    """The same 48 images built with two seeds: shards of equal record counts and bytes, other images inside."""
+    root = tmp_path_factory.mktemp("same_size")
+    manifest = _same_size_images(root, 16)
+    return _build(manifest, root / "one", "--seed", "1"), _build(manifest, root / "two", "--seed", "2")

@@ -9,16 +9,13 @@ import gzip
 import hashlib
 import io
 import json
-import random
 import re
 import shutil
 from pathlib import Path
 
 import google_crc32c
 import pytest
-from PIL import Image
 
-from pipeline import cli
 from shardsmith.core.rows import ManifestRow, PlacedRow
 from shardsmith.core.settings import RecordSettings
 from shardsmith.core.shard_file import WriterConfig, write_shard_file
@@ -26,43 +23,6 @@ from shardsmith.format.build_folder import published_dir
 from shardsmith.format.example import SHA256, parse_example
 from shardsmith.format.tfrecord import iter_records
 from shardsmith.read.load import DatasetChanged, load
-
-LABELS = ("cat", "dog", "emu")  # equal lengths: records of equal size whichever images a shard holds
-
-
-def _same_size_images(root: Path, per_label: int) -> Path:
-    """Uncompressed BMPs of one size with names of one length, so two builds' shards that hold as many records
-    are as many bytes; the manifest puts 3/4 of each label in train, the rest in test."""
-    rng = random.Random(5)
-    rows = []
-    for label in LABELS:
-        for i in range(per_label):
-            image = Image.frombytes("RGB", (16, 12), bytes(rng.randrange(256) for _ in range(16 * 12 * 3)))
-            out = io.BytesIO()
-            image.save(out, "BMP")
-            uri = f"img/{label}/{i:03d}.bmp"
-            (root / uri).parent.mkdir(parents=True, exist_ok=True)
-            (root / uri).write_bytes(out.getvalue())
-            rows.append(("train" if i < per_label * 3 // 4 else "test", uri, label))
-    manifest = root / "manifest.csv"
-    with manifest.open("w", newline="") as f:
-        csv.writer(f).writerows([("split", "image_uri", "label"), *rows])
-    return manifest
-
-
-def _build(manifest: Path, out: Path, *flags: str) -> Path:
-    code = cli.main(["build", "--manifest", str(manifest), "--output_dir", str(out), "--name", "same",
-                     "--num_shards", "train=2,test=1", *flags])
-    assert code == 0
-    return out
-
-
-@pytest.fixture(scope="module")
-def two_builds(tmp_path_factory) -> tuple[Path, Path]:
-    """The same 48 images built with two seeds: shards of equal record counts and bytes, other images inside."""
-    root = tmp_path_factory.mktemp("same_size")
-    manifest = _same_size_images(root, 16)
-    return _build(manifest, root / "one", "--seed", "1"), _build(manifest, root / "two", "--seed", "2")
 
 
 def _shard_entry(out: Path, split: str = "train", index: int = 0) -> dict:
@@ -156,13 +116,15 @@ def test_metadata_from_before_shard_hashes_still_verifies_and_loads(two_builds, 
 
 
 @pytest.mark.parametrize("compression", ["none", "gzip"])
-def test_the_writer_hashes_the_file_as_written(tmp_path, compression):
+def test_the_writer_hashes_the_file_as_written(tmp_path, compression, same_size_images):
     (tmp_path / "img").mkdir()
-    manifest = _same_size_images(tmp_path / "img", 2)
+    manifest = same_size_images(tmp_path / "img", 2)
+    lines = list(csv.reader(manifest.open()))[1:]
+    labels = sorted({label for _, _, label in lines})
     rows = []
-    for line, (_, uri, label) in enumerate(list(csv.reader(manifest.open()))[1:], start=2):
+    for line, (_, uri, label) in enumerate(lines, start=2):
         rows.append(ManifestRow(str(manifest), 0, line, uri, str(tmp_path / "img" / uri), "train", label,
-                                label_id=LABELS.index(label)))
+                                label_id=labels.index(label)))
     placed = [PlacedRow(row, 0, 1, (i, 0, row.line)) for i, row in enumerate(rows)]
     config = WriterConfig(str(tmp_path / "out"), "same", RecordSettings(compression=compression))
     (tmp_path / "out").mkdir()
