@@ -30,12 +30,14 @@ from shardsmith.format.build_folder import build_dir, write_atomically
 from shardsmith.format.example import example_keys
 from shardsmith.format.metadata import labels_bytes
 from shardsmith.format.metadata_schema import Metadata, NearDuplicatesEntry, SplitEntry
-from shardsmith.format.naming import ERRORS_FILE, LABELS_FILE, join
+from shardsmith.format.naming import ERRORS_FILE, LABELS_FILE, join, row_list_name
 from shardsmith.format.record_file import DEFAULT_FORMAT
 from shardsmith.format.tfds import tfds_metadata_files
+from shardsmith.storage import delete
 from shardsmith.versions import (
     CarriedVersion,
     count_failed_again,
+    empty_new_shards,
     merged_version,
     publish_nothing,
     publish_version,
@@ -187,6 +189,10 @@ def check_and_write_metadata(
         return metadata
     files_dir = config.files_dir
     config.lock.check()  # LockLost: a build whose lock was taken over writes nothing more
+    if config.carried is not None:
+        for empty in empty_new_shards(metadata, shards):  # this build's own files, in its own folder
+            delete([join(files_dir, name) for name in (empty.file, empty.index_file, row_list_name(empty.file))
+                    if name])
     write_atomically(join(files_dir, LABELS_FILE), labels_bytes(vocabulary.labels))
     for file_name, content in tfds_metadata_files(metadata).items():  # TFDS: shardsmith.tfds_dirs(output_dir)
         write_atomically(join(files_dir, file_name), content)

@@ -30,7 +30,7 @@ Outside shardsmith/versions/ and transforms/versions/, code imports the names be
 its modules.
 """
 
-from shardsmith.versions.carry_over import CarriedShard, CarriedVersion, merged_version
+from shardsmith.versions.carry_over import CarriedShard, CarriedVersion, empty_new_shards, merged_version
 from shardsmith.versions.compaction import compaction_source, most_generations
 from shardsmith.versions.failed_again import count_failed_again, same_failures
 from shardsmith.versions.publish import publish_nothing, publish_version, unchanged
@@ -50,6 +50,7 @@ __all__ = [
     "confirmed_published_pairs",
     "count_failed_again",
     "count_published_candidates",
+    "empty_new_shards",
     "merged_version",
     "most_generations",
     "publish_nothing",

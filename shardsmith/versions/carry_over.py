@@ -121,14 +121,14 @@ def merged_version(new: Metadata, version: CarriedVersion, rewritten: dict[int, 
     for split in SPLITS:
         # A carried shard without records (all its rows failed, or were removed: then it was written nowhere) is not
         # listed: a split left with no record and no row placed tonight is no split of the version, as in a full
-        # build of its rows.
+        # build of its rows. Nor is a shard of tonight's without records, unless the split has no other shard.
         carried = [entry for entry in (_carried_entry(index, shard, rewritten)
                                        for index, shard in enumerate(version.shards) if shard.split == split)
                    if entry.num_examples]
         added = new.splits.get(split)
         if not carried and added is None:
             continue
-        shards = carried + (added.shards if added is not None else [])
+        shards = carried + [shard for shard in _tonight(added) if shard.num_examples] or _tonight(added)
         splits[split] = SplitEntry.of_shards(
             shards, new.labels, num_shards=len(shards),
             num_placed=sum(s.num_examples for s in carried) + (added.num_placed if added is not None else 0),
@@ -155,6 +155,19 @@ def merged_version(new: Metadata, version: CarriedVersion, rewritten: dict[int, 
             appended=appended,
         ),
     )
+
+
+def _tonight(added: SplitEntry | None) -> list[ShardEntry]:
+    return added.shards if added is not None else []
+
+
+def empty_new_shards(version: Metadata, written: list[ShardResult]) -> list[ShardResult]:
+    """The shards this night wrote that its version does not list: each one whose rows all failed, in a split
+    with records elsewhere (merged_version leaves them out, as a full build of the version's rows spreads its
+    failures over shards with records). Their files are the night's own, in its build folder, to be removed
+    before the version is published."""
+    listed = {shard.file for entry in version.splits.values() for shard in entry.shards}
+    return [result for result in written if result.num_examples == 0 and result.file not in listed]
 
 
 def _source_bytes(version: CarriedVersion, split: str, added: SplitEntry | None, removed: int) -> int | None:

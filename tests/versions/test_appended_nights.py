@@ -179,6 +179,12 @@ def test_a_night_whose_only_new_row_fails_publishes_a_version_that_lists_it(vers
     second = night(shardsmith, manifest, out, max_error_fraction="1")  # 1 of 1 new rows failed: within budget
     assert second["build_id"] != first["build_id"]
     assert (second["num_examples"], second["num_errors"], second["num_input_rows"]) == (30, 1, 31)
+    shards = [shard for split in second["splits"].values() for shard in split["shards"]]
+    assert all(shard["num_examples"] for shard in shards), "no empty shard of tonight's for readers to open"
+    assert second["splits"]["train"]["num_shards"] == first["splits"]["train"]["num_shards"] == 2
+    assert not list((out / BUILDS_DIR / second["build_id"]).glob("*.tfrecord*")), "nor its files left behind"
+    verified = shardsmith("verify", out)
+    assert verified.code == 0, verified.out + verified.err
     listed = [json.loads(line)["uri"] for line in (out / BUILDS_DIR / second["build_id"] / "errors.jsonl")
               .read_text().splitlines()]
     assert listed == [str(truncated)]
