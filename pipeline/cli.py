@@ -153,10 +153,22 @@ class ShownFormatter(logging.Formatter):
         return shown(super().format(record), keep_newlines=True)
 
 
+class StderrHandler(logging.StreamHandler):
+    """The log's handler on stderr. A line logged after that stream was closed (by a thread still running when the
+    program's caller closed it: a writer pool's job thread warning about a killed writer) is dropped: there is no
+    one to read it, and logging's default would print a "--- Logging error ---" traceback on whatever stderr is
+    then."""
+
+    def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 - logging's name
+        if getattr(self.stream, "closed", False):
+            return
+        super().handleError(record)
+
+
 def _configure_logging(local: bool) -> None:
-    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT, force=True)
-    for handler in logging.getLogger().handlers:
-        handler.setFormatter(ShownFormatter(LOG_FORMAT))
+    handler = StderrHandler()
+    handler.setFormatter(ShownFormatter(LOG_FORMAT))
+    logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)
     if local and not os.environ.get(DEBUG_ENV):
         # The local runner logs every bundle at INFO and a failing DoFn's traceback at ERROR; `main` reports
         # failures in one line instead. On a remote runner Beam's INFO lines are kept: they carry the job id

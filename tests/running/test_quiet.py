@@ -116,3 +116,35 @@ def test_what_the_tensorflow_import_writes_besides_its_log_lines_is_kept():
     assert done.returncode == 0, done.stderr
     assert "UserWarning: kept" in done.stderr and "fatal stays" in done.stderr
     assert "gone" not in done.stderr and "InitializeLog" not in done.stderr
+
+
+def test_a_line_logged_after_stderr_was_closed_prints_no_logging_error_traceback(monkeypatch):
+    """A writer pool's job thread may warn about a killed writer after the stream the build logged to was closed
+    (a test's captured stderr, a closed pipe): the line is dropped, without logging's "--- Logging error ---"
+    traceback on whatever stderr is by then."""
+    import logging
+
+    from pipeline import cli
+
+    class _WriterDied(Exception):
+        pass
+
+    logged_to = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", logged_to)
+    root = logging.getLogger()
+    before = root.handlers[:], root.level
+    try:
+        cli._configure_logging(local=True)
+        logging.getLogger("shardsmith.test").info("written while the stream is open")
+        assert "written while the stream is open" in logged_to.getvalue()
+        logged_to.close()
+        later = io.StringIO()
+        monkeypatch.setattr(sys, "stderr", later)
+        try:
+            raise _WriterDied("killed by signal 9")
+        except _WriterDied:
+            logging.getLogger("shardsmith.test").warning("a shard writer process died; rewriting it once")
+        assert later.getvalue() == ""
+    finally:
+        root.handlers[:] = before[0]
+        root.setLevel(before[1])
