@@ -54,3 +54,33 @@ def test_each_carry_over_stage_holds_the_version_without_label_counts(shardsmith
                       RewriteShards(None, str(tmp_path / "out"), many)):
         held = pickle.dumps(transform)
         assert version.previous.encode() in held and b"label999" not in held
+
+
+HEX = "0123456789abcdef"
+
+
+def test_the_copies_search_finds_every_wanted_sha256_of_a_row_list_whatever_its_other_fields_hold():
+    """shardsmith/format/row_list.py `rows_with_sha256` against parsing every line, on lists row_list_bytes
+    writes: URIs that are 64 hexadecimal digits (the field before the SHA-256 looks like one), end in `", `,
+    hold quotes, commas, brackets or line breaks; with and without signatures; old five-field lines."""
+    import random
+
+    from shardsmith.format.row_list import ListedRow, parse_row_list, row_list_bytes, rows_with_sha256
+
+    rng = random.Random(5)
+    tricky = ['", ', '"]', ', "', "ä", ",", "]\n"]
+    rows = []
+    for i in range(2000):
+        sha = "".join(rng.choice(HEX) for _ in range(64))
+        kind = rng.randrange(5)
+        uri = ("".join(rng.choice(HEX) for _ in range(64)) if kind == 0 else
+               f"img/{i}{rng.choice(tricky)}" if kind == 1 else f"img/{i}.jpg")
+        label = rng.choice(["cat", 'say "hi", ', "x" * 64])
+        signature = rng.choice(["", "AAAA+/==", "B" * 64])
+        rows.append(ListedRow(f"{i:032x}", 1, label, i, uri, "" if kind == 4 else sha, signature))
+    data = row_list_bytes(rows)
+    assert parse_row_list(data, "list") == rows
+    for wanted in ({row.sha256 for row in rows[::7] if row.sha256},
+                   {row.sha256 for row in rows if row.sha256 and len(row.uri) == 64}):
+        expected = [row for row in rows if row.sha256 in wanted]
+        assert expected and list(rows_with_sha256(data, wanted, "list")) == expected
