@@ -63,14 +63,15 @@ def _listed_records(shard_index: int, output_dir: str, version: CarriedVersion, 
     list is rebuilt from the shard's records (where they hold it: shardsmith/versions/row_check.py; a rebuilt line has
     no signature), and the shard goes out tagged `relisted` too: it is rewritten, with its new row list, into the
     build's folder (a RecordPlace at position -1, which removes no record). When the manifest was read as
-    `appended` (its rows are the new ones and the version's failed ones: there is nothing to pair), the row list
-    is not read here: PublishedCopies reads it once, counts its lines and searches it."""
+    `appended` (its rows are the new ones and the version's failed ones: there is nothing to pair), only the
+    row list's lines are counted, before anything is written."""
     carried = version.shards[shard_index]
-    if appended:
-        progress_signal.add(progress_signal.PUBLISHED_READ, carried.entry.num_examples or 0)
-        return
     folder = build_dir(output_dir, carried.build)
     path = storage.join(folder, row_list_name(carried.entry.file))
+    if appended:
+        _count_lines(path, carried, version)
+        progress_signal.add(progress_signal.PUBLISHED_READ, carried.entry.num_examples or 0)
+        return
     with row_lists_checked():
         data = storage.read_bytes(path)
         if data is not None:
@@ -329,17 +330,13 @@ def _new_hashes(digest_lists: list[list[ImageDigest]]) -> frozenset[str]:
 def _published_copies(shard_index: int, output_dir: str, version: CarriedVersion, appended: bool,
                       new: frozenset[str]) -> Iterator[ImageDigests]:
     """The records of one carried shard whose image is identical to one of the night's new images (their
-    ImageDigests, in one list), from its row list's SHA-256s, once the list was counted against metadata.json
-    (DatasetCheckFailed otherwise, before anything is published: the night's one read of the list, whether or not
-    it has new images); nothing unless the manifest was read as `appended` (else the pairing reads the lists and
-    gives every carried record's)."""
-    if not appended:
+    ImageDigests, in one list), from its row list's SHA-256s, once the list was counted against metadata.json;
+    nothing unless the manifest was read as `appended` (else the pairing gives every carried record's)."""
+    if not appended or not new:
         return
     carried = version.shards[shard_index]
     path = storage.join(build_dir(output_dir, carried.build), row_list_name(carried.entry.file))
     data = _count_lines(path, carried, version)
-    if not new:
-        return
     with row_lists_checked():
         copies = ImageDigests(ImageDigest(row.sha256, carried.split, row.uri, 0, 0)
                               for row in rows_with_sha256(data, new, path))
