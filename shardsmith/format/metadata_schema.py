@@ -18,6 +18,7 @@ from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, ClassVar
 
 from shardsmith.format.file_checksum import CRC32C_HEX
+from shardsmith.format.indented_json import dumps_indented
 from shardsmith.format.naming import METADATA_FILE
 
 # The keys every shardsmith metadata.json has; a JSON file without them is not one.
@@ -380,7 +381,7 @@ class Metadata(_Entry):
 def metadata_bytes(metadata: Metadata) -> bytes:
     """metadata.json as written: indented, keys in the schema's (or the read file's) order, UTF-8, a final
     newline."""
-    return (json.dumps(metadata.to_json(), indent=2, sort_keys=False, ensure_ascii=False) + "\n").encode("utf-8")
+    return (dumps_indented(metadata.to_json()) + "\n").encode("utf-8")
 
 
 def parse_metadata(data: bytes, path: str = METADATA_FILE, readable: bool = False) -> Metadata:

@@ -27,8 +27,12 @@ import re
 from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
 
-# A line's SHA-256 field: the last one, or the one before the signature (which holds no quote).
-_SHA256_FIELD = re.compile(rb'"([0-9a-f]{64})"(?:, "[^"\n]*")?\]\n')
+# A line's SHA-256 field, as row_list_bytes writes it: the 64 characters after the URI's `", "`, the last field or
+# the one before the signature (which holds no quote). No line break inside, and `", "` never occurs in a JSON
+# string but at its end, so each line holds at most one match, where its fields put it: a match never takes up
+# the next one's bytes. Any 64 characters match (in C, a jump rather than a test of each one): only those equal
+# to a wanted hexadecimal SHA-256 are ever looked at.
+_SHA256_FIELD = re.compile(rb'", "(.{64})"(?:\]\n|, "[^"\n]*"\]\n)')
 
 
 class RowListError(ValueError):
@@ -85,7 +89,9 @@ def parse_row_list(data: bytes, path: str) -> list[ListedRow]:
 def rows_with_sha256(data: bytes, wanted: Collection[str], path: str) -> Iterator[ListedRow]:
     """The rows of a row list's bytes whose image's SHA-256 is one of `wanted`, in record order, each parsed
     (RowListError as `parse_row_list`); the other lines are only scanned for their SHA-256 field, at a fraction
-    of the cost of parsing them. Lines without a SHA-256 (lists from before it was listed) are never wanted."""
+    of the cost of parsing them. Lines without a SHA-256 (lists from before it was listed) are never wanted. Every
+    line row_list_bytes writes is found when its SHA-256 is wanted, whatever its other fields hold (a URI that is
+    itself 64 hexadecimal digits, quotes, commas)."""
     # One pass in C finds which wanted hashes occur at all (most nights: none); only then are lines visited.
     present = {digest.encode("ascii") for digest in wanted if digest.isascii()}.intersection(
         _SHA256_FIELD.findall(data))

@@ -68,6 +68,15 @@ class CarriedVersion:
     def is_first(self) -> bool:
         return self.previous is None
 
+    def for_stages(self) -> CarriedVersion:
+        """This version as the carry-over's stages hold it: each shard's entry without its `label_counts` (the
+        same version otherwise). Beam pickles a stage's version into the stage, and once per stage the label
+        counts were most of it (105 shards of 1,000 labels: 750 KB, bz2-compressed at each graph's
+        submission and decompressed for each bundle processor); only the new version's metadata (the report,
+        `merged_version`) reads them, and it holds the whole version."""
+        return replace(self, shards=tuple(replace(shard, entry=replace(shard.entry, label_counts={}))
+                                          for shard in self.shards))
+
 
 @dataclass(frozen=True)
 class RecordPlace:

@@ -217,7 +217,7 @@ class SplitCarriedRows(beam.PTransform):
                  appended=None):
         super().__init__()
         self._output_dir = output_dir
-        self._version = version
+        self._version = version.for_stages()  # pickled into several stages: without the label counts
         self._files_dir = files_dir
         self._signatures = signatures
         self._appended = appended  # one bool: the manifest was read as appended (ReadManifest's SourceRead)
@@ -246,7 +246,8 @@ class SplitCarriedRows(beam.PTransform):
         )
         carried = paired[CARRIED]
         if self._appended is not None:  # an appended manifest's skipped rows are the version's record lines
-            skipped = self._appended | "AppendedCarried" >> beam.Map(lambda read: version.num_rows if read else 0)
+            num_rows = version.num_rows  # the lambda's closure holds the count, not the version
+            skipped = self._appended | "AppendedCarried" >> beam.Map(lambda read: num_rows if read else 0)
             carried = (carried, skipped) | "AllCarried" >> beam.Flatten()
         carried_lines = carried | "SumCarried" >> beam.CombineGlobally(sum)
         removed_lines = (
@@ -255,9 +256,10 @@ class SplitCarriedRows(beam.PTransform):
             | "SumRemoved" >> beam.CombineGlobally(sum)
             | "CheckRemovals" >> beam.Map(check_removals, version)
         )
+        splits = tuple(shard.split for shard in version.shards)
         removed_bytes = (
             paired[REMOVED]
-            | "RemovedBytes" >> beam.Map(lambda place: (version.shards[place.shard].split, place.size))
+            | "RemovedBytes" >> beam.Map(lambda place: (splits[place.shard], place.size))
             | "SumRemovedBytes" >> beam.CombinePerKey(sum)
         )
         to_rewrite = (paired[REMOVED], listed[RELISTED]) | "ShardsToRewrite" >> beam.Flatten()
@@ -303,7 +305,7 @@ class RewriteShards(beam.PTransform):
 
     def __init__(self, config: WriterConfig, output_dir: str, version: CarriedVersion):
         super().__init__()
-        self._fn = RewriteShardFn(config, output_dir, version)
+        self._fn = RewriteShardFn(config, output_dir, version.for_stages())
 
     def expand(self, inputs):
         removed, removed_lines = inputs
@@ -363,7 +365,7 @@ class PublishedCopies(beam.PTransform):
     def __init__(self, output_dir: str, version: CarriedVersion, appended):
         super().__init__()
         self._output_dir = output_dir
-        self._version = version
+        self._version = version.for_stages()
         self._appended = appended
 
     def expand(self, new_digests):
