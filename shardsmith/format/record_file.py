@@ -5,7 +5,8 @@ A format is a `RecordFileFormat`: its name (what metadata.json's `format` record
 word its shard files carry (`<name>-<split>.<file_suffix>-SSSSS-of-NNNNN`), how a record is framed (`frame`,
 `frame_chunks`: the bytes written before and after it), how records are read back (`iter_records`, a stream;
 `unframe`, one whole framed record as an index entry's range holds it; `read_framed`, such a range read from
-a file), the framing's size, and whether its uncompressed files can be read at an offset (`indexable`).
+a file; `tf_dataset`, the tf.data class that reads its files, which `load()` interleaves), the framing's size,
+and whether its uncompressed files can be read at an offset (`indexable`).
 `RECORD_FILES` is the table, keyed by the format name; `record_file` picks the entry for a metadata.json
 (`format`, TFRecord when it records none). TFRecord (shardsmith/format/tfrecord.py) is the one format.
 
@@ -41,6 +42,10 @@ class RecordFileFormat:
     iter_records: Callable[[BinaryIO], Iterator[bytes]]  # the records of a (decompressed) stream, checked
     unframe: Callable[[bytes, int], bytes]  # the data of one whole framed record at an offset, checked
     read_exact: Callable[[BinaryIO, int], bytes]  # up to n bytes, never allocating more than the file holds
+    # The tf.data class that reads its files (`tf.data.<name>(files, compression_type=, buffer_size=)`), which
+    # load() interleaves; None: load() streams them through `iter_records` instead. A name, not the class: the
+    # format never imports TensorFlow.
+    tf_dataset: str | None
 
     @property
     def framing_bytes(self) -> int:
@@ -70,6 +75,7 @@ TFRECORD = RecordFileFormat(
     iter_records=tfrecord.iter_records,
     unframe=tfrecord.unframe,
     read_exact=tfrecord.read_exact,
+    tf_dataset="TFRecordDataset",
 )
 RECORD_FILES: dict[str, RecordFileFormat] = {TFRECORD.name: TFRECORD}
 DEFAULT_FORMAT = TFRECORD.name

@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 
 from shardsmith.format.example import BOX_LABEL, HEIGHT, IMAGE, LABEL, URI, WIDTH
 from shardsmith.format.metadata_schema import Metadata
+from shardsmith.format.record_file import TFRECORD, RecordFileFormat, record_file
 from shardsmith.read.version_files import (  # noqa: F401  (DatasetChanged: what load() raises, importable here)
     DatasetChanged,
     check_shards,
@@ -61,34 +62,42 @@ def _spend_first_read_log(tf) -> None:
     with tempfile.TemporaryDirectory(prefix="shardsmith-") as folder:
         empty = f"{folder}/empty.tfrecord"
         open(empty, "wb").close()
-        exec_quietly(lambda: list(tf.data.TFRecordDataset(empty, buffer_size=1 << 20)))
+        exec_quietly(lambda: list(tf_records(TFRECORD, empty, "")))
     _first_read_log_spent = True
 
 
-def counted_records(path, expected, compression: str):
-    """The records of one shard file; at its end tf.data raises FailedPreconditionError ("expected to contain N
-    elements") unless there were `expected`. The count is kept by tf.data's own cardinality check, which costs
-    nothing a record (a scan with an assertion per record cost about 120 us a record, a tenth of a decode)."""
+def tf_records(file_format: RecordFileFormat, files, compression: str):
+    """tf.data's reader of a format's files (its `tf_dataset` class; `compression`: tf.data's "GZIP" or ""), read
+    through TensorFlow's file systems with a 1 MiB buffer."""
     import tensorflow as tf
 
-    records = tf.data.TFRecordDataset(path, compression_type=compression, buffer_size=1 << 20)
+    return getattr(tf.data, file_format.tf_dataset)(files, compression_type=compression, buffer_size=1 << 20)
+
+
+def counted_records(path, expected, compression: str, file_format: RecordFileFormat = TFRECORD):
+    """The records of one shard file, read by its format's tf.data reader; at its end tf.data raises
+    FailedPreconditionError ("expected to contain N elements") unless there were `expected`. The count is kept by
+    tf.data's own cardinality check, which costs nothing a record (a scan with an assertion per record cost about
+    120 us a record, a tenth of a decode)."""
+    import tensorflow as tf
+
+    records = tf_records(file_format, path, compression)
     return records.apply(tf.data.experimental.assert_cardinality(expected))
 
 
-def streamed_records(path, expected, compression: str):
+def streamed_records(path, expected, compression: str, file_format: RecordFileFormat = TFRECORD):
     """The records of one shard file read through shardsmith.storage instead of TensorFlow's file systems (which
     have no s3://): a generator over the TF-free framing reader, its shard streamed with read-ahead, parsed by
     tf.data like the rest. A shard with other than `expected` records raises at its end, as `counted_records`
     does. A generator's position cannot be saved: an iterator over it is not checkpointed (tf.data refuses)."""
     import tensorflow as tf
 
-    from shardsmith.format.record_file import TFRECORD
     from shardsmith.read.record_stream import decompressed
     from shardsmith.storage import open_read
 
     def records(shard: bytes):
         with open_read(shard.decode("utf-8"), read_ahead=True) as raw:
-            yield from TFRECORD.iter_records(decompressed(raw, "gzip" if compression == "GZIP" else "none"))
+            yield from file_format.iter_records(decompressed(raw, "gzip" if compression == "GZIP" else "none"))
 
     shard_records = tf.data.Dataset.from_generator(records, args=(path,),
                                                    output_signature=tf.TensorSpec([], tf.string))
@@ -282,12 +291,14 @@ def load(
     parallel = num_parallel_calls or tf.data.AUTOTUNE
     deterministic = seed is not None or not (shuffle_buffer or shuffle_files)
 
-    through_storage = is_s3(folder)  # TensorFlow has no s3:// file system
+    file_format = record_file(metadata.format)
+    # TensorFlow has no s3:// file system; a format without a tf.data reader is streamed through its own framing
+    through_storage = is_s3(folder) or file_format.tf_dataset is None
 
     def open_shard(path, expected):
         if through_storage:
-            return streamed_records(path, expected, compression)
-        return counted_records(path, expected, compression)
+            return streamed_records(path, expected, compression, file_format)
+        return counted_records(path, expected, compression, file_format)
 
     files = tf.data.Dataset.from_tensor_slices(([s.path for s in shards],
                                                 tf.constant([s.entry.num_examples for s in shards], tf.int64)))

@@ -208,20 +208,15 @@ def _shard_problem(shard: ShardFile, compression: str) -> str | None:
 def _cloud_object_problem(shard: ShardFile) -> str | None:
     """Why the gs:// object is not the shard metadata.json lists, from its metadata alone (one request): "" when
     it is, None when Cloud Storage gives no CRC32C for it (the caller then reads its first record)."""
-    import base64
-
-    from apache_beam.io.gcp.gcsio import parse_gcs_path
-
-    bucket, name = parse_gcs_path(shard.path)
-    found = storage.gcs_client().bucket(bucket).get_blob(name)
+    found = storage.cloud_object(shard.path)
     if found is None:
         return f"{shard.path} is missing: the dataset was changed or removed"
     if found.size != shard.entry.num_bytes:
         return (f"{shard.path} holds {found.size} bytes, metadata.json says {shard.entry.num_bytes}: the file was "
                 "changed or cut short")
-    if not found.crc32c:
+    crc32c = found.crc32c
+    if crc32c is None:
         return None
-    crc32c = base64.b64decode(found.crc32c).hex()
     if crc32c != shard.entry.crc32c:
         return (f"{shard.path}: its CRC32C is {crc32c}, metadata.json says {shard.entry.crc32c}: {NOT_OURS}")
     return ""

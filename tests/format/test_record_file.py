@@ -44,3 +44,22 @@ def test_records_written_through_the_face_read_back_through_it_and_a_flipped_bit
     damaged[offsets[-1] + TFRECORD.header_bytes] ^= 1
     with pytest.raises(FramingError, match="data checksum"):
         list(TFRECORD.iter_records(io.BytesIO(bytes(damaged))))
+
+
+
+@pytest.mark.parametrize("file_format", list(RECORD_FILES.values()), ids=list(RECORD_FILES))
+def test_every_format_s_tf_data_reader_reads_what_the_face_frames(file_format, tmp_path):
+    """`load()` reads shards with the tf.data class the face names (`tf_dataset`; None: through `iter_records`):
+    it gives back, in order, the records the format's framing wrote."""
+    from shardsmith.read.load import tf_records
+
+    records = [b"first", b"", b"x" * 5000]
+    path = tmp_path / f"d-train.{file_format.file_suffix}-00000-of-00001"
+    with open(path, "wb") as out:
+        for record in records:
+            head, tail = file_format.frame(record)
+            out.write(head + record + tail)
+    with open(path, "rb") as stream:
+        assert list(file_format.iter_records(stream)) == records
+    if file_format.tf_dataset is not None:
+        assert [bytes(r) for r in tf_records(file_format, str(path), "").as_numpy_iterator()] == records

@@ -633,3 +633,27 @@ def test_a_json_boolean_or_number_label_is_the_text_a_person_reads_in_the_file(v
     meta = json.loads((tmp_path / "out" / "metadata.json").read_text())
     assert meta["labels"] == ["7", "7.0", "false", "true"]
     assert meta["splits"]["train"]["label_counts"] == {"7": 8, "7.0": 4, "false": 4, "true": 8}
+
+
+def test_every_manifest_reader_keeps_the_whole_protocol():
+    """Each reader in READERS has every member ManifestReader names, and each line format's every member
+    LineFormatReader names (the appended night's `rows(..., read)` and the writers' `line_parser`)."""
+    import inspect
+
+    from shardsmith.core.manifest import LINE_FORMATS
+    from shardsmith.core.manifest.formats import READERS, LineFormatReader, ManifestReader, line_reader
+
+    def members(protocol) -> dict[str, list[str]]:
+        return {name: list(inspect.signature(member).parameters) for cls in protocol.__mro__
+                if cls.__name__ in ("ManifestReader", "LineFormatReader")
+                for name, member in vars(cls).items() if inspect.isfunction(member) and not name.startswith("_")}
+
+    for kind, reader in READERS.items():
+        protocol = LineFormatReader if kind in LINE_FORMATS else ManifestReader
+        for name, parameters in members(protocol).items():
+            assert list(inspect.signature(getattr(type(reader), name)).parameters)[:len(parameters)] == parameters, \
+                (kind, name)
+        assert reader.kind == kind and isinstance(reader.extensions, tuple)
+    assert sorted(LINE_FORMATS) == sorted(kind for kind in READERS if hasattr(READERS[kind], "line_parser"))
+    with pytest.raises(ValueError, match="not read line by line"):
+        line_reader("parquet")

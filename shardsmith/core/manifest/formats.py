@@ -7,10 +7,11 @@ A reader (one module per format: csv_file, jsonl_file, parquet_file, class_folde
   column names without --uri_column or --label_column, swapped columns, a folder without class folders), or None;
 - `sample_columns(path, limit)`: the first `limit` rows as {column name as written: value}, for `shardsmith
   schema`.
-A line format's reader (appended.LINE_FORMATS: CSV, JSON Lines) also gives `line_parser(source, fmt)`: the
+A line format's reader (appended.LINE_FORMATS: CSV, JSON Lines) keeps `LineFormatReader` too: `rows(source, fmt,
+read)` parses only the lines an appended night's ManifestRead selects, and `line_parser(source, fmt)` is the
 LineParser its `rows` applies to each line, so that a build's writer processes can parse a large manifest's lines
 (shardsmith/core/parallel_parse.py).
-A new format is a new module with such a class, named in READERS.
+A new format is a new module with such a class, named in READERS (docs/extending.md).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Protocol
 
-from shardsmith.core.manifest.appended import ManifestRead
+from shardsmith.core.manifest.appended import LINE_FORMATS, ManifestRead
 from shardsmith.core.manifest.class_folders import ClassFolders
 from shardsmith.core.manifest.csv_file import CsvManifest
 from shardsmith.core.manifest.jsonl_file import JsonlManifest
@@ -42,6 +43,17 @@ class ManifestReader(Protocol):
     def sample_columns(self, path: str, limit: int) -> Iterator[dict[str, object]]: ...
 
 
+class LineFormatReader(ManifestReader, Protocol):
+    """What a line format's reader (appended.LINE_FORMATS: CSV, JSON Lines) gives besides: `rows` that, given a
+    ManifestRead, passes it the bytes read and parses only the lines its selection keeps (an appended night's
+    new and failed lines), and the LineParser its `rows` applies to each line."""
+
+    def rows(self, source: Source, fmt: ManifestFormat, read: ManifestRead | None = None
+             ) -> Iterator[ManifestRow | ErrorRow]: ...
+
+    def line_parser(self, source: Source, fmt: ManifestFormat) -> LineParser: ...
+
+
 class LineParser(Protocol):
     """One line's row, error row or None (a line that is no data row: a CSV header), as a line format's `rows`
     parses it; picklable. `settled`: the parser keeps no state from one line to the next any more (a CSV's, once
@@ -56,6 +68,14 @@ class LineParser(Protocol):
 FOLDER = ClassFolders()
 DEFAULT = CsvManifest()  # a manifest file whose name ends in no reader's extension
 READERS: dict[str, ManifestReader] = {r.kind: r for r in (DEFAULT, JsonlManifest(), ParquetManifest(), FOLDER)}
+
+
+def line_reader(kind: str) -> LineFormatReader:
+    """The reader of a line format (appended.LINE_FORMATS); ValueError for another kind."""
+    reader = READERS[kind]
+    if kind not in LINE_FORMATS or not hasattr(reader, "line_parser"):
+        raise ValueError(f"a {kind} manifest is not read line by line")
+    return reader  # type: ignore[return-value]
 
 
 def source_kind(path: str, is_folder: bool) -> str:
@@ -79,11 +99,11 @@ class ManifestParser:
         the lines its selection parses are parsed."""
         if read is None:
             return READERS[source.kind].rows(source, self._fmt)
-        return READERS[source.kind].rows(source, self._fmt, read)
+        return line_reader(source.kind).rows(source, self._fmt, read)
 
     def line_parser(self, source: Source) -> LineParser:
         """The line parser of a line format's source (appended.LINE_FORMATS)."""
-        return READERS[source.kind].line_parser(source, self._fmt)
+        return line_reader(source.kind).line_parser(source, self._fmt)
 
 
 def input_problem(source: Source, fmt: ManifestFormat) -> str | None:
