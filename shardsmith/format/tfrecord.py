@@ -121,4 +121,3 @@ def unframe(framed: bytes, offset: int) -> bytes:
     data = framed[HEADER_BYTES:HEADER_BYTES + length]
     _check_data(data, framed[HEADER_BYTES + length:], offset)
     return data
-
