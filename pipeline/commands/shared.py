@@ -1,6 +1,6 @@
-"""What several commands share: the `--version` and `--verbose` arguments, the kept version a command names, and
-the output folder's lock for the time of a command's change (a tags.json write, a card or readcheck.json written
-into a version's folder), and tags.json read for a command that writes it."""
+"""What several commands share: the `--version` and `--verbose` arguments, the kept version a command names, the
+output folder's lock for the time of a command's change (a tags.json write, a card or readcheck.json written into a
+version's folder), and tags.json read by a command that writes it again."""
 
 from __future__ import annotations
 
