@@ -13,7 +13,12 @@
   its modules, and only its publish module publishes a version (metadata.json's switch, retention, the lock).
 - transforms/ (the stages) never imports the build (pipeline/) or the read side (shardsmith.read), and each
   of its modules holds a PTransform.
-- shardsmith.read (load, verify, inspect) never imports a stage or the build.
+- shardsmith.read (load, records, the dataset checks, the summary) never imports a stage or the build, and only
+  reads: it takes no lock, writes, renames or deletes no file, and parses no command line.
+- The commands (pipeline/commands/, one module per `shardsmith` command, each adding its own parser) may import
+  the library; nothing of the library (shardsmith/, transforms/, the build's parts of pipeline/) imports a command,
+  and no command imports another (what they share is pipeline/commands/shared.py). Only pipeline/cli.py, the
+  dispatch, imports them.
 - shardsmith.card (the dataset card and the read check) reads through the read side and never imports a stage,
   the build or the versions; TensorFlow and torch only inside the read check's readers. It is the one part of the
   read side a stage calls: a build's report and a compaction write the version's card under the lock.
@@ -176,17 +181,16 @@ def test_stages_never_import_the_build_or_the_read_side():
 
 
 # What the read side takes from the core: the manifest package's interface (inspect's plots), row types and
-# placing_label_id (verify), error reasons (the summary), reading an input file (image_mode path) and the
-# folder's lock (`shardsmith index`). Never a shard writer's own work.
+# placing_label_id (the dataset checks), error reasons (the summary), reading an input file (image_mode path) and
+# the progress signal (records checked). Never a shard writer's own work, nor the folder's lock.
 READ_SIDE_TAKES_FROM_CORE = ("shardsmith.core.manifest", "shardsmith.core.rows", "shardsmith.core.failures",
-                             "shardsmith.core.load_images", "shardsmith.core.build_lock",
-                             "shardsmith.core.fault_injection", "shardsmith.core.progress_signal")
+                             "shardsmith.core.load_images", "shardsmith.core.progress_signal")
 
 
 def test_the_card_imports_no_stage_build_or_versions_and_loads_without_beam_or_tensorflow():
     assert _broken("shardsmith.card", ("transforms", "pipeline", "shardsmith.versions", "apache_beam"),
                    top_level_only=("tensorflow", "torch"), allowed_lazy=("tensorflow", "torch")) == []
-    code = ("import sys, shardsmith.card, shardsmith.card.command, shardsmith.card.read_check\n"
+    code = ("import sys, shardsmith.card, shardsmith.card.read_check\n"
             "print(sorted(m for m in ('apache_beam', 'tensorflow', 'torch') if m in sys.modules))\n")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -199,6 +203,73 @@ def test_the_read_side_never_imports_a_stage_or_the_build():
              for name, _ in _imports(path) if _under(name, "shardsmith.core")
              and not _under(name, *READ_SIDE_TAKES_FROM_CORE)]
     assert taken == []
+
+
+# What changes a dataset's folder (shardsmith.storage's writes, the lock, tags, cards, retention) and what parses a
+# command line: none of it is the read side's.
+WRITES = ("write_atomically", "write_atomically_from", "write_bytes", "create", "touch", "make_folder",
+          "make_folders", "rename", "delete", "remove_empty_folders", "remove_tree", "remove_temporaries",
+          "write_tags", "write_card", "acquire_lock", "retire_builds", "publish")
+
+
+def _names_used(path: Path) -> set[str]:
+    """Every name a module imports, calls or reads as an attribute (storage.write_atomically counts)."""
+    used: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom):
+            used |= {alias.name for alias in node.names} | {node.module or ""}
+        elif isinstance(node, ast.Import):
+            used |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.Attribute):
+            used.add(node.attr)
+        elif isinstance(node, ast.Name):
+            used.add(node.id)
+    return used
+
+
+def test_the_read_side_only_reads():
+    """shardsmith/read/ holds no command: it takes no lock, changes no file and parses no command line (`shardsmith
+    index`, `tag`, `verify`, ... are pipeline/commands/)."""
+    broken = [f"{path.relative_to(ROOT)} uses {name}" for path in _modules("shardsmith.read")
+              for name in sorted(_names_used(path) & {*WRITES, "argparse", "build_lock", "register_subparser"})]
+    assert broken == []
+
+
+COMMANDS_PACKAGE = ROOT / "pipeline" / "commands"
+DISPATCH = ROOT / "pipeline" / "cli.py"
+
+
+def test_nothing_of_the_library_imports_a_command_and_no_command_imports_another():
+    importers = [f"{path.relative_to(ROOT)} imports {name}"
+                 for package in ("shardsmith", "transforms", "pipeline") for path in _modules(package)
+                 if COMMANDS_PACKAGE not in path.parents and path != DISPATCH
+                 for name, _ in _imports(path) if _under(name, "pipeline.commands")]
+    crossing = [f"{path.relative_to(ROOT)} imports {name}" for path in _modules("pipeline.commands")
+                for name, _ in _imports(path)
+                if _under(name, "pipeline.commands") and not _under(name, "pipeline.commands.shared")]
+    assert importers == []
+    assert crossing == []
+
+
+def test_each_command_is_a_module_that_registers_its_own_parser():
+    """pipeline/commands/<command>.py for every `shardsmith <command>` (the cloud commands are pipeline/cloud/'s),
+    each adding its parser with `register_subparser` and setting its handler; pipeline/cli.py only dispatches."""
+    from pipeline import cli
+
+    modules = {path.stem for path in _modules("pipeline.commands")} - {"__init__", "shared"}
+    assert modules == set(cli.COMMANDS)
+    _, parsers = cli._parsers()
+    assert {name for name, parser in parsers.items() if parser.get_default("run") is not None} == modules
+    for name in modules:
+        module = __import__(f"pipeline.commands.{name}", fromlist=["register_subparser"])
+        assert parsers[name].get_default("run").__module__ == module.__name__
+
+
+@pytest.mark.parametrize("path", [*sorted((ROOT / "pipeline" / "commands").glob("*.py")),
+                                  *sorted((ROOT / "shardsmith" / "read" / "dataset_checks").glob("*.py")), DISPATCH],
+                         ids=lambda p: str(p.relative_to(ROOT)))
+def test_commands_dispatch_and_dataset_checks_stay_at_most_400_lines(path):
+    assert len(path.read_text().splitlines()) <= 400
 
 
 def test_manifests_are_read_through_the_manifest_package_only():

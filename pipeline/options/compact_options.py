@@ -1,6 +1,6 @@
 """CompactOptions: `shardsmith compact`'s options, declared on their fields like the build's (shardsmith/core/flag.py),
-so that its argparse (pipeline/compact.py), the compaction Flex Template's parameters (flex_template.py) and the
-template entry point (pipeline/entrypoint.py) come from one declaration each. The flags compaction shares with
+so that its argparse (pipeline/commands/compact.py), the compaction Flex Template's parameters (flex_template.py)
+and the template entry point (pipeline/entrypoint.py) come from one declaration each. The flags compaction shares with
 the build are declared once: --keep_builds by RetentionSettings (shardsmith/core/settings.py), which both
 commands hold, and --break_lock on BuildOptions' field, taken from there.
 

@@ -1,5 +1,5 @@
 """Named tags that pin versions: `tags.json` at the output folder's top, written by `shardsmith tag` and
-`shardsmith untag` only (shardsmith/read/tagging.py), read by retention and by every reader given a version.
+`shardsmith untag` only (pipeline/commands/tag.py, untag.py), read by retention and by every reader given a version.
 
     {"tags": {"NAME": {"version": "<build id>", "tagged": "2026-11-26T03:12:09Z"}, ...}}
 

@@ -1,6 +1,6 @@
 """The one report of a dataset a person reads, rendered from metadata.json's schema (Metadata): the build's
 console summary (`shardsmith build`, pipeline/cli.py prints it) and `shardsmith inspect`'s report
-(shardsmith/read/inspect.py prints it, with its PNGs).
+(pipeline/commands/inspect.py prints it, with its PNGs).
 
 Both show the same sections, rendered once here (`shared_sections`), line for line alike for one build: errors
 (how many rows failed, their share of the input rows, every reason most common first with its first row as an

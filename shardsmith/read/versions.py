@@ -1,11 +1,11 @@
-"""`shardsmith versions OUT [--json]`: the dataset's versions, and `--version ID` for the read-side commands.
+"""A dataset's versions, as `shardsmith versions` (pipeline/commands/versions.py) and the card list them.
 
 A version is a build a reader can pin: the published one (the top-level metadata.json names it) and every kept
 build under `builds/<id>/` that finished and was published once (its own metadata.json written, no staged
 top-level copy left: `build_folder.finished`). A version's id is its build id. Unfinished builds and builds
 killed before their publish switch are not versions, and neither is a folder a person left behind.
 
-A tag (`shardsmith tag`, shardsmith/read/tagging.py) is a name for a version that retention never removes;
+A tag (`shardsmith tag`, pipeline/commands/tag.py) is a name for a version that retention never removes;
 `versions` lists each version's tags beside it, and `--version` takes a tag's name as it takes an id.
 
 Guarantees: listing reads names, build records, metadata.json files and tags.json only (no shard); it writes
@@ -17,9 +17,7 @@ which --keep_builds and --keep_days.
 
 from __future__ import annotations
 
-import json
 import os
-import sys
 from dataclasses import dataclass
 
 from shardsmith.errors import UsageError
@@ -35,8 +33,7 @@ from shardsmith.format.metadata import read_metadata
 from shardsmith.format.metadata_schema import MetadataError, MetadataMissing
 from shardsmith.format.naming import BUILDS_DIR, METADATA_FILE, RETIRED_FILE, join
 from shardsmith.format.retired import read_retired, retention_text
-from shardsmith.format.tags import Tag, TagsUnreadable, read_tags
-from shardsmith.printable import shown
+from shardsmith.format.tags import Tag
 
 MAX_RETIRED_SHOWN = 5  # retired versions `versions` lists after the kept ones; retired.json holds more
 
@@ -123,40 +120,6 @@ def list_versions(output_dir: str, tags: dict[str, Tag] | None = None) -> list[V
                                 change and change.num_removed_rows, change and change.previous,
                                 change and change.num_added_records, change and change.num_removed_records,
                                 tuple(names.get(build_id, ()))))
-    return versions
-
-
-def add_version_argument(parser) -> None:
-    parser.add_argument("--version", default=None, metavar="ID_OR_TAG",
-                        help="a kept version (its build id, or a tag's name; `shardsmith versions` lists both) "
-                             "instead of the published one")
-
-
-def add_arguments(parser) -> None:
-    parser.add_argument("output_dir", help="a dataset folder (local or gs://)")
-    parser.add_argument("--json", action="store_true", help="print the versions as a JSON list")
-
-
-def run(args) -> list[Version]:
-    """`shardsmith versions`: one line per version, newest first, with its tags (or a JSON list with --json)."""
-    output_dir = os.fspath(args.output_dir).rstrip("/")
-    try:
-        tags = read_tags(output_dir)
-    except TagsUnreadable as e:
-        tags = {}
-        print(f"shardsmith: warning: {e}: no tag is shown, and retention removes no build until the file is fixed "
-              "or removed", file=sys.stderr, flush=True)
-    versions = list_versions(output_dir, tags)
-    listed = {version.id for version in versions}
-    for name, tag in sorted(tags.items()):
-        if tag.version not in listed:
-            print(f"shardsmith: warning: tag {name} names version {tag.version}, which is not in {output_dir}",
-                  file=sys.stderr, flush=True)
-    if args.json:
-        print(json.dumps([version.as_json() for version in versions], indent=2), flush=True)
-    else:
-        print("\n".join(shown(line) for line in [version.line() for version in versions]
-                                                + retired_lines(output_dir)), flush=True)
     return versions
 
 

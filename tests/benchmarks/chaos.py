@@ -568,7 +568,7 @@ class Chaos:
 
     def check_published(self, metadata: dict, result: StepResult) -> None:
         import shardsmith
-        from shardsmith.read.verify import verify
+        from shardsmith.read.dataset_checks import verify
 
         for split in SPLITS:
             expected = metadata["splits"].get(split, {}).get("num_examples", 0)

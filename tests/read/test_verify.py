@@ -12,7 +12,7 @@ import pytest
 from shardsmith.format.build_folder import published_dir
 from shardsmith.format.example import example_class
 from shardsmith.format.tfrecord import READ_CHUNK, frame, iter_records
-from shardsmith.read.verify import verify
+from shardsmith.read.dataset_checks import verify
 
 SHARD = "pets-train.tfrecord-00000-of-00004"
 

@@ -51,8 +51,8 @@ def test_a_night_shows_the_published_rows_it_reads_and_compact_the_records_it_co
 
 
 def test_verify_and_index_count_every_record_into_their_line(tmp_path, image_set_factory):
-    from shardsmith.read.reindex import index_build
-    from shardsmith.read.verify import verify
+    from pipeline.commands.index import index_build
+    from shardsmith.read.dataset_checks import verify
 
     images = image_set_factory(tmp_path / "data", {"cat": {"train": 30}, "dog": {"train": 25}})
     out = tmp_path / "out"

@@ -124,7 +124,7 @@ def test_a_line_logged_after_stderr_was_closed_prints_no_logging_error_traceback
     traceback on whatever stderr is by then."""
     import logging
 
-    from pipeline import cli
+    from pipeline.running.command_logs import configure_logging
 
     class _WriterDied(Exception):
         pass
@@ -134,7 +134,7 @@ def test_a_line_logged_after_stderr_was_closed_prints_no_logging_error_traceback
     root = logging.getLogger()
     before = root.handlers[:], root.level
     try:
-        cli._configure_logging(local=True)
+        configure_logging(local=True)
         logging.getLogger("shardsmith.test").info("written while the stream is open")
         assert "written while the stream is open" in logged_to.getvalue()
         logged_to.close()

@@ -39,7 +39,7 @@ except ImportError:
 from PIL import Image, ImageDraw
 
 from shardsmith.format.naming import TEMP_PREFIX
-from shardsmith.read.verify import verify
+from shardsmith.read.dataset_checks import verify
 
 BUCKET = "shardsmith-e2e"
 LABELS = ("cat", "dog", "emu")

@@ -158,9 +158,9 @@ def test_a_manifest_swapped_for_a_fifo_after_the_up_front_checks_fails_the_build
         tmp_path, image_set_factory, shardsmith, monkeypatch):
     manifest = image_set_factory(tmp_path, {"a": {"train": 2}, "b": {"train": 2}}).manifest
 
-    from pipeline import cli
+    from pipeline.commands import build
 
-    checked_sources = cli._checked_sources
+    checked_sources = build._checked_sources
 
     def check_then_swap(options):
         sources = checked_sources(options)
@@ -168,7 +168,7 @@ def test_a_manifest_swapped_for_a_fifo_after_the_up_front_checks_fails_the_build
         os.mkfifo(manifest)
         return sources
 
-    monkeypatch.setattr(cli, "_checked_sources", check_then_swap)
+    monkeypatch.setattr(build, "_checked_sources", check_then_swap)
     out = tmp_path / "out"
     with readers_never_wait(manifest):
         result = shardsmith("build", "--manifest", manifest, "--output_dir", out, "--name", "d")

@@ -10,7 +10,7 @@ import json
 def test_compaction_on_gcs_matches_a_full_build(gcs_bucket):
     from pipeline import cli
     from shardsmith import records
-    from shardsmith.read.verify import verify
+    from shardsmith.read.dataset_checks import verify
 
     rows = gcs_bucket.upload_images(36, seed=5)
     out_dir = f"gs://{gcs_bucket.name}/out"

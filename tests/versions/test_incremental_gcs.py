@@ -12,7 +12,7 @@ import pytest
 def test_incremental_builds_on_gcs_carry_rewrite_and_add(gcs_bucket):
     from pipeline import cli
     from shardsmith import records
-    from shardsmith.read.verify import verify
+    from shardsmith.read.dataset_checks import verify
 
     rows = gcs_bucket.upload_images(36, seed=3)
     out_dir = f"gs://{gcs_bucket.name}/out"

@@ -13,7 +13,7 @@ import pytest
 def test_nights_compaction_and_tags_on_s3_read_as_full_builds(s3_bucket, capsys):
     from pipeline import cli
     from shardsmith import records
-    from shardsmith.read.verify import verify
+    from shardsmith.read.dataset_checks import verify
 
     rows = s3_bucket.upload_images(36, seed=3)
     out_dir = f"s3://{s3_bucket.name}/out"

@@ -6,6 +6,6 @@
 - compact_version: `shardsmith compact`'s pipeline (CompactVersion), from the published version's row lists to
   the compacted version, published with shardsmith.versions' publish_version as a build's report publishes.
 
-The build's graph (pipeline/graph.py) wires carried_rows in; the `compact` command (pipeline/compact.py) runs
+The build's graph (pipeline/graph.py) wires carried_rows in; the `compact` command (pipeline/commands/compact.py) runs
 compact_version.
 """

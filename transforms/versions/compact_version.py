@@ -1,6 +1,6 @@
 """`shardsmith compact`: the published version's records, placed as a full build of its rows places them, copied
 into one balanced set of shards per split, and published as a new version (shardsmith/versions/compaction.py has
-the model; pipeline/compact.py launches it under the folder's lock).
+the model; pipeline/commands/compact.py launches it under the folder's lock).
 
     ListSourceShards -> ReadRowLists -> PlaceRows (the build's own) -> CopyRecords -> PublishCompaction
 

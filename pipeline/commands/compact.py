@@ -25,11 +25,27 @@ if TYPE_CHECKING:
 _LOG = logging.getLogger("shardsmith")
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """compact's flags, from their declarations (pipeline/options/compact_options.py)."""
+def register_subparser(parsers: argparse._SubParsersAction) -> None:
+    """Adds `shardsmith compact` and its flags, from their declarations (pipeline/options/compact_options.py);
+    Apache Beam's flags pass through to `run`."""
     from pipeline.options.arguments import add_compact_arguments
 
+    parser = parsers.add_parser(
+        "compact", help="rewrite the published version's generations into one balanced set of shards (a new "
+                        "version)", description="Copies every record of the published version, placed as a full "
+                        "build of its rows places them, into new shards, and publishes them as a new version. "
+                        "Apache Beam's flags pass through, as for build.")
     add_compact_arguments(parser)
+    parser.set_defaults(run=run, normalize_argv=normalized, beam_flags=True)
+
+
+def run(args: argparse.Namespace, beam_args: list[str]) -> Metadata | None:
+    """`shardsmith compact`: the arguments checked (before Beam is imported), then the compaction."""
+    from pipeline.running.command_logs import configure_logging
+
+    options = check_arguments(args, beam_args)
+    configure_logging(runs_locally(beam_args))
+    return compact(options, beam_args)
 
 
 def normalized(argv: list[str]) -> list[str]:
@@ -102,7 +118,7 @@ def compact(options: CompactOptions, beam_args: list[str]) -> Metadata | None:
 def check_arguments(args: argparse.Namespace, beam_args: list[str]) -> CompactOptions:
     """The options of parsed `compact` arguments; UsageError for a flag neither compact nor Beam knows, a value
     its declaration refuses (a count below 1), or a folder without a published dataset. Imports no Beam for a
-    local folder (pipeline/cli.py calls it first, for a quick one-line error)."""
+    local folder (`run` calls it first, for a quick one-line error)."""
     from pipeline.options import beam_flags
     from pipeline.options.arguments import compact_options_from
 

@@ -1,4 +1,5 @@
-"""`shardsmith tag OUT ID NAME` and `shardsmith untag OUT NAME`: names that keep a version from retention.
+"""`shardsmith tag OUT ID NAME`: a name that keeps a version from retention (`shardsmith untag`, untag.py, removes
+it).
 
 A tag pins a kept version: retention (`--keep_builds`, after each build and compaction) never removes it, nor a
 build folder it lists shards in, for as long as the tag stays; `untag` is the only way a tag goes, and the next
@@ -18,43 +19,14 @@ Guarantees:
 
 from __future__ import annotations
 
+import argparse
 import os
-from contextlib import contextmanager
 
+from pipeline.commands.shared import folder_lock, readable_tags
 from shardsmith.core.fault_injection import BEFORE_TAGS_RENAME, reached
 from shardsmith.errors import UsageError
-from shardsmith.format.tags import Tag, TagsUnreadable, now_utc, read_tags, tag_name_problem, write_tags
+from shardsmith.format.tags import Tag, now_utc, tag_name_problem, write_tags
 from shardsmith.read.version_files import open_version
-
-
-@contextmanager
-def folder_lock(output_dir: str, command: str = "tag"):
-    """The output folder's lock for the time of one command's change (a tags.json write, a card written into a
-    version's folder); UsageError while a build holds it, saying to run `command` again."""
-    from shardsmith.core.build_lock import LockHeld, acquire_lock
-    from shardsmith.format.build_folder import new_build_id
-
-    try:
-        lock = acquire_lock(output_dir, new_build_id())
-    except LockHeld as e:
-        raise UsageError(f"{e} (then run {command} again)") from None
-    except OSError as e:
-        raise UsageError(f"output folder {output_dir} is not writable: {str(e).splitlines()[0]}") from None
-    try:
-        from shardsmith.format.build_folder import remove_temporaries
-
-        remove_temporaries(output_dir)  # a tags.json write killed before its rename, say
-        yield
-    finally:
-        lock.release()
-
-
-def _tags(output_dir: str) -> dict[str, Tag]:
-    try:
-        return read_tags(output_dir)
-    except TagsUnreadable as e:
-        raise UsageError(f"{e}; it is left as it is (its tags would be lost): fix or remove it, then tag again") \
-            from None
 
 
 def _kept_version(output_dir: str, version: str) -> str:
@@ -74,7 +46,7 @@ def tag(output_dir: str, version: str, name: str, force: bool = False) -> Tag:
         raise UsageError(f"{problem}; choose another name")
     _kept_version(output_dir, version)  # a quick refusal before the lock
     with folder_lock(output_dir):
-        tags = _tags(output_dir)
+        tags = readable_tags(output_dir)
         build_id = _kept_version(output_dir, version)  # still kept: no retention runs while the lock is held
         held = tags.get(name)
         if held is not None and held.version == build_id:
@@ -91,37 +63,22 @@ def tag(output_dir: str, version: str, name: str, force: bool = False) -> Tag:
     return tags[name]
 
 
-def untag(output_dir: str, name: str) -> Tag:
-    """Removes the tag `name`; returns what it was. Its version is then kept only while --keep_builds keeps it."""
-    output_dir = os.fspath(output_dir).rstrip("/")
-    with folder_lock(output_dir):
-        tags = _tags(output_dir)
-        removed = tags.pop(name, None)
-        if removed is None:
-            raise UsageError(f"no tag {name[:80]!r} in {output_dir}; `shardsmith versions {output_dir}` lists the tags")
-        write_tags(output_dir, tags, before_rename=lambda: reached(BEFORE_TAGS_RENAME))
-    print(f"shardsmith: removed tag {name} (version {removed.version}); the next build or compaction removes that "
-          "version if --keep_builds no longer keeps it and no other tag pins it", flush=True)
-    return removed
-
-
-def add_tag_arguments(parser) -> None:
+def register_subparser(parsers: argparse._SubParsersAction) -> None:
+    """Adds `shardsmith tag` and its arguments."""
+    parser = parsers.add_parser(
+        "tag", help="pin a kept version under a name: retention never removes it until `untag`",
+        description="Names the kept version ID (a build id, or another tag's name) NAME: --keep_builds never "
+                    "retires it, and readers take NAME wherever they take a version id. Holds the folder's lock "
+                    "while it writes tags.json.")
     parser.add_argument("output_dir", help="a dataset folder (local or gs://)")
     parser.add_argument("version", metavar="ID", help="a kept version: its build id (`shardsmith versions` lists "
                                                       "them) or a tag's name")
     parser.add_argument("name", metavar="NAME", help="the tag's name: a letter, then letters, digits, '.', '_' or "
                                                      "'-' (like release-1)")
     parser.add_argument("--force", action="store_true", help="move NAME if it already pins another version")
+    parser.set_defaults(run=run)
 
 
-def add_untag_arguments(parser) -> None:
-    parser.add_argument("output_dir", help="a dataset folder (local or gs://)")
-    parser.add_argument("name", metavar="NAME", help="the tag to remove")
-
-
-def run_tag(args) -> Tag:
+def run(args: argparse.Namespace) -> Tag:
+    """`shardsmith tag`: pins the version and says so in one line."""
     return tag(args.output_dir, args.version, args.name, args.force)
-
-
-def run_untag(args) -> Tag:
-    return untag(args.output_dir, args.name)

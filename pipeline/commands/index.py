@@ -10,9 +10,11 @@ already there with the right content is left as it is.
 
 from __future__ import annotations
 
+import argparse
 import os
 from dataclasses import dataclass, field
 
+from pipeline.commands.shared import add_version_argument
 from shardsmith import storage
 from shardsmith.core.progress_signal import ITEMS_DONE, set_total
 from shardsmith.core.progress_signal import add as add_progress
@@ -21,7 +23,6 @@ from shardsmith.format.build_folder import write_atomically
 from shardsmith.format.build_record import BuildRecord
 from shardsmith.format.naming import BUILD_ID, BUILD_RECORD, BUILDS_DIR, join
 from shardsmith.read.record_sequence import CorruptRecord, Records, scanned_index
-from shardsmith.read.versions import add_version_argument
 
 
 @dataclass
@@ -118,15 +119,24 @@ def _index_shard(records: Records, shard, guard, report: IndexReport) -> None:
     report.written.append(name)
 
 
-def add_arguments(parser) -> None:
+def register_subparser(parsers: argparse._SubParsersAction) -> None:
+    """Adds `shardsmith index` and its arguments."""
+    parser = parsers.add_parser(
+        "index", help="write the index files (<shard>.idx) of a build made before builds wrote them",
+        description="Reads every shard of the published build (checksums checked) and writes its index file "
+                    "beside it, under the folder's lock; never changes a shard or metadata.json.")
     parser.add_argument("output_dir", help="a finished dataset folder (local or gs://)")
     add_version_argument(parser)
+    parser.set_defaults(run=run)
 
 
-def run(args) -> IndexReport:
-    """`shardsmith index`: a line per shard that failed, then the verdict."""
-    report = index_build(args.output_dir, args.version)
-    for line in report.failed:
-        print(f"  FAIL  {line}")
-    print(report.verdict(), flush=True)
-    return report
+def run(args: argparse.Namespace) -> IndexReport:
+    """`shardsmith index`: the progress line while it reads, a line per shard that failed, then the verdict."""
+    from pipeline.running.progress import Task, task_progress
+
+    with task_progress(Task("index", "indexed")):
+        report = index_build(args.output_dir, args.version)
+        for line in report.failed:
+            print(f"  FAIL  {line}")
+        print(report.verdict(), flush=True)
+        return report

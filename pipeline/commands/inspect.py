@@ -16,16 +16,22 @@ Plots use matplotlib's Agg backend (no display needed).
 
 from __future__ import annotations
 
+import argparse
 import os
 
+from pipeline.commands.shared import add_verbose_argument, add_version_argument
 from shardsmith.errors import UsageError
 from shardsmith.printable import shown
 from shardsmith.read.summary import inspect_report
 from shardsmith.read.version_files import version_folder
-from shardsmith.read.versions import add_version_argument
 
 
-def add_arguments(parser) -> None:
+def register_subparser(parsers: argparse._SubParsersAction) -> None:
+    """Adds `shardsmith inspect` and its arguments."""
+    parser = parsers.add_parser(
+        "inspect", help="report on a dataset: splits, labels, shard balance, errors; optional PNG plots",
+        description="A readable report of a finished dataset; --contact_sheet, --heatmap and --shuffle_plot "
+                    "also write PNG images.")
     parser.add_argument("output_dir", help="a finished dataset folder (local or gs://)")
     parser.add_argument("--split", default="train", help="split for the contact sheet and shuffle plot")
     parser.add_argument("--contact_sheet", metavar="PATH", help="write a PNG of sample images per label")
@@ -40,11 +46,14 @@ def add_arguments(parser) -> None:
     parser.add_argument("--cycle_length", type=int, default=4,
                         help="files the --shuffle_plot reader interleaves at once (default 4)")
     add_version_argument(parser)
+    add_verbose_argument(parser)
+    parser.set_defaults(run=run)
 
 
-def run(args) -> str:
+def run(args: argparse.Namespace) -> str:
+    """`shardsmith inspect`: prints the report and writes the PNGs asked for."""
+    from shardsmith.read.dataset_checks import load_metadata
     from shardsmith.read.plots import contact_sheet, heatmap, near_duplicate_pairs, shuffle_plot
-    from shardsmith.read.verify import load_metadata
 
     output_dir = version_folder(args.output_dir, args.version)
     metadata = load_metadata(output_dir)

@@ -10,6 +10,7 @@ rows only: the build checks every value and rejects a row whose value does not f
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Iterator
 
 from shardsmith.core.annotations import BOX_COLUMNS
@@ -19,12 +20,18 @@ from shardsmith.errors import UsageError
 DEFAULT_ROWS = 1000
 
 
-def add_arguments(parser) -> None:
+def register_subparser(parsers: argparse._SubParsersAction) -> None:
+    """Adds `shardsmith schema` and its arguments."""
+    parser = parsers.add_parser(
+        "schema", help="print --feature flags for a manifest's extra columns (types inferred from its first rows)",
+        description="Infers the type of each column shardsmith does not read itself and prints the --feature "
+                    "flags to copy into `shardsmith build`.")
     parser.add_argument("manifest", help="a manifest file of any format --manifest reads (a CSV one with a header)")
     parser.add_argument("--rows", type=int, default=DEFAULT_ROWS, help=f"rows to look at (default {DEFAULT_ROWS})")
     parser.add_argument("--list_delimiter", default=";")
     for column, default in (("split", "split"), ("uri", "image_uri"), ("label", "label"), ("mask", "mask_uri")):
         parser.add_argument(f"--{column}_column", default=default)
+    parser.set_defaults(run=run)
 
 
 def _columns(path: str, limit: int) -> Iterator[dict[str, object]]:
@@ -69,7 +76,8 @@ def _parses(kind: type, value: object) -> bool:
     return True
 
 
-def run(args) -> str:
+def run(args: argparse.Namespace) -> str:
+    """`shardsmith schema`: prints the --feature flags."""
     reserved = {args.split_column.lower(), args.uri_column.lower(), args.label_column.lower(),
                 args.mask_column.lower(), "boxes", *BOX_COLUMNS}
     rows = list(_columns(args.manifest, args.rows))

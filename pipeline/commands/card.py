@@ -7,17 +7,21 @@ version; with --output it is written to PATH (local or gs://) and the dataset is
 
 from __future__ import annotations
 
+import argparse
 import os
 
+from pipeline.commands.shared import add_version_argument, folder_lock, kept_build_id
 from shardsmith import storage
 from shardsmith.card.facts import DEFAULT_PER_LABEL, MAX_PER_LABEL
 from shardsmith.errors import UsageError
-from shardsmith.format.naming import BUILD_ID
-from shardsmith.read.version_files import open_version
-from shardsmith.read.versions import add_version_argument
 
 
-def add_arguments(parser) -> None:
+def register_subparser(parsers: argparse._SubParsersAction) -> None:
+    """Adds `shardsmith card` and its arguments."""
+    parser = parsers.add_parser(
+        "card", help="write a version's dataset card: one HTML page of its data, changes and mixing",
+        description="Writes card.html into the version's build folder (under the folder's lock), or to --output. "
+                    "Builds and compactions write one unless --no_card.")
     parser.add_argument("output_dir", help="a dataset folder (local or gs://)")
     add_version_argument(parser)
     parser.add_argument("--output", metavar="PATH",
@@ -25,27 +29,13 @@ def add_arguments(parser) -> None:
     parser.add_argument("--split", help="the split the example images come from (default: train)")
     parser.add_argument("--per_label", type=int, default=DEFAULT_PER_LABEL, metavar="N",
                         help=f"example images per label, 1 to {MAX_PER_LABEL} (default {DEFAULT_PER_LABEL})")
+    parser.set_defaults(run=run)
 
 
-def kept_build_id(output_dir: str, version: str | None, split: str | None = None) -> str:
-    """The build id of the kept version `version` names (None: the published one); UsageError as readers say it,
-    or when it holds no split `split`."""
-    try:
-        opened = open_version(output_dir, version)
-    except (FileNotFoundError, ValueError) as e:
-        raise UsageError(str(e)) from None
-    if split is not None and split not in opened.metadata.splits:
-        raise UsageError(f"split {split!r} is not in this dataset ({', '.join(opened.metadata.splits)})")
-    build_id = opened.build_id or opened.metadata.build_id
-    if build_id is None or not BUILD_ID.fullmatch(build_id):
-        raise UsageError(f"{output_dir} was built before builds had folders: build it again to get a dataset card")
-    return build_id
-
-
-def run(args) -> str:
+def run(args: argparse.Namespace) -> str:
+    """`shardsmith card`: writes the card and prints where it is."""
     from shardsmith.card import CARD_FILE, card_bytes
     from shardsmith.format.build_folder import build_dir, write_atomically
-    from shardsmith.read.tagging import folder_lock
 
     output_dir = os.fspath(args.output_dir).rstrip("/")
     if not 1 <= args.per_label <= MAX_PER_LABEL:
