@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from pipeline.cloud import COMMANDS as CLOUD_COMMANDS
 from pipeline.running.command_logs import DEBUG_ENV
+from pipeline.running.heap_tuning import keep_large_blocks_mapped
 from pipeline.running.quiet_logs import VERBOSE_ENV, quiet
 from shardsmith.errors import UsageError
 from shardsmith.printable import shown
@@ -87,6 +88,7 @@ def run(argv: list[str] | None = None) -> Metadata | str | int | None:
     if argv[:1] and argv[0] in VERBOSE_COMMANDS and "--verbose" in argv[1:]:
         os.environ[VERBOSE_ENV] = "1"  # before quiet(), and inherited by the writer processes
     quiet()  # TensorFlow's C++ log lines off unless --verbose or SHARDSMITH_VERBOSE=1 (pipeline/running/quiet_logs.py)
+    keep_large_blocks_mapped()  # a stage's freed buffers go back to the system (pipeline/running/heap_tuning.py)
     if argv and argv[0] in CLOUD_COMMANDS:
         from pipeline.cloud.cli import main as cloud_main
 

@@ -21,10 +21,11 @@ The modules, by role:
 
 The rest of versions lives where its layer puts it: the stages in transforms/versions/ (carried_rows: the
 night's pairing and rewrites; compact_version: the compaction pipeline), the launcher's checks of the published
-version in pipeline/checks/incremental.py and the `compact` command in pipeline/compact.py (its flags in
+version in pipeline/checks/incremental.py and the `compact` command in pipeline/commands/compact.py (its flags in
 pipeline/options/compact_options.py); the row list's format in shardsmith/format/row_list.py, tags and the
 retired list in shardsmith/format/{tags,retired}.py and retention in shardsmith/format/build_folder.py (which
-every build uses); the reader's `shardsmith versions` in shardsmith/read/versions.py.
+every build uses); the `shardsmith versions` command in pipeline/commands/versions.py, over the listing in
+shardsmith/read/versions.py.
 
 Outside shardsmith/versions/ and transforms/versions/, code imports the names below from this package, never
 its modules.

@@ -1,5 +1,5 @@
 """`shardsmith compact OUT`: the published version whose generations are rewritten into one balanced set of
-shards per split, from the shards' own records. Beam-free: the launcher (pipeline/compact.py) makes a
+shards per split, from the shards' own records. Beam-free: the launcher (pipeline/commands/compact.py) makes a
 `CompactionSource` from metadata.json under the folder's lock; the stages
 (transforms/versions/compact_version.py) turn each source shard's row list into ManifestRows (`record_rows`),
 place them with the build's own PlaceRows, and copy each placed record (shardsmith/versions/record_copy.py).

@@ -80,8 +80,9 @@ def _rows(workdir: Path, count: int, seed: int) -> list[list[str]]:
     return rows
 
 
-def measure(workdir: Path, count: int) -> dict:
-    """Every phase at `count` rows; returns phase -> figures (plus the nights' carried rows)."""
+def measure(workdir: Path, count: int, phases: tuple[str, ...] = PHASES) -> dict:
+    """The phases at `count` rows, in PHASES's order (a phase reads what the ones before it made: the nights and
+    compact need build); returns phase -> figures (plus the nights' carried rows)."""
     folder = workdir / f"n{count}"
     folder.mkdir(parents=True, exist_ok=True)
     rows = _rows(workdir, count, seed=0)
@@ -110,7 +111,7 @@ def measure(workdir: Path, count: int) -> dict:
         "verify": _shardsmith("verify", out, "--sample", "0"),
     }
     figures = {}
-    for phase in PHASES:
+    for phase in (p for p in PHASES if p in phases):
         figures[phase] = timed_process(commands[phase], logs / f"{phase}.log")
         print(f"{count:>9,} rows  {phase:<8} {figures[phase]['wall_s']:7.1f} s wall {figures[phase]['cpu_s']:7.1f} "
               f"s CPU {figures[phase]['peak_rss_mb']:6.0f} MB peak", flush=True)
@@ -122,14 +123,14 @@ def report(results: dict[int, dict]) -> str:
     sizes = sorted(results)
     head = " | ".join(f"{n:,} rows: wall s / CPU s / peak MB" for n in sizes)
     lines = [f"| phase | {head} | ratio (wall, CPU, peak) |", "|---|" + "---:|" * len(sizes) + "---:|"]
-    for phase in PHASES:
+    for phase in (p for p in PHASES if p in results[sizes[0]]):
         cells = [f"{results[n][phase]['wall_s']:.1f} / {results[n][phase]['cpu_s']:.1f} / "
                  f"{results[n][phase]['peak_rss_mb']:,.0f}" for n in sizes]
         first, last = results[sizes[0]][phase], results[sizes[-1]][phase]
         ratio = " / ".join(f"{last[k] / first[k]:.1f}x" for k in ("wall_s", "cpu_s", "peak_rss_mb"))
         lines.append(f"| {phase} | {' | '.join(cells)} | {ratio} |")
     lines.append("")
-    for n in sizes:
+    for n in sizes if set(PHASES) <= set(results[sizes[0]]) else ():
         per_row = {kind: (results[n][kind]["cpu_s"] - results[n]["alone"]["cpu_s"]) * 1e6
                    / results[n]["carried_rows"][kind] for kind in ("append", "remove")}
         build_kb = results[n]["build"]["peak_rss_mb"] * 1024 / n
@@ -144,12 +145,14 @@ def main() -> int:
     parser.add_argument("--rows", type=int, nargs="+", default=[100_000, 1_000_000])
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/shardsmith-bench/imagenet"))
     parser.add_argument("--json", type=Path, help="also write every figure here")
+    parser.add_argument("--phases", nargs="+", choices=PHASES, default=list(PHASES),
+                        help="only these (run in the order above; the nights and compact need build)")
     args = parser.parse_args()
     if min(args.rows) < 20 * LABELS:
         parser.error(f"--rows must be at least {20 * LABELS:,}: every class needs training rows (splits 90/5/5)")
     become_subreaper()
     args.workdir.mkdir(parents=True, exist_ok=True)
-    results = {count: measure(args.workdir, count) for count in args.rows}
+    results = {count: measure(args.workdir, count, tuple(args.phases)) for count in args.rows}
     print(report(results))
     if args.json:
         args.json.write_text(json.dumps({str(n): r for n, r in results.items()}, indent=2))

@@ -60,6 +60,9 @@ def main() -> int:
     parser.add_argument("--manifest", type=Path)
     parser.add_argument("--compact", type=Path, help="compact a copy of this folder instead of building")
     parser.add_argument("--extra", nargs="*", default=["--validate", "header", "--no_card", "--incremental"])
+    parser.add_argument("--tracemalloc", action="store_true",
+                        help="also each stage's peak of live Python memory, and where the live memory was "
+                             "allocated after the stage that left most of it (several times slower)")
     args = parser.parse_args()
     import psutil
     from apache_beam.runners.portability.fn_api_runner import fn_runner
@@ -70,11 +73,23 @@ def main() -> int:
     timeline: list[tuple[str, float]] = []
     peak: dict = {"rss": 0.0, "stage": "", "buffers": []}
     original = fn_runner.FnApiRunner._execute_bundle
+    traced: dict = {"stages": {}, "most": 0, "snapshot": None, "after": ""}
+    if args.tracemalloc:
+        import tracemalloc
+
+        tracemalloc.start(8)
 
     def execute_bundle(self, context, bundle_context_manager, bundle_input):
         result = original(self, context, bundle_context_manager, bundle_input)
         rss = process.memory_info().rss / 2**20
         stage = bundle_context_manager.stage.name
+        if args.tracemalloc:
+            current, stage_peak = tracemalloc.get_traced_memory()
+            tracemalloc.reset_peak()
+            before = traced["stages"].get(stage, (0, 0))
+            traced["stages"][stage] = (max(before[0], stage_peak), current)
+            if current > traced["most"]:
+                traced.update(most=current, snapshot=tracemalloc.take_snapshot(), after=stage)
         if not timeline or timeline[-1][0] != stage:
             timeline.append((stage, rss))
         else:
@@ -99,6 +114,15 @@ def main() -> int:
     print(f"\npeak {peak['rss']:.0f} MB after {peak['stage'][:110]}; buffers then:")
     for name, kind, size in sorted(peak["buffers"], key=lambda b: -b[2])[:12]:
         print(f"  {size / 2**20:8.1f} MB  {kind:<28} {name}")
+    if args.tracemalloc:
+        print("\nlive Python memory per stage (MB): its peak while it ran, what was live after it")
+        for stage, (stage_peak, current) in traced["stages"].items():
+            print(f"  {stage_peak / 2**20:8.1f} {current / 2**20:8.1f}  {stage[:100]}")
+        print(f"\nmost live after {traced['after'][:100]}: {traced['most'] / 2**20:.1f} MB, allocated at")
+        for stat in traced["snapshot"].statistics("traceback")[:8]:
+            print(f"  {stat.size / 2**20:8.1f} MB  {stat.count:>9} blocks")
+            for line in stat.traceback.format()[-6:]:
+                print(f"      {line}")
     return 0
 
 
