@@ -23,7 +23,7 @@ from shardsmith.format.example import (
     LABEL,
     MASK,
     URI,
-    parse_example,
+    feature_values,
 )
 from shardsmith.format.metadata_schema import Metadata
 from shardsmith.format.record_file import RecordFileFormat, record_file
@@ -96,13 +96,20 @@ def placed_label(values: dict[str, list], metadata: Metadata) -> int:
     return placing_label_id(values[BOX_LABEL if BOX_LABEL in values else LABEL], metadata.label_image_counts)
 
 
+# The keys a Record is made of: the rest of a record is left unparsed (a third of a whole parse, on a photo).
+RECORD_KEYS = (FILENAME, LABEL, BOX_LABEL)
+RECORD_IMAGE_KEYS = (*RECORD_KEYS, IMAGE, URI, *BOX_KEYS, BOX_LABEL_TEXT, MASK)
+
+
 def split_records(output_dir: str, metadata: Metadata, split: str, with_images: bool = False) -> Iterator[Record]:
-    """Every record of a split in shard order, parsed with shardsmith's own Example class."""
+    """Every record of a split in shard order, parsed with shardsmith's own Example class (only RECORD_KEYS, and
+    with images RECORD_IMAGE_KEYS)."""
     compression, file_format = metadata.compression_or_default, record_file(metadata.format)
+    keys = RECORD_IMAGE_KEYS if with_images else RECORD_KEYS
     for index, shard in enumerate(metadata.splits[split].shards):
         for data in shard_records(shard_file_path(dataset_dir(output_dir, metadata), shard), compression,
                                   file_format):
-            values = parse_example(data)
+            values = feature_values(data, keys)
             filename = values[FILENAME][0].decode("utf-8", "replace")
             if not with_images:
                 yield Record(index, placed_label(values, metadata), filename)

@@ -191,3 +191,34 @@ def test_a_night_whose_only_new_row_fails_publishes_a_version_that_lists_it(vers
     # The next night with the same manifest: the row failed in the version, so nothing changed.
     third = night(shardsmith, manifest, out)
     assert third["build_id"] == second["build_id"]
+
+
+def test_skipped_lines_are_counted_as_rows_exactly_when_they_hold_text(tmp_path):
+    """The verified prefix's lines are counted without being parsed: a line counts as a data row unless it is
+    blank as text (ASCII or Unicode spaces; the first line's byte order mark is not text), a header line is
+    never counted, and an over-long line counts. The quick test of a line's first byte agrees with the full one
+    on every kind of line, in every position."""
+    import codecs
+    import random
+
+    from shardsmith.core.manifest.appended import LineSelection, lines_of, skipped_line_counts
+
+    kinds = [b"train,a.jpg,cat", b"", b"   ", b"\t", b"\tx,y,z", b" lead,a.jpg,cat", "\u3000".encode(),
+             "\u3000x".encode(), "é,a.jpg,cat".encode(), b"\x7f", b"~x", None, codecs.BOM_UTF8, codecs.BOM_UTF8 + b"a"]
+    rng = random.Random(11)
+    for trial in range(200):
+        lines = [rng.choice(kinds) for _ in range(rng.randrange(1, 30))]
+        after, uncounted = rng.randrange(0, len(lines) + 1), rng.choice((0, 1))
+        also = frozenset(n for n in range(1, after + 1) if rng.random() < 0.2)
+        read = ManifestRead(selection=LineSelection(after, also, uncounted))
+        parsed = [number for number, _ in lines_of(read, enumerate(lines, start=1))]
+        expected_skipped = sum(1 for number, line in enumerate(lines, start=1)
+                               if number <= after and number not in also and number != uncounted
+                               and (line is None or skipped_line_counts(number, line)))
+        assert parsed == [n for n in range(1, len(lines) + 1) if n > after or n in also], trial
+        assert (read.skipped, read.lines) == (expected_skipped, len(lines)), (trial, lines, after, also, uncounted)
+    stopped = ManifestRead(selection=LineSelection(3))
+    reader = lines_of(stopped, enumerate([b"a", b"b", b"", b"d", b"e"], start=1))
+    assert next(reader) == (4, b"d")
+    reader.close()  # a reader that stops early: what it read is counted
+    assert (stopped.skipped, stopped.lines) == (2, 4)
