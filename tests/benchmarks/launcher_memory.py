@@ -19,6 +19,7 @@ import argparse
 import os
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -80,8 +81,21 @@ def main() -> int:
         tracemalloc.start(8)
 
     def execute_bundle(self, context, bundle_context_manager, bundle_input):
-        result = original(self, context, bundle_context_manager, bundle_input)
-        rss = process.memory_info().rss / 2**20
+        during = {"rss": 0.0}
+        done = threading.Event()
+
+        def sample() -> None:  # the highest RSS while the bundle runs, not only after it
+            while not done.wait(0.05):
+                during["rss"] = max(during["rss"], process.memory_info().rss / 2**20)
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        try:
+            result = original(self, context, bundle_context_manager, bundle_input)
+        finally:
+            done.set()
+            sampler.join()
+        rss = max(during["rss"], process.memory_info().rss / 2**20)
         stage = bundle_context_manager.stage.name
         if args.tracemalloc:
             current, stage_peak = tracemalloc.get_traced_memory()
@@ -108,7 +122,7 @@ def main() -> int:
         else:
             cli.run(["build", "--manifest", str(args.manifest), "--output_dir", f"{folder}/out", "--name", "probe",
                      *args.extra])
-    print("\nlauncher RSS after each stage (MB), in the order they ran:")
+    print("\nlauncher peak RSS while each stage ran (MB), in the order they ran:")
     for stage, rss in timeline:
         print(f"  {rss:8.0f}  {stage[:110]}")
     print(f"\npeak {peak['rss']:.0f} MB after {peak['stage'][:110]}; buffers then:")
