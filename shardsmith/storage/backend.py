@@ -93,3 +93,50 @@ def entries_of(files: list[str]) -> dict[str, bool]:
     """A folder's direct entries from the files under it (relative paths): on an object store a folder is a name
     prefix, so it is listed only when it holds a file."""
     return {f.split("/", 1)[0]: "/" in f for f in files}
+
+
+class ObjectStore:
+    """What every object store does alike, for a backend to inherit: folders are name prefixes (nothing to make,
+    and no empty one to remove), a whole-file write is one upload (the object appears only when it completes),
+    and a tree is removed object by object. Its subclass gives `create`, `list_files` and `delete`."""
+
+    remote = True
+
+    def create(self, path: str, gzip_compressed: bool) -> BinaryIO:
+        raise NotImplementedError
+
+    def list_files(self, folder: str) -> list[str]:
+        raise NotImplementedError
+
+    def delete(self, paths: list[str]) -> None:
+        raise NotImplementedError
+
+    def list_entries(self, folder: str) -> dict[str, bool]:
+        return entries_of(self.list_files(folder))
+
+    def write_atomically_from(self, path: str, chunks: Iterable[bytes]) -> None:
+        with self.create(path, False) as out:
+            for chunk in chunks:
+                out.write(chunk)
+
+    def touch(self, path: str) -> None:
+        self.create(path, False).close()
+
+    def gzip_writer(self, raw: BinaryIO):
+        from apache_beam.io.filesystem import CompressedFile, CompressionTypes  # the bytes Beam writes to gs://
+
+        return CompressedFile(raw, compression_type=CompressionTypes.GZIP)
+
+    def make_folder(self, path: str, exist_ok: bool) -> None:
+        return
+
+    def make_folders(self, path: str, exist_ok: bool) -> None:
+        return
+
+    def remove_empty_folders(self, root: str) -> None:
+        return
+
+    def remove_tree(self, folder: str) -> None:
+        names = self.list_files(folder)
+        if names:
+            self.delete([f"{folder.rstrip('/')}/{name}" for name in names])

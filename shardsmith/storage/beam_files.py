@@ -6,10 +6,9 @@ with Beam's credentials, one request for exactly the bytes asked for."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
 from typing import BinaryIO, NamedTuple
 
-from shardsmith.storage.backend import FileLookup, entries_of
+from shardsmith.storage.backend import FileLookup, ObjectStore
 
 CLOUD_STORAGE = "gs://"
 
@@ -49,10 +48,8 @@ def cloud_object(path: str) -> StoredObject | None:
     return StoredObject(found.size, base64.b64decode(found.crc32c).hex() if found.crc32c else None)
 
 
-class BeamFiles:
+class BeamFiles(ObjectStore):
     """Objects behind Beam's FileSystems (gs:// first of all)."""
-
-    remote = True
 
     def open_read(self, path: str, allowed_prefixes: tuple[str, ...], buffered: bool, buffer_bytes: int
                   ) -> BinaryIO:
@@ -123,9 +120,6 @@ class BeamFiles:
             return []
         return sorted(m.path[len(prefix):] for m in matched if len(m.path) > len(prefix))
 
-    def list_entries(self, folder: str) -> dict[str, bool]:
-        return entries_of(self.list_files(folder))
-
     def create(self, path: str, gzip_compressed: bool) -> BinaryIO:
         from apache_beam.io.filesystem import CompressionTypes
         from apache_beam.io.filesystems import FileSystems
@@ -133,25 +127,6 @@ class BeamFiles:
         kind = CompressionTypes.GZIP if gzip_compressed else CompressionTypes.UNCOMPRESSED
         return FileSystems.create(path, mime_type=CompressionTypes.mime_type(kind),  # type: ignore[return-value]
                                   compression_type=CompressionTypes.UNCOMPRESSED)
-
-    def write_atomically_from(self, path: str, chunks: Iterable[bytes]) -> None:
-        with self.create(path, False) as out:  # an upload creates the object only when it completes
-            for chunk in chunks:
-                out.write(chunk)
-
-    def gzip_writer(self, raw: BinaryIO):
-        from apache_beam.io.filesystem import CompressedFile, CompressionTypes
-
-        return CompressedFile(raw, compression_type=CompressionTypes.GZIP)
-
-    def touch(self, path: str) -> None:
-        self.create(path, False).close()
-
-    def make_folder(self, path: str, exist_ok: bool) -> None:
-        return  # folders are name prefixes
-
-    def make_folders(self, path: str, exist_ok: bool) -> None:
-        return
 
     def rename(self, sources: list[str], destinations: list[str]) -> None:
         from apache_beam.io.filesystems import FileSystems
@@ -163,10 +138,3 @@ class BeamFiles:
 
         FileSystems.delete(paths)
 
-    def remove_empty_folders(self, root: str) -> None:
-        return  # an object store has no empty folders
-
-    def remove_tree(self, folder: str) -> None:
-        names = self.list_files(folder)
-        if names:
-            self.delete([f"{folder.rstrip('/')}/{name}" for name in names])

@@ -5,17 +5,14 @@ completes, and a write whose chunks raise creates nothing."""
 from __future__ import annotations
 
 import io
-from collections.abc import Iterable
 from typing import BinaryIO
 
 from shardsmith.storage import s3_objects
-from shardsmith.storage.backend import FileLookup, entries_of
+from shardsmith.storage.backend import FileLookup, ObjectStore
 
 
-class S3Objects:
+class S3Objects(ObjectStore):
     """Objects in S3 buckets."""
-
-    remote = True
 
     def open_read(self, path: str, allowed_prefixes: tuple[str, ...], buffered: bool, buffer_bytes: int
                   ) -> BinaryIO:
@@ -52,31 +49,9 @@ class S3Objects:
         prefix = folder.rstrip("/") + "/"
         return sorted(uri[len(prefix):] for uri in s3_objects.list_keys(prefix) if len(uri) > len(prefix))
 
-    def list_entries(self, folder: str) -> dict[str, bool]:
-        return entries_of(self.list_files(folder))
-
     def create(self, path: str, gzip_compressed: bool) -> BinaryIO:
         kind = "application/x-gzip" if gzip_compressed else "application/octet-stream"
         return s3_objects.ObjectWriter(path, kind)  # type: ignore[return-value]
-
-    def write_atomically_from(self, path: str, chunks: Iterable[bytes]) -> None:
-        with self.create(path, False) as out:
-            for chunk in chunks:
-                out.write(chunk)
-
-    def gzip_writer(self, raw: BinaryIO):
-        from apache_beam.io.filesystem import CompressedFile, CompressionTypes  # the bytes Beam writes to gs://
-
-        return CompressedFile(raw, compression_type=CompressionTypes.GZIP)
-
-    def touch(self, path: str) -> None:
-        self.create(path, False).close()
-
-    def make_folder(self, path: str, exist_ok: bool) -> None:
-        return  # folders are key prefixes
-
-    def make_folders(self, path: str, exist_ok: bool) -> None:
-        return
 
     def rename(self, sources: list[str], destinations: list[str]) -> None:
         for source, destination in zip(sources, destinations, strict=True):
@@ -86,10 +61,3 @@ class S3Objects:
     def delete(self, paths: list[str]) -> None:
         s3_objects.delete(paths)
 
-    def remove_empty_folders(self, root: str) -> None:
-        return  # an object store has no empty folders
-
-    def remove_tree(self, folder: str) -> None:
-        names = self.list_files(folder)
-        if names:
-            self.delete([f"{folder.rstrip('/')}/{name}" for name in names])
