@@ -14,7 +14,7 @@ import os
 
 from pipeline.checks.incremental import carried_version
 from pipeline.options.build_options import BuildOptions
-from shardsmith.core.build_lock import BuildLock, LockHeld, acquire_lock
+from shardsmith.core.build_lock import BuildLock, lock_for_command, not_writable
 from shardsmith.core.label_list import FixedLabels
 from shardsmith.core.manifest import Source, input_problem
 from shardsmith.errors import UsageError
@@ -120,11 +120,9 @@ def prepare_output_dir(options: BuildOptions, sources: list[Source], label_file:
     build_id = new_build_id()
     try:
         make_folders(out, exist_ok=True)
-        lock = acquire_lock(out, build_id, options.break_lock)
-    except LockHeld as e:
-        raise UsageError(str(e)) from None
     except OSError as e:
-        raise UsageError(f"output folder {out} is not writable: {str(e).splitlines()[0]}") from None
+        raise UsageError(not_writable(out, e)) from None
+    lock = lock_for_command(out, build_id, break_lock=options.break_lock)
     try:
         state = scan(out)  # again, now that no other build can change it
         if state.foreign:

@@ -65,7 +65,8 @@ def compact(options: CompactOptions, beam_args: list[str]) -> Metadata | None:
 
     from pipeline.running.progress import Task, task_progress
     from pipeline.running.runner import leaves_job_running, make_pipeline
-    from shardsmith.format.build_folder import BuildRecord, build_dir, retire_builds, start_build
+    from shardsmith.core.build_lock import lock_for_command
+    from shardsmith.format.build_folder import BuildRecord, build_dir, new_build_id, retire_builds, start_build
     from shardsmith.format.metadata import read_metadata
     from shardsmith.printable import shown
     from shardsmith.read.summary import retired_text
@@ -75,7 +76,7 @@ def compact(options: CompactOptions, beam_args: list[str]) -> Metadata | None:
     started = time.monotonic()
     beam_options = PipelineOptions(beam_args)
     output_dir = options.output_dir
-    lock = _take_lock(output_dir, options.break_lock)
+    lock = lock_for_command(output_dir, new_build_id(), break_lock=options.break_lock)
     submitted = False
     try:
         published = _published(output_dir)
@@ -137,20 +138,6 @@ def runs_locally(beam_args: list[str]) -> bool:
     from pipeline.running.runner import is_local
 
     return is_local(PipelineOptions(beam_args))
-
-
-def _take_lock(output_dir: str, break_lock: bool):
-    """The folder's lock, taken as a build takes it (pipeline/checks/preflight.py) for a new build id; UsageError
-    for a folder another build holds."""
-    from shardsmith.core.build_lock import LockHeld, acquire_lock
-    from shardsmith.format.build_folder import new_build_id
-
-    try:
-        return acquire_lock(output_dir, new_build_id(), break_lock)
-    except LockHeld as e:
-        raise UsageError(str(e)) from None
-    except OSError as e:
-        raise UsageError(f"output folder {output_dir} is not writable: {str(e).splitlines()[0]}") from None
 
 
 def _published(output_dir: str) -> Metadata:

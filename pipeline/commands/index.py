@@ -56,7 +56,7 @@ def _build_id(folder: str, output_dir: str) -> str:
 
 def index_build(output_dir: str, version: str | None = None) -> IndexReport:
     """Writes the missing index files of the published build (or kept build `version`) of `output_dir`."""
-    from shardsmith.core.build_lock import LockHeld, acquire_lock
+    from shardsmith.core.build_lock import lock_for_command
 
     output_dir = os.fspath(output_dir).rstrip("/")
     try:
@@ -76,10 +76,7 @@ def index_build(output_dir: str, version: str | None = None) -> IndexReport:
     if record is None or BuildRecord.from_json(record).version < 2:
         raise UsageError(f"{folder}'s build record lists no written files (an early build): its removal would "
                          "leave index files behind; build it again to get index files")
-    try:
-        lock = acquire_lock(output_dir, build_id)
-    except LockHeld as e:
-        raise UsageError(str(e)) from None
+    lock = lock_for_command(output_dir, build_id)
     report = IndexReport(folder)
     set_total(sum(shard.num_records for records in split_records.values() for shard in records.shards))
     try:

@@ -47,15 +47,10 @@ def kept_build_id(output_dir: str, version: str | None, split: str | None = None
 def folder_lock(output_dir: str, command: str = "tag") -> Iterator[None]:
     """The output folder's lock for the time of one command's change (a tags.json write, a card written into a
     version's folder); UsageError while a build holds it, saying to run `command` again."""
-    from shardsmith.core.build_lock import LockHeld, acquire_lock
+    from shardsmith.core.build_lock import lock_for_command
     from shardsmith.format.build_folder import new_build_id
 
-    try:
-        lock = acquire_lock(output_dir, new_build_id())
-    except LockHeld as e:
-        raise UsageError(f"{e} (then run {command} again)") from None
-    except OSError as e:
-        raise UsageError(f"output folder {output_dir} is not writable: {str(e).splitlines()[0]}") from None
+    lock = lock_for_command(output_dir, new_build_id(), then=command)
     try:
         from shardsmith.format.build_folder import remove_temporaries
 

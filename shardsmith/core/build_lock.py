@@ -394,6 +394,25 @@ def acquire_lock(output_dir: str, build_id: str, break_lock: bool = False) -> Bu
     raise LockHeld(f"{output_dir}: another build took the lock at the same moment; try again")
 
 
+def lock_for_command(output_dir: str, build_id: str, *, break_lock: bool = False, then: str = "") -> BuildLock:
+    """The folder's lock for a command (a build, a compaction, `index`, a tag or card written), taken as
+    `acquire_lock` takes it; UsageError in the one wording every command uses while another holds it (with `then`:
+    which command to run again once it is free) or the folder cannot be written."""
+    from shardsmith.errors import UsageError
+
+    try:
+        return acquire_lock(output_dir, build_id, break_lock)
+    except LockHeld as e:
+        raise UsageError(f"{e} (then run {then} again)" if then else str(e)) from None
+    except OSError as e:
+        raise UsageError(not_writable(output_dir, e)) from None
+
+
+def not_writable(output_dir: str, error: OSError) -> str:
+    """The line a command says for an output folder it cannot write."""
+    return f"output folder {output_dir} is not writable: {str(error).splitlines()[0]}"
+
+
 class BuildLock:
     """A held lock: `start_heartbeat()` refreshes it in a daemon thread until `release()`."""
 
