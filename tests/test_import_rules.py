@@ -1,8 +1,8 @@
 """The layout's import rules (docs/design.md), checked on the source and in a fresh interpreter.
 
 - shardsmith.storage (where files live) imports nothing else of shardsmith's, and Beam's file systems, Google's
-  storage client and TensorFlow only inside a function. It is the only module that imports Beam's file systems or
-  tells a gs:// path apart (core/manifest.py aside, until manifests are one module per format).
+  storage client and TensorFlow only inside a function. It is the only package that imports Beam's file systems,
+  Google's storage client or boto3, or tells a gs:// or s3:// path apart.
 - shardsmith.format (what a dataset is) imports only storage (its transform_fn template's maker aside, which runs
   tensorflow-transform and which nothing imports); shardsmith.core (the Beam-free work) imports only
   the format and storage. Neither imports Beam or TensorFlow: a shard writer process loads them and stays tens of
