@@ -66,33 +66,13 @@ def test_verify_and_index_count_every_record_into_their_line(tmp_path, image_set
         assert progress.plain_line(counts, 0.0, task) == f"shardsmith: {task.command}: 55 of 55 records {task.verb}"
 
 
-def test_on_a_terminal_verify_prints_its_shard_lines_above_the_live_line(tmp_path, image_set_factory):
-    import fcntl
-    import pty
-    import struct
-    import termios
-
+def test_on_a_terminal_verify_prints_its_shard_lines_above_the_live_line(tmp_path, image_set_factory, on_terminal):
     images = image_set_factory(tmp_path / "data", {"cat": {"train": 30}, "dog": {"train": 25}})
     out = tmp_path / "out"
     _shardsmith("build", "--manifest", images.manifest, "--output_dir", out, "--name", "p", "--num_shards", "4")
-    master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 150, 0, 0))
     env = {k: v for k, v in _env().items() if k != "SHARDSMITH_PROGRESS_INTERVAL"}
-    with subprocess.Popen([sys.executable, "-m", "pipeline", "verify", str(out)], env=env, cwd=ROOT, stdout=slave,
-                          stderr=slave) as verify:
-        os.close(slave)
-        drawn = bytearray()
-        while True:
-            try:
-                chunk = os.read(master, 65536)
-            except OSError:  # EIO: the command closed the terminal
-                break
-            if not chunk:
-                break
-            drawn.extend(chunk)
-        verify.wait(timeout=300)
-    os.close(master)
-    terminal = drawn.decode("utf-8", "replace")
+    verify = on_terminal(["verify", str(out)], env)
+    terminal = verify.terminal
     assert verify.returncode == 0, terminal[-3000:]
     lines = re.split(r"[\r\n]", terminal)
     shard_lines = [line for line in lines if re.search(r"ok +p-train", line)]

@@ -89,43 +89,16 @@ def test_the_log_interval_is_a_few_seconds_unless_set(monkeypatch):
     assert progress.non_tty_interval() == progress.NON_TTY_INTERVAL_S
 
 
-def test_on_a_real_terminal_the_line_is_drawn_and_tensorflow_stays_quiet(tmp_path, image_set_factory):
+def test_on_a_real_terminal_the_line_is_drawn_and_tensorflow_stays_quiet(tmp_path, image_set_factory, on_terminal):
     """A build whose stderr is a sized pseudo-terminal: tqdm's line is drawn, log lines print above it, and
     TensorFlow's load-time lines (imported mid-build, with descriptor 2 captured) do not get through glued to
     the line."""
-    import fcntl
-    import pty
-    import struct
-    import termios
-    import threading
-
     images = image_set_factory(tmp_path / "data", {"cat": {"train": 20, "test": 4}, "dog": {"train": 20, "test": 4}})
-    master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 150, 0, 0))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SHARDSMITH_", "TF_CPP_"))}
     env["PYTHONPATH"] = str(ROOT)
-    drawn = bytearray()
-
-    def read_all():
-        while True:
-            try:
-                chunk = os.read(master, 65536)
-            except OSError:  # EIO: every writer closed the terminal
-                return
-            if not chunk:
-                return
-            drawn.extend(chunk)
-
-    reader = threading.Thread(target=read_all)
-    reader.start()
-    with subprocess.Popen([sys.executable, "-m", "pipeline", "build", "--manifest", str(images.manifest),
-                           "--output_dir", str(tmp_path / "out"), "--name", "t"], env=env, cwd=ROOT,
-                          stdout=subprocess.PIPE, stderr=slave, text=True) as build:
-        os.close(slave)
-        out, _ = build.communicate(timeout=300)
-    reader.join(timeout=30)
-    os.close(master)
-    terminal = drawn.decode("utf-8", "replace")
+    build = on_terminal(["build", "--manifest", str(images.manifest), "--output_dir", str(tmp_path / "out"),
+                         "--name", "t"], env, pipe_stdout=True)
+    terminal, out = build.terminal, build.stdout
     assert build.returncode == 0, terminal[-3000:]
     assert "shardsmith: writing" in terminal and "48/48" in terminal and "rows read" in terminal
     assert "INFO wrote train shard" in terminal
