@@ -21,6 +21,7 @@ any machine; memory is one index per record (8 bytes) for the epoch's permutatio
 
 from __future__ import annotations
 
+import functools
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -174,7 +175,9 @@ class StreamOrder:
     def num_batches(self) -> int:
         return -(-self.num_records // self.batch_size)
 
+    @functools.cached_property
     def _start(self) -> int:
+        """The layout position the epoch starts at (one draw per epoch)."""
         if not self.shuffle or not self.num_records:
             return 0
         return random.Random(f"{self.seed}/{self.epoch}/start").randrange(self.num_records)
@@ -183,7 +186,7 @@ class StreamOrder:
         """Global batch `batch` as runs (start, stop) of positions in the unrotated layout, in reading order."""
         first = batch * self.batch_size
         size = min(self.batch_size, self.num_records - first)
-        start = (self._start() + first) % self.num_records
+        start = (self._start + first) % self.num_records
         if start + size <= self.num_records:
             return [(start, start + size)]
         return [(start, self.num_records), (0, start + size - self.num_records)]
@@ -199,15 +202,11 @@ class StreamOrder:
         """The global batches worker `worker` of `num_workers` in rank `rank` of `world_size` reads, in order."""
         return range(skipped + rank + worker * world_size, self.num_batches, world_size * num_workers)
 
-    def batch_length(self, batch: int) -> int:
-        return min(self.batch_size, self.num_records - batch * self.batch_size)
-
     def records_of(self, batches: range) -> int:
-        """How many records the batches hold."""
-        full = len(batches)
-        if full and batches[-1] == self.num_batches - 1:
-            return (full - 1) * self.batch_size + self.batch_length(batches[-1])
-        return full * self.batch_size
+        """How many records the batches hold (only the epoch's last batch may be short)."""
+        if batches and batches[-1] == self.num_batches - 1:
+            return (len(batches) - 1) * self.batch_size + self.num_records - batches[-1] * self.batch_size
+        return len(batches) * self.batch_size
 
 
 def _stream_states(value) -> list[dict]:

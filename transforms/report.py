@@ -26,14 +26,14 @@ from shardsmith.core.build_lock import LockGuard
 from shardsmith.core.look_alike_labels import with_look_alike_labels
 from shardsmith.core.rows import ShardResult
 from shardsmith.core.settings import CheckSettings, RecordSettings, RetentionSettings
-from shardsmith.format.build_folder import build_dir, write_atomically
+from shardsmith.format.build_folder import build_dir, remove_build, write_atomically
 from shardsmith.format.example import example_keys
 from shardsmith.format.metadata import labels_bytes
 from shardsmith.format.metadata_schema import Metadata, NearDuplicatesEntry, SplitEntry
 from shardsmith.format.naming import ERRORS_FILE, LABELS_FILE, join, row_list_name
 from shardsmith.format.record_file import DEFAULT_FORMAT
 from shardsmith.format.tfds import tfds_metadata_files
-from shardsmith.storage import delete
+from shardsmith.storage import list_files
 from shardsmith.versions import (
     CarriedVersion,
     count_failed_again,
@@ -189,10 +189,12 @@ def check_and_write_metadata(
         return metadata
     files_dir = config.files_dir
     config.lock.check()  # LockLost: a build whose lock was taken over writes nothing more
-    if config.carried is not None:
-        for empty in empty_new_shards(metadata, shards):  # this build's own files, in its own folder
-            delete([join(files_dir, name) for name in (empty.file, empty.index_file, row_list_name(empty.file))
-                    if name])
+    empty = empty_new_shards(metadata, shards) if config.carried is not None else []
+    if empty:  # files this build's record lists as written, in its own folder, and nothing else
+        listed = list_files(files_dir)
+        for name in (name for result in empty for name in (result.file, result.index_file, row_list_name(result.file))
+                     if name):
+            remove_build(config.output_dir, config.build_id, listed, only=name)
     write_atomically(join(files_dir, LABELS_FILE), labels_bytes(vocabulary.labels))
     for file_name, content in tfds_metadata_files(metadata).items():  # TFDS: shardsmith.tfds_dirs(output_dir)
         write_atomically(join(files_dir, file_name), content)

@@ -176,6 +176,11 @@ def test_a_night_whose_only_new_row_fails_publishes_a_version_that_lists_it(vers
     truncated = tmp_path / "truncated.jpg"
     truncated.write_bytes(Path(rows[0][1]).read_bytes()[:200])
     write_csv(manifest, [*rows, ("train", str(truncated), "cat")])
+    # A user's files named as the night's empty shard would be, in the folder of the version it is built on.
+    look_alikes = {out / BUILDS_DIR / first["build_id"] / f"pets-train.tfrecord-g2-{i:05d}-of-{n:05d}{end}"
+                   for n in (1, 2) for i in range(n) for end in ("", ".idx")}
+    for path in look_alikes:
+        path.write_bytes(b"a user's file")
     second = night(shardsmith, manifest, out, max_error_fraction="1")  # 1 of 1 new rows failed: within budget
     assert second["build_id"] != first["build_id"]
     assert (second["num_examples"], second["num_errors"], second["num_input_rows"]) == (30, 1, 31)
@@ -183,6 +188,7 @@ def test_a_night_whose_only_new_row_fails_publishes_a_version_that_lists_it(vers
     assert all(shard["num_examples"] for shard in shards), "no empty shard of tonight's for readers to open"
     assert second["splits"]["train"]["num_shards"] == first["splits"]["train"]["num_shards"] == 2
     assert not list((out / BUILDS_DIR / second["build_id"]).glob("*.tfrecord*")), "nor its files left behind"
+    assert all(path.read_bytes() == b"a user's file" for path in look_alikes), "a user's look-alike files stay"
     verified = shardsmith("verify", out)
     assert verified.code == 0, verified.out + verified.err
     listed = [json.loads(line)["uri"] for line in (out / BUILDS_DIR / second["build_id"] / "errors.jsonl")
