@@ -1,5 +1,5 @@
-"""How RowBatches (and ImageDigests, lists of the same kind) cross stage boundaries: one pickle per list, and a
-size estimate that does not encode it.
+"""How RowBatches (and ImageDigests, lists of the same kind) cross stage boundaries: one compressed pickle per list,
+and a size estimate that does not encode it.
 
 Beam measures every PCollection's mean element size by encoding a sample of its elements: on each worker the
 first 10 elements of every output, then about 10 in each doubling (apache_beam/runners/worker/opcounters.py).
@@ -30,8 +30,10 @@ from shardsmith.core.rows import SEALED_COMPRESSION, ImageDigests, RowBatch, Sea
 
 
 class RowBatchCoder(beam.coders.Coder):
-    """A RowBatch as one pickle. Its size estimate is the first item's pickled size times the item count: a
-    metric's input (Beam's MeanByteCount), never used to frame or split data."""
+    """A RowBatch as one pickle, compressed (SEALED_COMPRESSION): the local runner holds a stage's input in
+    several copies (shardsmith/core/rows.py, SealedBatch). Its size estimate is the first item's pickled size times
+    the item count, before compression: a metric's input (Beam's MeanByteCount), never used to frame or split
+    data."""
 
     def encode(self, batch: list) -> bytes:
         return zlib.compress(pickle.dumps(batch, protocol=pickle.HIGHEST_PROTOCOL), SEALED_COMPRESSION)
