@@ -23,6 +23,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import apache_beam as beam
+from apache_beam.transforms.window import GlobalWindow
+from apache_beam.utils.timestamp import MIN_TIMESTAMP
+from apache_beam.utils.windowed_value import WindowedValue
 
 from shardsmith.core.rows import ManifestRow, PlacedRow, RowBatch
 from shardsmith.core.settings import PlacementSettings
@@ -34,6 +37,9 @@ from transforms.row_coder import of_grouped_batches, of_keyed_batches
 # Bounds the rows one worker holds while ranking: a (split, label) with more rows is ranked in 2^k hash buckets.
 MAX_ROWS_PER_RANK_GROUP = 1 << 16
 MIB = 1 << 20
+# Rows a placing worker holds before they leave in one piece per rank group (KeyByRankGroupFn) or per shard
+# (DealRowsFn).
+MAX_ROWS_HELD_FOR_RANKING = 1 << 14
 # Without --num_shards, a shard holds at most this many records. A shard is one element of the write stage,
 # written start to end by one thread; on a runner with many workers the last elements to finish set the job's
 # end (docs/dataflow.md, Stragglers). Small images make 128 MB shards of tens of thousands of records.
@@ -160,10 +166,18 @@ class DealRowsFn(beam.DoFn):
 
     Dealing index g = offset(group) + rank; shard = g mod num_shards. A contiguous run of indices dealt
     round-robin gives every shard the floor or ceiling of the run's length over the shard count.
-    Emits one ((split, shard), [PlacedRow, ...]) per shard that receives rows of this group."""
+    Emits ((split, shard), [PlacedRow, ...]) pieces: a bundle's placed rows are held until
+    MAX_ROWS_HELD_FOR_RANKING of them, then leave as one piece per shard present (a piece per group and shard
+    would hold a few rows each where there are many labels). A shard's writer orders its rows by their order
+    key, so the pieces do not change a shard's bytes."""
 
     def __init__(self, seed: int):
         self._seed = seed
+        self._held: defaultdict[tuple[str, int], RowBatch] = defaultdict(RowBatch)
+        self._num_held = 0
+
+    def start_bundle(self):
+        self._held, self._num_held = defaultdict(RowBatch), 0
 
     def process(self, keyed_batches, plan: ShardPlan) -> Iterator:
         key, batches = keyed_batches
@@ -171,26 +185,53 @@ class DealRowsFn(beam.DoFn):
         num_shards = plan.splits[split].num_shards
         first = plan.offsets[key]
         ranked = sorted((row for batch in batches for row in batch), key=lambda r: rank_key(r, self._seed))
-        dealt: defaultdict[int, RowBatch] = defaultdict(RowBatch)
+        held = self._held
         for rank, row in enumerate(ranked):
             shard = (first + rank) % num_shards
-            dealt[shard].append(PlacedRow(row, shard, num_shards, order_key(row, self._seed)))
-        for shard, placed in sorted(dealt.items()):
-            yield (split, shard), placed
+            held[(split, shard)].append(PlacedRow(row, shard, num_shards, order_key(row, self._seed)))
+        self._num_held += len(ranked)
+        if self._num_held >= MAX_ROWS_HELD_FOR_RANKING:
+            yield from self._release()
+
+    def finish_bundle(self):
+        for piece in self._release():
+            yield WindowedValue(piece, MIN_TIMESTAMP, [GlobalWindow()])
+
+    def _release(self) -> Iterator[tuple[tuple[str, int], RowBatch]]:
+        held, self._held, self._num_held = self._held, defaultdict(RowBatch), 0
+        yield from sorted(held.items())
 
 
 class KeyByRankGroupFn(beam.DoFn):
-    """RowBatch -> ((split, label id, bucket), [rows of the batch in that group]) for each group present."""
+    """RowBatches -> ((split, label id, bucket), [rows in that group]) pieces. A bundle's rows are held until
+    MAX_ROWS_HELD_FOR_RANKING of them, then leave as one piece per group present: a shuffled input (a
+    compaction's source shards, where a batch spreads over hundreds of groups) would otherwise make pieces of one
+    or two rows, each costing the GroupByKey more than its rows. Placement does not depend on the pieces."""
 
     def __init__(self, seed: int):
         self._seed = seed
+        self._held: defaultdict[tuple[str, int, int], RowBatch] = defaultdict(RowBatch)
+        self._num_held = 0
+
+    def start_bundle(self):
+        self._held, self._num_held = defaultdict(RowBatch), 0
 
     def process(self, batch: RowBatch, label_bits: dict[tuple[str, str], int]) -> Iterator:
-        groups: defaultdict[tuple[str, int, int], RowBatch] = defaultdict(RowBatch)
+        held = self._held
         for row in batch:
             bits = label_bits.get((row.split, row.label), 0)
-            groups[group_key(row, self._seed, bits)].append(row)
-        yield from groups.items()
+            held[group_key(row, self._seed, bits)].append(row)
+        self._num_held += len(batch)
+        if self._num_held >= MAX_ROWS_HELD_FOR_RANKING:
+            yield from self._release()
+
+    def finish_bundle(self):
+        for piece in self._release():
+            yield WindowedValue(piece, MIN_TIMESTAMP, [GlobalWindow()])
+
+    def _release(self) -> Iterator[tuple[tuple[str, int, int], RowBatch]]:
+        held, self._held, self._num_held = self._held, defaultdict(RowBatch), 0
+        yield from held.items()
 
 
 def label_bucket_bits(label_counts: Iterable[tuple[tuple[str, str], int]]) -> dict[tuple[str, str], int]:

@@ -162,15 +162,15 @@ def num_shards(plan: ShardPlan) -> int:
     return sum(s.num_shards for s in plan.splits.values())
 
 
-def _in_global_window(value) -> WindowedValue:
+def in_global_window(value) -> WindowedValue:
     return WindowedValue(value, MIN_TIMESTAMP, [GlobalWindow()])
 
 
 def _in_global_windows_of(output):
     """An output emitted from finish_bundle (which has no element's window to inherit)."""
     if isinstance(output, beam.pvalue.TaggedOutput):
-        return beam.pvalue.TaggedOutput(output.tag, _in_global_window(output.value))
-    return _in_global_window(output)
+        return beam.pvalue.TaggedOutput(output.tag, in_global_window(output.value))
+    return in_global_window(output)
 
 
 def _outputs(outcome: ShardOutcome):

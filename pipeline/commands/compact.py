@@ -93,7 +93,8 @@ def compact(options: CompactOptions, beam_args: list[str]) -> Metadata | None:
         compaction = Compaction(source, lock.build_id, options.retention, write_card=not options.no_card)
         with task_progress(Task("compact", "copied"), published.num_examples or 0, runs_locally(beam_args)), \
                 make_pipeline(beam_options) as pipeline:
-            _ = pipeline | "Compact" >> CompactVersion(compaction)
+            _ = pipeline | "Compact" >> CompactVersion(
+                compaction, copying_processes(beam_options, published, options.writer_processes))
         submitted = leaves_job_running(beam_options)
     finally:
         if submitted:  # the job, still to run, holds the lock: its publish step releases it
@@ -129,6 +130,23 @@ def check_arguments(args: argparse.Namespace, beam_args: list[str]) -> CompactOp
     options = compact_options_from(args)
     _published(options.output_dir)
     return options
+
+
+def copying_processes(beam_options, published: Metadata, requested: int) -> int:
+    """Shard writer processes that copy the compacted shards: `requested` (--writer_processes) in a local run in
+    one process, none on other runners; by default as many as a build of the version's records would start (one
+    per core, never more than its shards), none for a version a build would write in its own process
+    (transforms/write_shards.py, is_small)."""
+    from pipeline.running.runner import writer_processes
+    from transforms.write_shards import SMALL_BUILD_BYTES, SMALL_BUILD_IMAGES
+
+    splits = published.splits.values()
+    if requested >= 0:
+        return writer_processes(beam_options, requested)
+    if (sum(s.num_examples for s in splits) <= SMALL_BUILD_IMAGES
+            and sum(s.num_bytes or 0 for s in splits) <= SMALL_BUILD_BYTES):
+        return 0
+    return min(writer_processes(beam_options, -1), sum(s.num_shards or 0 for s in splits))
 
 
 def runs_locally(beam_args: list[str]) -> bool:

@@ -50,3 +50,4 @@ class CompactOptions:
             "otherwise the job writes nothing and succeeds (default: always compact)", COUNT)))
     break_lock: bool = option(False, build_flag("break_lock"))
     no_card: bool = option(False, build_flag("no_card"))
+    writer_processes: int = option(-1, build_flag("writer_processes"))  # they copy the compacted shards

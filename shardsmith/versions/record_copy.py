@@ -29,7 +29,7 @@ from shardsmith.format.example import SHA256, parse_example
 from shardsmith.format.naming import shard_file_name
 from shardsmith.format.record_file import FramingError, RecordFileFormat
 from shardsmith.format.record_index import RecordIndex
-from shardsmith.format.row_list import ListedRow
+from shardsmith.format.row_list import ListedRow, RowListError
 from shardsmith.versions import row_check
 from shardsmith.versions.compaction import RecordRef
 
@@ -118,3 +118,27 @@ def write_compacted_shard(config: CompactionWriter, split: str, shard: int,
     num_bytes = output.publish()
     return ShardResult(split, shard, num_shards, name, len(listed), num_bytes, dict(sorted(label_counts.items())),
                        sum(row.lines for row in listed), output.crc32c, first_key, index_file)
+
+
+@dataclass(frozen=True)
+class CopyRefused:
+    """A compacted shard a writer process did not write because a source shard, its row list or its index file
+    is not what metadata.json says: the error's class name and message, raised again by the launcher as they
+    are raised where the shard is copied in the launcher's own process."""
+
+    error: str  # "RowListError" or "SourceRecordError"
+    message: str
+
+    def raise_again(self) -> None:
+        raise (RowListError if self.error == "RowListError" else SourceRecordError)(self.message)
+
+
+def copy_in_writer_process(config: CompactionWriter, split: str, shard: int,
+                           dealt: Iterable[list[PlacedRow]]) -> ShardResult | CopyRefused:
+    """write_compacted_shard as a shard writer process's job (shardsmith/core/shard_worker.py): the refusals
+    that name what to fix come back as values (the pool reports any other failure with its traceback)."""
+    try:
+        return write_compacted_shard(config, split, shard, dealt)
+    except (RowListError, SourceRecordError) as e:
+        return CopyRefused(type(e).__name__, str(e))
+

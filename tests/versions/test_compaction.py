@@ -134,6 +134,25 @@ def test_compaction_writes_the_full_builds_shards_and_keeps_earlier_versions(row
     assert metadata(out)["incremental"]["num_carried_rows"] == 84
 
 
+def test_writer_processes_copy_the_same_shards_as_the_launcher(rows, shardsmith, csv_manifest, tmp_path):
+    """With --writer_processes 2 the compacted shards are copied by shard writer processes (a local run's
+    default for a version larger than a small build), with 0 in the launcher's own process: the same shards,
+    index files and row lists, and both match a full build of the version's rows."""
+    out = tmp_path / "out"
+    incremental(shardsmith, csv_manifest, out, "d1", rows[:60])
+    incremental(shardsmith, csv_manifest, out, "d2", rows[2:75])
+    rows_before = version_rows(out)
+    twin = tmp_path / "twin"
+    shutil.copytree(out, twin, symlinks=True)
+    ok(shardsmith, "compact", out, "--writer_processes", "0")
+    done = ok(shardsmith, "compact", twin, "--writer_processes", "2")
+    assert "compacted version" in done.out
+    assert shard_files(twin) == shard_files(out)
+    assert version_rows(twin) == version_rows(out) and sorted(version_rows(twin)) == sorted(rows_before)
+    full_build_matches(shardsmith, csv_manifest, tmp_path, twin, rows_before, metadata(twin)["labels"])
+    assert not (twin / LOCK_FILE).exists()
+
+
 def test_compaction_keeps_label_ids_added_out_of_alphabetical_order(rows, shardsmith, csv_manifest, tmp_path):
     out = tmp_path / "out"
     no_cats = [r for r in rows if r[2] != "cat"]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -49,8 +50,13 @@ def file_names(out: Path, split: str) -> list[str]:
     return sorted(r["image/filename"].decode() for r in records(out, split))
 
 
+# A plain progress line, which a command that runs for more than a few seconds (a loaded machine) prints to a log:
+# a build's (`shardsmith: progress: ...`) or a command's (`shardsmith: compact: 0 of 75 records copied`).
+PROGRESS_LINE = re.compile(r"shardsmith: (progress: |\w+: \d+( of \d+)? \w+ \w+)")
+
+
 def one_check_failed_line(err: str) -> str:
-    lines = [line for line in err.splitlines() if line.strip() and not line.startswith("shardsmith: progress:")]
+    lines = [line for line in err.splitlines() if line.strip() and not PROGRESS_LINE.match(line)]
     assert len(lines) == 1 and lines[0].startswith("shardsmith check failed: "), err
     assert "Traceback" not in err
     return lines[0]
@@ -163,13 +169,15 @@ def _swap_lines(path: Path, first: int, second: int) -> list[list]:
     return [json.loads(line) for line in lines]
 
 
-def test_two_swapped_lines_of_a_row_list_fail_compaction_before_it_publishes(rows, shardsmith, csv_manifest, tmp_path):
+@pytest.mark.parametrize("writers", ["0", "2"])  # copied in the launcher, or by shard writer processes
+def test_two_swapped_lines_of_a_row_list_fail_compaction_before_it_publishes(writers, rows, shardsmith, csv_manifest,
+                                                                             tmp_path):
     out = tmp_path / "out"
     built(shardsmith, csv_manifest, out, "d1", rows[:60])
     published = built(shardsmith, csv_manifest, out, "d2", rows[:75])
     path = row_list(out, published, "train", 0)
     swapped = _swap_lines(path, 0, 1)
-    done = shardsmith("compact", out)
+    done = shardsmith("compact", out, "--writer_processes", writers)
     assert done.code == 1, done.err + done.out
     line = one_check_failed_line(done.err)
     assert f"{path} line " in line and "does not describe record" in line and "nothing was published" in line

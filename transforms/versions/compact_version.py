@@ -19,7 +19,9 @@ never touched, and retention keeps --keep_builds versions.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterator
+from concurrent.futures import Future
 from dataclasses import dataclass, replace
 
 import apache_beam as beam
@@ -37,12 +39,14 @@ from shardsmith.format.tfds import tfds_metadata_files
 from shardsmith.format.transform_fn import write_transform_fn
 from shardsmith.versions.compaction import CompactionSource, readable_path, record_rows, row_list_path
 from shardsmith.versions.publish import publish_version
-from shardsmith.versions.record_copy import CompactionWriter, write_compacted_shard
+from shardsmith.versions.record_copy import CompactionWriter, CopyRefused, copy_in_writer_process, write_compacted_shard
 from transforms.error_parts import ErrorSummary
 from transforms.labels import Vocabulary
 from transforms.place import PlaceRows, ShardPlan, SplitPlan
 from transforms.report import DatasetCheckFailed, ReportConfig, build_metadata, card_step
+from transforms.row_coder import of_batches
 from transforms.versions.carried_rows import row_lists_checked
+from transforms.write_shards import in_global_window
 
 
 @dataclass(frozen=True)
@@ -181,15 +185,57 @@ def publish_compaction(_, compaction: Compaction, shards: list[ShardResult], pla
 
 
 class CopyRecordsFn(beam.DoFn):
-    """((split, shard), lists of PlacedRows) -> the ShardResult of the compacted shard they make up."""
+    """((split, shard), lists of PlacedRows) -> the ShardResult of the compacted shard they make up.
 
-    def __init__(self, config: CompactionWriter):
+    With `processes` > 0 (a local run in one process, as a build's WriteShardFn), the shards are copied by that
+    many shard writer processes (the compaction's pool, by its build folder), at most two each in hand, and their
+    results come out as they finish (the rest in finish_bundle); otherwise each is copied in process()."""
+
+    def __init__(self, config: CompactionWriter, processes: int = 0):
         self._config = config
+        self._processes = processes
+        self._pool = None
+        self._pending: deque[Future] = deque()
+
+    def setup(self):
+        if self._processes > 0:
+            from shardsmith.core.shard_worker import build_pool
+
+            self._pool = build_pool(self._config.writer.output_dir, self._processes)
 
     def process(self, keyed_rows):
         (split, shard), dealt = keyed_rows
-        with row_lists_checked():
-            yield write_compacted_shard(self._config, split, shard, dealt)
+        if self._pool is None:
+            with row_lists_checked():
+                yield write_compacted_shard(self._config, split, shard, dealt)
+            return
+        # SealedBatches: handed to a writer process still pickled
+        self._pending.append(self._pool.submit(copy_in_writer_process, self._config, split, shard, list(dealt)))
+        while self._pending and (self._pending[0].done() or len(self._pending) > 2 * self._pool.processes):
+            yield self._copied(self._pending.popleft())
+
+    def finish_bundle(self):
+        while self._pending:
+            yield in_global_window(self._copied(self._pending.popleft()))
+
+    @staticmethod
+    def _copied(future: Future) -> ShardResult:
+        outcome = future.result()
+        if isinstance(outcome, CopyRefused):
+            with row_lists_checked():
+                outcome.raise_again()
+        return outcome
+
+    def teardown(self):
+        if self._processes > 0:
+            from shardsmith.core.shard_worker import close_build_pool
+
+            close_build_pool(self._config.writer.output_dir)
+        self._pool = None
+
+    def __getstate__(self):
+        # The writer processes and the shards they still copy belong to this instance, never to a copy.
+        return {**self.__dict__, "_pool": None, "_pending": deque()}
 
 
 def _source_rows(index: int, source: CompactionSource, files_dir: str) -> Iterator[RowBatch]:
@@ -200,19 +246,21 @@ def _source_rows(index: int, source: CompactionSource, files_dir: str) -> Iterat
 class CompactVersion(beam.PTransform):
     """A pipeline's root -> the one-element PCollection of the compacted version's metadata.json, published."""
 
-    def __init__(self, compaction: Compaction):
+    def __init__(self, compaction: Compaction, writer_processes: int = 0):
         super().__init__()
         self._compaction = compaction
+        self._writer_processes = writer_processes
 
     def expand(self, pipeline):
         source, files_dir = self._compaction.source, self._compaction.files_dir
-        rows = (
+        rows = of_batches(
             pipeline
             | "ListSourceShards" >> beam.Create(range(len(source.shards)))
             | "ReadRowLists" >> beam.FlatMap(_source_rows, source, files_dir)
         )
         shard_groups, plan = rows | "PlaceRows" >> PlaceRows(source.placement)
-        shards = shard_groups | "CopyRecords" >> beam.ParDo(CopyRecordsFn(self._compaction.writer()))
+        shards = shard_groups | "CopyRecords" >> beam.ParDo(CopyRecordsFn(self._compaction.writer(),
+                                                                              self._writer_processes))
         return (
             pipeline
             | "FinalizeTrigger" >> beam.Create([None])
