@@ -236,12 +236,12 @@ def unchanged_version(output_dir: str, build_id: str, previous: str) -> Metadata
     nothing and removed its build's folder, and `previous` is still published); None otherwise."""
     from shardsmith import storage
     from shardsmith.format.build_folder import build_dir
-    from shardsmith.format.metadata import read_metadata
     from shardsmith.format.naming import BUILD_RECORD, join
+    from shardsmith.output_folder import open_version
 
     if storage.exists(join(build_dir(output_dir, build_id), BUILD_RECORD)):  # gone last when a build is removed
         return None
-    published = read_metadata(output_dir)
+    published = open_version(output_dir, readable=False).metadata
     return published if published.build_id == previous else None
 
 

@@ -90,7 +90,7 @@ def index_build(output_dir: str, version: str | None = None) -> IndexReport:
 
 
 def _splits(output_dir: str, version: str | None) -> list[str]:
-    from shardsmith.read.version_files import open_version
+    from shardsmith.output_folder import open_version
 
     return list(open_version(output_dir, version).metadata.splits)
 

@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> dict:
 
 
 def _check_split(settings: Settings) -> None:
-    from shardsmith.read.version_files import open_version
+    from shardsmith.output_folder import open_version
 
     metadata = open_version(settings.output_dir, settings.build_id).metadata
     if settings.split not in metadata.splits:

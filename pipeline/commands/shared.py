@@ -29,7 +29,7 @@ def kept_build_id(output_dir: str, version: str | None, split: str | None = None
     """The build id of the kept version `version` names (None: the published one); UsageError as readers say it,
     or when it holds no split `split`."""
     from shardsmith.format.naming import BUILD_ID
-    from shardsmith.read.version_files import open_version
+    from shardsmith.output_folder import open_version
 
     try:
         opened = open_version(output_dir, version)

@@ -18,26 +18,28 @@ import logging
 from collections.abc import Callable
 
 from shardsmith.core import fault_injection
-from shardsmith.core.build_lock import LockGuard, release_lock
+from shardsmith.core.build_lock import release_lock
 from shardsmith.core.rows import ShardResult
 from shardsmith.core.settings import RetentionSettings
-from shardsmith.format.build_folder import build_dir, publish, remove_temporary_files, retire_builds
+from shardsmith.format.build_folder import publish, remove_temporary_files, retire_builds
 from shardsmith.format.metadata_schema import Metadata
+from shardsmith.output_folder import BuildTarget
 from shardsmith.versions.carry_over import CarriedVersion
 
 _LOG = logging.getLogger("shardsmith")
 
 
-def publish_version(output_dir: str, build_id: str, metadata: Metadata, retention: RetentionSettings,
+def publish_version(target: BuildTarget, metadata: Metadata, retention: RetentionSettings,
                     after_switch: Callable[[], None] | None = None,
                     before_release: Callable[[], None] | None = None) -> None:
-    """Publishes build `build_id` of `output_dir` as its version `metadata` (see the module for the order of
-    steps); `after_switch` runs once the top-level metadata.json names it, before older builds are retired;
+    """Publishes the build `target` names as its output folder's version `metadata` (see the module for the order
+    of steps); `after_switch` runs once the top-level metadata.json names it, before older builds are retired;
     `before_release` once they are, while the lock is still held (the dataset card, which lists the kept
     versions, is written then)."""
-    remove_temporary_files(build_dir(output_dir, build_id))
+    output_dir, build_id = target.output_dir, target.build_id
+    remove_temporary_files(target.files_dir)
     fault_injection.reached("before_metadata")
-    LockGuard(output_dir, build_id).check()
+    target.lock.check()
     publish(output_dir, build_id, metadata, before_switch=lambda: fault_injection.reached("before_switch"))
     if after_switch is not None:
         after_switch()
@@ -58,11 +60,11 @@ def unchanged(carried: CarriedVersion, new_shards: list[ShardResult], removed_li
             and tuple(version.labels) == carried.labels)
 
 
-def publish_nothing(output_dir: str, build_id: str, previous: str) -> None:
+def publish_nothing(target: BuildTarget, previous: str) -> None:
     """An --incremental night whose version is `unchanged` (a retried scheduled run, or a night without news):
     publishing would only push a real version out of --keep_builds, so the build's folder goes as an unfinished
     one does, and the lock is released; LockLost when the build no longer holds it."""
-    LockGuard(output_dir, build_id).check()
+    target.lock.check()
     _LOG.info("nothing changed since version %s: nothing published", previous)
-    retire_builds(output_dir)
-    release_lock(output_dir, build_id)
+    retire_builds(target.output_dir)
+    release_lock(target.output_dir, target.build_id)
