@@ -26,7 +26,7 @@ from shardsmith import storage
 from shardsmith.core.build_lock import LockGuard
 from shardsmith.core.failures import explain_counts
 from shardsmith.core.rows import ErrorRow
-from shardsmith.format.build_folder import COPY_CHUNK_BYTES, write_atomically, write_atomically_from
+from shardsmith.format.build_record import COPY_CHUNK_BYTES, write_atomically, write_atomically_from
 from shardsmith.format.metadata import errors_bytes, reason_key
 from shardsmith.format.naming import ERRORS_FILE, TEMP_PREFIX, join
 from transforms.duplicates import STAGE as DUPLICATE_STAGE

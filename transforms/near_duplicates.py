@@ -56,7 +56,7 @@ from shardsmith.core.near_duplicate_search import (
 from shardsmith.core.perceptual_hash import ImageSignature, signature_of_bytes
 from shardsmith.core.rows import ROWS_PER_BATCH, ErrorRow, ManifestRow, RowBatch
 from shardsmith.core.settings import CheckSettings, RecordSettings
-from shardsmith.format.build_folder import write_atomically
+from shardsmith.format.build_record import write_atomically
 from shardsmith.format.metadata import near_duplicates_bytes
 from shardsmith.format.metadata_schema import NearDuplicatesEntry
 from shardsmith.format.naming import NEAR_DUPLICATES_FILE, join

@@ -22,10 +22,12 @@ from dataclasses import dataclass, field
 
 import apache_beam as beam
 
+from shardsmith.core import fault_injection
 from shardsmith.core.look_alike_labels import with_look_alike_labels
 from shardsmith.core.rows import ShardResult
 from shardsmith.core.settings import CheckSettings, RecordSettings, RetentionSettings
-from shardsmith.format.build_folder import build_dir, remove_build, write_atomically
+from shardsmith.format.build_folder import build_dir, remove_build
+from shardsmith.format.build_record import write_atomically
 from shardsmith.format.example import example_keys
 from shardsmith.format.metadata import labels_bytes
 from shardsmith.format.metadata_schema import Metadata, NearDuplicatesEntry, SplitEntry
@@ -197,7 +199,7 @@ def check_and_write_metadata(
                       errors.explanation)
 
     publish_version(config.target, metadata, config.retention, after_switch=log_failures,
-                    before_release=card_step(config.target, config.write_card))
+                    before_release=card_step(config.target, config.write_card), fault_point=fault_injection.reached)
     return metadata
 
 

@@ -74,7 +74,8 @@ def _check_split(settings: Settings) -> None:
 
 def _save(output_dir: str, build_id: str, figures: dict) -> None:
     from shardsmith.card import CARD_FILE, card_bytes
-    from shardsmith.format.build_folder import build_dir, write_atomically
+    from shardsmith.format.build_folder import build_dir
+    from shardsmith.format.build_record import write_atomically
     from shardsmith.format.naming import READ_CHECK_FILE, join
 
     folder = build_dir(output_dir, build_id)

@@ -44,8 +44,7 @@ from shardsmith.core.reencode import reencode
 from shardsmith.core.row_identity import row_identity
 from shardsmith.core.rows import ErrorRow, ImageDigest, ImageDigests, PlacedRow, ShardResult
 from shardsmith.core.settings import RecordSettings
-from shardsmith.format.build_folder import write_atomically
-from shardsmith.format.build_record import claim
+from shardsmith.format.build_record import claim, write_atomically
 from shardsmith.format.file_checksum import Crc32c
 from shardsmith.format.naming import TEMP_PREFIX, index_file_name, row_list_name, shard_file_name
 from shardsmith.format.record_file import TFRECORD, RecordFileFormat

@@ -39,11 +39,11 @@ import os
 import secrets
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from shardsmith import storage
-from shardsmith.format.build_record import BuildRecord, claim, entry_file, in_a_build, written_entries
+from shardsmith.format.build_record import BuildRecord, claim, entry_file, write_atomically, written_entries
 from shardsmith.format.metadata import read_metadata
 from shardsmith.format.metadata_schema import Metadata, MetadataError, MetadataMissing, ShardEntry, metadata_bytes
 from shardsmith.format.naming import (
@@ -289,39 +289,6 @@ def published_build_id(state: FolderState) -> str | None:
 
 
 # Writing and removing ------------------------------------------------------------------------------------------
-
-def write_atomically(path: str, data: bytes) -> None:
-    """Writes `path` so that it holds either its old content or all of `data`, never a part
-    (shardsmith.storage.write_atomically), after adding it to its build's written list when it lies in a build's
-    folder (and making the folders below the build's folder that it lies in)."""
-    claim(path)
-    _make_folders_in_build(path)
-    storage.write_atomically(path, data)
-
-
-def _make_folders_in_build(path: str) -> None:
-    """Locally, the missing folders between a build's folder and `path` (tfds/00000/ for the TFDS files), one
-    level at a time: a writer whose build folder was removed fails instead of making it again."""
-    inside = in_a_build(path)
-    if inside is None:
-        return
-    folder, relative = inside
-    for part in relative.split("/")[:-1]:
-        folder = join(folder, part)
-        storage.make_folder(folder, exist_ok=True)
-
-
-COPY_CHUNK_BYTES = 1 << 20  # write_atomically_from holds about one chunk at a time
-
-
-def write_atomically_from(path: str, chunks: Iterable[bytes]) -> None:
-    """Writes `path` as the concatenation of `chunks`, consumed one at a time (never all in memory); like
-    write_atomically, `path` holds either its old content or all of it (and is first added to its build's
-    written list, its folders below the build's folder made)."""
-    claim(path)
-    _make_folders_in_build(path)
-    storage.write_atomically_from(path, chunks)
-
 
 def start_build(output_dir: str, record: BuildRecord) -> str:
     """Creates the build's folder with its record in it; returns the folder."""

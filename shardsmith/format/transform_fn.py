@@ -19,7 +19,7 @@ import os
 from collections.abc import Sequence
 
 from shardsmith import storage
-from shardsmith.format.build_folder import write_atomically
+from shardsmith.format.build_record import write_atomically
 from shardsmith.format.naming import TRANSFORM_DIRS, join
 
 TRANSFORM_VOCAB_NAME = "labels"  # the asset's name: `TFTransformOutput.vocabulary_by_name("labels")`

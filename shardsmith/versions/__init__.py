@@ -7,7 +7,7 @@ megabytes (tests/test_import_rules.py checks both).
 The modules, by role:
 - carry_over: the model of a night: the published version it starts from (CarriedVersion, CarriedShard), rows
   paired with records by identity (pair_rows, RecordPlace) and the metadata.json of the version it makes
-  (merged_version).
+  (merged_version), and whether a night's version holds anything new (unchanged).
 - spill: the pairing's partitioned join through spill files in the build's scratch folder (bounded memory).
 - shard_rewrite: a shard of an earlier generation rewritten without its removed records.
 - row_check: a shard's row list checked against its shard, and rebuilt from it when lost.
@@ -17,7 +17,7 @@ The modules, by role:
 - compaction: the version `shardsmith compact` rewrites (CompactionSource) and its rows, placed as a full build's;
   record_copy: one compacted shard, its records copied byte for byte.
 - publish: publish_version, the last steps of a build and of a compaction (metadata.json, retention, the lock);
-  unchanged and publish_nothing, for a night that holds nothing new.
+  publish_nothing, for a night that holds nothing new.
 
 The rest of versions lives where its layer puts it: the stages in transforms/versions/ (carried_rows: the
 night's pairing and rewrites; compact_version: the compaction pipeline), the launcher's checks of the published
@@ -31,10 +31,10 @@ Outside shardsmith/versions/ and transforms/versions/, code imports the names be
 its modules.
 """
 
-from shardsmith.versions.carry_over import CarriedShard, CarriedVersion, empty_new_shards, merged_version
+from shardsmith.versions.carry_over import CarriedShard, CarriedVersion, empty_new_shards, merged_version, unchanged
 from shardsmith.versions.compaction import compaction_source, most_generations
 from shardsmith.versions.failed_again import count_failed_again, same_failures
-from shardsmith.versions.publish import publish_nothing, publish_version, unchanged
+from shardsmith.versions.publish import publish_nothing, publish_version
 from shardsmith.versions.published_pairs import (
     MAX_BUCKET_COMPARISONS,
     confirmed_published_pairs,

@@ -1,6 +1,6 @@
 """Publishing a version: the last steps of a build's report (transforms/report.py) and of a compaction
 (transforms/versions/compact_version.py), once every file of the version is in its build's folder; and an
---incremental night's way out when it holds nothing new.
+--incremental night's way out when it holds nothing new (`publish_nothing`, once carry_over's `unchanged` said so).
 
 Guarantees, in this order (`publish_version`): leftover temporary files are removed from the build's folder; the
 build must still hold the output folder's lock (LockLost otherwise: a build whose lock was taken over publishes
@@ -16,31 +16,40 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import Protocol
 
-from shardsmith.core import fault_injection
 from shardsmith.core.build_lock import release_lock
-from shardsmith.core.rows import ShardResult
-from shardsmith.core.settings import RetentionSettings
 from shardsmith.format.build_folder import publish, remove_temporary_files, retire_builds
 from shardsmith.format.metadata_schema import Metadata
 from shardsmith.output_folder import BuildTarget
-from shardsmith.versions.carry_over import CarriedVersion
 
 _LOG = logging.getLogger("shardsmith")
 
 
-def publish_version(target: BuildTarget, metadata: Metadata, retention: RetentionSettings,
+class Retention(Protocol):
+    """How many versions to keep (the build's and compact's RetentionSettings, --keep_builds and --keep_days)."""
+
+    keep_builds: int
+    keep_days: float
+
+
+def _no_fault(point: str) -> None:
+    """A fault point that does nothing (the caller passes the kill tests' `fault_injection.reached`)."""
+
+
+def publish_version(target: BuildTarget, metadata: Metadata, retention: Retention,
                     after_switch: Callable[[], None] | None = None,
-                    before_release: Callable[[], None] | None = None) -> None:
+                    before_release: Callable[[], None] | None = None,
+                    fault_point: Callable[[str], None] = _no_fault) -> None:
     """Publishes the build `target` names as its output folder's version `metadata` (see the module for the order
     of steps); `after_switch` runs once the top-level metadata.json names it, before older builds are retired;
     `before_release` once they are, while the lock is still held (the dataset card, which lists the kept
-    versions, is written then)."""
+    versions, is written then). `fault_point(name)` is called at "before_metadata" and "before_switch"."""
     output_dir, build_id = target.output_dir, target.build_id
     remove_temporary_files(target.files_dir)
-    fault_injection.reached("before_metadata")
+    fault_point("before_metadata")
     target.lock.check()
-    publish(output_dir, build_id, metadata, before_switch=lambda: fault_injection.reached("before_switch"))
+    publish(output_dir, build_id, metadata, before_switch=lambda: fault_point("before_switch"))
     if after_switch is not None:
         after_switch()
     retired = retire_builds(output_dir, build_id, retention.keep_builds, retention.keep_days)
@@ -50,14 +59,6 @@ def publish_version(target: BuildTarget, metadata: Metadata, retention: Retentio
     if before_release is not None:
         before_release()
     release_lock(output_dir, build_id)
-
-
-def unchanged(carried: CarriedVersion, new_shards: list[ShardResult], removed_lines: int, version: Metadata) -> bool:
-    """Whether an --incremental version would hold exactly what the published one holds: no record added, none
-    removed, the same labels (the caller also requires that no shard was rewritten: a shard whose lost row list
-    was rebuilt is rewritten with it, and publishing that repair spares every later night the same work)."""
-    return (not carried.is_first and removed_lines == 0 and not any(s.num_examples for s in new_shards)
-            and tuple(version.labels) == carried.labels)
 
 
 def publish_nothing(target: BuildTarget, previous: str) -> None:

@@ -48,7 +48,8 @@ def _build(folder: Path, per_label: int, manifest: Path | None) -> tuple[Path, P
 def _index_cost(out: str) -> tuple[int, int, float]:
     """(index bytes, output bytes, seconds to compute and write the index files as the writer does)."""
     import shardsmith
-    from shardsmith.format.build_folder import published_dir, write_atomically
+    from shardsmith.format.build_folder import published_dir
+    from shardsmith.format.build_record import write_atomically
     from shardsmith.format.record_index import RecordIndex
 
     folder = Path(published_dir(out))

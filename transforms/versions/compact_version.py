@@ -25,10 +25,12 @@ from dataclasses import dataclass, replace
 import apache_beam as beam
 
 from shardsmith import storage
+from shardsmith.core import fault_injection
 from shardsmith.core.rows import RowBatch, ShardResult
 from shardsmith.core.settings import CheckSettings, RecordSettings, RetentionSettings
 from shardsmith.core.shard_file import WriterConfig
-from shardsmith.format.build_folder import COPY_CHUNK_BYTES, build_dir, write_atomically, write_atomically_from
+from shardsmith.format.build_folder import build_dir
+from shardsmith.format.build_record import COPY_CHUNK_BYTES, write_atomically, write_atomically_from
 from shardsmith.format.metadata import labels_bytes
 from shardsmith.format.metadata_schema import IncrementalEntry, Metadata
 from shardsmith.format.naming import ERRORS_FILE, LABELS_FILE, NEAR_DUPLICATES_FILE, SPLITS, join
@@ -168,7 +170,8 @@ def publish_compaction(_, compaction: Compaction, shards: list[ShardResult], pla
     for file_name, content in tfds_metadata_files(metadata).items():
         write_atomically(join(files_dir, file_name), content)
     publish_version(compaction.target, metadata, compaction.retention,
-                    before_release=card_step(compaction.target, compaction.write_card))
+                    before_release=card_step(compaction.target, compaction.write_card),
+                    fault_point=fault_injection.reached)
     return metadata
 
 
