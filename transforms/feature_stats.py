@@ -20,13 +20,11 @@ from collections.abc import Iterator
 
 import apache_beam as beam
 
-from shardsmith.core.build_lock import LockGuard
 from shardsmith.core.label_list import FixedLabels
 from shardsmith.core.manifest import ManifestFormat
 from shardsmith.core.rows import RowBatch
-from shardsmith.format.build_folder import move_transform_output, transform_scratch
 from shardsmith.format.transform_fn import TRANSFORM_VOCAB_NAME
-from shardsmith.output_folder import BuildTarget
+from shardsmith.output_folder import BuildTarget, LockGuard, move_transform_output, transform_scratch
 from transforms.labels import Vocabulary, labels_of
 
 SINGLE_LABEL_TASKS = ("classification", "segmentation")

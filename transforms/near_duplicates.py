@@ -61,12 +61,7 @@ from shardsmith.format.metadata import near_duplicates_bytes
 from shardsmith.format.metadata_schema import NearDuplicatesEntry
 from shardsmith.format.naming import NEAR_DUPLICATES_FILE, join
 from shardsmith.output_folder import BuildTarget
-from shardsmith.versions import (
-    MAX_BUCKET_COMPARISONS,
-    confirmed_published_pairs,
-    count_published_candidates,
-    take_new,
-)
+from shardsmith.versions import MAX_BUCKET_COMPARISONS, confirmed_published_pairs, count_published_candidates, take_new
 from transforms import ERRORS
 from transforms.duplicates import STAGE
 from transforms.gather import Gather, PerBundleFn, combine_all

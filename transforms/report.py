@@ -26,7 +26,6 @@ from shardsmith.core import fault_injection
 from shardsmith.core.look_alike_labels import with_look_alike_labels
 from shardsmith.core.rows import ShardResult
 from shardsmith.core.settings import CheckSettings, RecordSettings, RetentionSettings
-from shardsmith.format.build_folder import build_dir, remove_build
 from shardsmith.format.build_record import write_atomically
 from shardsmith.format.example import example_keys
 from shardsmith.format.metadata import labels_bytes
@@ -34,15 +33,13 @@ from shardsmith.format.metadata_schema import Metadata, NearDuplicatesEntry, Spl
 from shardsmith.format.naming import ERRORS_FILE, LABELS_FILE, join, row_list_name
 from shardsmith.format.record_file import DEFAULT_FORMAT
 from shardsmith.format.tfds import tfds_metadata_files
-from shardsmith.output_folder import BuildTarget
+from shardsmith.output_folder import BuildTarget, build_dir, publish_nothing, publish_version, remove_build
 from shardsmith.storage import list_files
 from shardsmith.versions import (
     CarriedVersion,
     count_failed_again,
     empty_new_shards,
     merged_version,
-    publish_nothing,
-    publish_version,
     same_failures,
     unchanged,
 )

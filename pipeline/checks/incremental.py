@@ -14,11 +14,10 @@ from shardsmith import storage
 from shardsmith.core.label_list import FixedLabels
 from shardsmith.core.manifest import AppendedPlan, valid_digest
 from shardsmith.errors import UsageError
-from shardsmith.format.build_folder import build_dir
 from shardsmith.format.metadata_schema import Metadata
 from shardsmith.format.naming import BUILDS_DIR, ERRORS_FILE, LABELS_FILE, row_list_name
 from shardsmith.format.record_file import record_file
-from shardsmith.output_folder import OpenedVersion, open_version
+from shardsmith.output_folder import OpenedVersion, build_dir, open_version
 from shardsmith.versions import CarriedShard, CarriedVersion, unrecoverable
 
 REBUILD = "rebuild it in full once with --incremental --overwrite"

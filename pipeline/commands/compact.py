@@ -65,10 +65,16 @@ def compact(options: CompactOptions, beam_args: list[str]) -> Metadata | None:
 
     from pipeline.running.progress import Task, task_progress
     from pipeline.running.runner import leaves_job_running, make_pipeline
-    from shardsmith.core.build_lock import lock_for_command
-    from shardsmith.format.build_folder import BuildRecord, build_dir, new_build_id, retire_builds, start_build
+    from shardsmith.format.build_record import BuildRecord
     from shardsmith.format.metadata import read_metadata
-    from shardsmith.output_folder import BuildTarget
+    from shardsmith.output_folder import (
+        BuildTarget,
+        build_dir,
+        lock_for_command,
+        new_build_id,
+        retire_builds,
+        start_build,
+    )
     from shardsmith.printable import shown
     from shardsmith.read.summary import retired_text
     from shardsmith.versions import compaction_source, most_generations
@@ -145,8 +151,7 @@ def runs_locally(beam_args: list[str]) -> bool:
 def _published(output_dir: str) -> Metadata:
     """The folder's published metadata.json; UsageError (one line) for a folder without one, holding files no
     shardsmith build wrote, or whose metadata.json gives an id or file name that leads out of the folder."""
-    from shardsmith.format.build_folder import scan
-    from shardsmith.output_folder import open_version
+    from shardsmith.output_folder import open_version, scan
 
     try:
         opened = open_version(output_dir, readable=False)

@@ -55,7 +55,7 @@ def _build_id(folder: str, output_dir: str) -> str:
 
 def index_build(output_dir: str, version: str | None = None) -> IndexReport:
     """Writes the missing index files of the published build (or kept build `version`) of `output_dir`."""
-    from shardsmith.core.build_lock import lock_for_command
+    from shardsmith.output_folder import lock_for_command
 
     output_dir = os.fspath(output_dir).rstrip("/")
     try:

@@ -74,9 +74,9 @@ def _check_split(settings: Settings) -> None:
 
 def _save(output_dir: str, build_id: str, figures: dict) -> None:
     from shardsmith.card import CARD_FILE, card_bytes
-    from shardsmith.format.build_folder import build_dir
     from shardsmith.format.build_record import write_atomically
     from shardsmith.format.naming import READ_CHECK_FILE, join
+    from shardsmith.output_folder import build_dir
 
     folder = build_dir(output_dir, build_id)
     with folder_lock(output_dir, "readcheck"):

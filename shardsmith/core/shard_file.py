@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 
 from shardsmith import storage
 from shardsmith.core import fault_injection, progress_signal
-from shardsmith.core.build_lock import LockGuard
 from shardsmith.core.encode import image_example_chunks
 from shardsmith.core.load_images import (
     ImageInfo,
@@ -50,6 +49,7 @@ from shardsmith.format.naming import TEMP_PREFIX, index_file_name, row_list_name
 from shardsmith.format.record_file import TFRECORD, RecordFileFormat
 from shardsmith.format.record_index import RecordIndex
 from shardsmith.format.row_list import ListedRow, row_list_bytes
+from shardsmith.output_folder import LockGuard
 from shardsmith.storage.local_files import write_pieces
 
 STAGE = "load"

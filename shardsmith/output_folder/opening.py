@@ -19,12 +19,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from shardsmith import storage
-from shardsmith.format.build_folder import build_dir, checked_version_id
 from shardsmith.format.metadata import read_metadata
 from shardsmith.format.metadata_schema import Metadata, MetadataMissing
 from shardsmith.format.naming import BUILD_ID, BUILD_RECORD, STAGED_METADATA, join
-from shardsmith.format.retired import read_retired, retention_text
-from shardsmith.format.tags import Tag, TagsUnreadable, read_tags, tag_name_problem
+from shardsmith.output_folder.layout import build_dir, checked_version_id
+from shardsmith.output_folder.retired import read_retired, retention_text
+from shardsmith.output_folder.tags import Tag, TagsUnreadable, read_tags, tag_name_problem
 
 ReadBytes = Callable[[str], bytes | None]
 # What to do about a published version that cannot be added to or rewritten as it is.

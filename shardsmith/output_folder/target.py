@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shardsmith.core.build_lock import LockGuard
-from shardsmith.format.build_folder import build_dir
+from shardsmith.output_folder.layout import build_dir
+from shardsmith.output_folder.lock import LockGuard
 
 
 @dataclass(frozen=True)

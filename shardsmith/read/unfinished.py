@@ -9,8 +9,8 @@ line instead of only "no metadata.json".
 from __future__ import annotations
 
 from shardsmith.core.failures import error_rows, explain
-from shardsmith.format.build_folder import scan
 from shardsmith.format.naming import BUILDS_DIR, ERRORS_FILE, join
+from shardsmith.output_folder import scan
 from shardsmith.storage import read_bytes
 
 

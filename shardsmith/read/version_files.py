@@ -18,10 +18,9 @@ from dataclasses import dataclass
 
 from shardsmith import storage
 from shardsmith.errors import UsageError
-from shardsmith.format.build_folder import dataset_dir, shard_file_path
 from shardsmith.format.metadata_schema import Metadata, ShardEntry
 from shardsmith.format.naming import canonical_split
-from shardsmith.output_folder import open_version
+from shardsmith.output_folder import dataset_dir, open_version, shard_file_path
 from shardsmith.storage import is_s3
 
 SHARDS_CHECKED_AT_ONCE = 16  # check_shards: shards whose first record is read at once (on gs://, a request each)

@@ -21,20 +21,21 @@ import os
 from dataclasses import dataclass
 
 from shardsmith.errors import UsageError
-from shardsmith.format.build_folder import (
-    build_dir,
-    build_id_time,
-    finished,
-    published_build_id,
-    read_build_record,
-    scan,
-)
 from shardsmith.format.metadata import read_metadata
 from shardsmith.format.metadata_schema import MetadataError, MetadataMissing
 from shardsmith.format.naming import BUILDS_DIR, METADATA_FILE, RETIRED_FILE, join
-from shardsmith.format.retired import read_retired, retention_text
-from shardsmith.format.tags import Tag
-from shardsmith.output_folder import open_version
+from shardsmith.output_folder import (
+    Tag,
+    build_dir,
+    build_id_time,
+    finished,
+    open_version,
+    published_build_id,
+    read_build_record,
+    read_retired,
+    retention_text,
+    scan,
+)
 
 MAX_RETIRED_SHOWN = 5  # retired versions `versions` lists after the kept ones; retired.json holds more
 

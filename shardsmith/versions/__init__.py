@@ -34,7 +34,6 @@ its modules.
 from shardsmith.versions.carry_over import CarriedShard, CarriedVersion, empty_new_shards, merged_version, unchanged
 from shardsmith.versions.compaction import compaction_source, most_generations
 from shardsmith.versions.failed_again import count_failed_again, same_failures
-from shardsmith.versions.publish import publish_nothing, publish_version
 from shardsmith.versions.published_pairs import (
     MAX_BUCKET_COMPARISONS,
     confirmed_published_pairs,
@@ -54,8 +53,6 @@ __all__ = [
     "empty_new_shards",
     "merged_version",
     "most_generations",
-    "publish_nothing",
-    "publish_version",
     "same_failures",
     "take_new",
     "unchanged",

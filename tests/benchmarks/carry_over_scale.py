@@ -74,7 +74,7 @@ def child(folder: Path) -> None:
     from pipeline.options.arguments import build_options_from
     from shardsmith.core.manifest import resolve_sources
     from shardsmith.format.metadata_schema import ShardEntry
-    from shardsmith.output_folder import BuildTarget
+    from shardsmith.output_folder.target import BuildTarget
     from shardsmith.versions.carry_over import CarriedShard, CarriedVersion
     from transforms.place import assign_splits
     from transforms.read_manifest import ReadManifest

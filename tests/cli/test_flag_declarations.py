@@ -14,7 +14,7 @@ from pipeline.options.flags import HELP_ORDER, build_flags
 from shardsmith.core.flag import declared
 from shardsmith.core.manifest import ManifestFormat
 from shardsmith.core.settings import CheckSettings, ManifestSettings, RecordSettings, RetentionSettings
-from shardsmith.output_folder import BuildTarget
+from shardsmith.output_folder.target import BuildTarget
 from transforms.report import ReportConfig
 
 

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from shardsmith.core.build_lock import LOCK_STALE_AFTER_S, LockHolder, acquire_lock, release_lock
 from shardsmith.format.naming import BUILD_RECORD, BUILDS_DIR, LOCK_FILE
+from shardsmith.output_folder.lock import LOCK_STALE_AFTER_S, LockHolder, acquire_lock, release_lock
 
 NUM_SHARDS = "train=2,validation=1,test=1"
 

@@ -263,7 +263,7 @@ def test_a_label_file_in_the_bucket_sets_the_ids(uploaded, gcs, shardsmith, tmp_
 
 
 def test_preflight_lock_and_overwrite_work_on_gs_paths(built_on_gcs, uploaded, gcs, shardsmith):
-    from shardsmith.core.build_lock import acquire_lock
+    from shardsmith.output_folder.lock import acquire_lock
 
     out, _ = built_on_gcs
     manifest, _, _ = uploaded

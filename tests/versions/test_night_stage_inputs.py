@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from shardsmith.format.build_folder import new_build_id
 from shardsmith.format.metadata_schema import parse_metadata
 from shardsmith.format.naming import METADATA_FILE
-from shardsmith.output_folder import BuildTarget
+from shardsmith.output_folder.layout import new_build_id
+from shardsmith.output_folder.target import BuildTarget
 from shardsmith.versions.carry_over import CarriedShard, CarriedVersion
 from transforms.versions.carried_rows import PublishedCopies, RewriteShards, SplitCarriedRows
 

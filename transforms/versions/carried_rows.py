@@ -35,10 +35,9 @@ from shardsmith.core.perceptual_hash import ImageSignature, signature_from_text
 from shardsmith.core.row_identity import row_identity
 from shardsmith.core.rows import ROWS_PER_BATCH, ImageDigest, ImageDigests, ManifestRow, RowBatch
 from shardsmith.core.shard_file import WriterConfig
-from shardsmith.format.build_folder import build_dir, carry_over_scratch
 from shardsmith.format.naming import row_list_name, shard_generation
 from shardsmith.format.row_list import ListedRow, RowListError, parse_row_list, rows_with_sha256
-from shardsmith.output_folder import BuildTarget
+from shardsmith.output_folder import BuildTarget, build_dir, carry_over_scratch
 from shardsmith.versions import row_check
 from shardsmith.versions.carry_over import CarriedShard, CarriedVersion, RecordPlace, pair_rows
 from shardsmith.versions.shard_rewrite import rewrite_shard

@@ -29,16 +29,14 @@ from shardsmith.core import fault_injection
 from shardsmith.core.rows import RowBatch, ShardResult
 from shardsmith.core.settings import CheckSettings, RecordSettings, RetentionSettings
 from shardsmith.core.shard_file import WriterConfig
-from shardsmith.format.build_folder import build_dir
 from shardsmith.format.build_record import COPY_CHUNK_BYTES, write_atomically, write_atomically_from
 from shardsmith.format.metadata import labels_bytes
 from shardsmith.format.metadata_schema import IncrementalEntry, Metadata
 from shardsmith.format.naming import ERRORS_FILE, LABELS_FILE, NEAR_DUPLICATES_FILE, SPLITS, join
 from shardsmith.format.tfds import tfds_metadata_files
 from shardsmith.format.transform_fn import write_transform_fn
-from shardsmith.output_folder import BuildTarget
+from shardsmith.output_folder import BuildTarget, build_dir, publish_version
 from shardsmith.versions.compaction import CompactionSource, readable_path, record_rows, row_list_path
-from shardsmith.versions.publish import publish_version
 from shardsmith.versions.record_copy import CompactionWriter, write_compacted_shard
 from transforms.error_parts import ErrorSummary
 from transforms.labels import Vocabulary

@@ -12,7 +12,6 @@ from collections import Counter
 
 from shardsmith import storage
 from shardsmith.errors import UsageError
-from shardsmith.format.build_folder import dataset_dir, own_copy
 from shardsmith.format.metadata import parse_labels, read_metadata
 from shardsmith.format.metadata_schema import Metadata, MetadataError
 from shardsmith.format.naming import (
@@ -25,7 +24,7 @@ from shardsmith.format.naming import (
     shard_file_name,
     shard_file_pattern,
 )
-from shardsmith.output_folder import open_version
+from shardsmith.output_folder import dataset_dir, open_version, own_copy
 from shardsmith.read.dataset_checks.report import Problem, ShardCheck
 
 

@@ -18,10 +18,10 @@ import logging
 from collections.abc import Callable
 from typing import Protocol
 
-from shardsmith.core.build_lock import release_lock
-from shardsmith.format.build_folder import publish, remove_temporary_files, retire_builds
 from shardsmith.format.metadata_schema import Metadata
-from shardsmith.output_folder import BuildTarget
+from shardsmith.output_folder.layout import publish, remove_temporary_files, retire_builds
+from shardsmith.output_folder.lock import release_lock
+from shardsmith.output_folder.target import BuildTarget
 
 _LOG = logging.getLogger("shardsmith")
 

@@ -62,8 +62,8 @@ from shardsmith.format.naming import (
     join,
 )
 from shardsmith.format.record_file import RECORD_FILES
-from shardsmith.format.retired import record_retired
-from shardsmith.format.tags import TagsUnreadable, now_utc, read_tags
+from shardsmith.output_folder.retired import record_retired
+from shardsmith.output_folder.tags import TagsUnreadable, now_utc, read_tags
 
 _LOG = logging.getLogger("shardsmith")
 
