@@ -2,7 +2,7 @@
 accounting equation (records + errors == input rows) and the error budget, and publishes the build.
 
 Guarantees: every file is written under a temporary name and renamed, and the build is published (the top-level
-metadata.json replaced, shardsmith/format/build_folder.py) only after every shard, errors.jsonl, labels.txt and
+metadata.json replaced, shardsmith/output_folder/publishing.py) only after every shard, errors.jsonl, labels.txt and
 transform_fn/ exist, and only while the build still holds the folder's lock; so the top-level metadata.json
 always names one finished build. errors.jsonl is sorted by (source, line), so reruns give the same bytes.
 Memory: one part of errors.jsonl per worker, a count and an example per error reason, and one small entry per
@@ -127,7 +127,7 @@ def check_and_write_metadata(
     removed_lines: int = 0, rewritten=(), removed_bytes: dict[str, int] | None = None, source_reads=(),
 ) -> Metadata:
     """Checks the accounting, the error budget and (with --on_duplicate error) duplicates; writes labels.txt and
-    publishes the version (shardsmith/versions/publish.py: metadata.json last, then retention, then the lock
+    publishes the version (shardsmith/output_folder/publishing.py: metadata.json last, then retention, then the lock
     released). With --incremental, the version holds the carried shards too (`carried_lines`: the manifest lines
     their records stand for; `rewritten`: (carried shard index, ShardResult) of those rewritten without removed
     rows), and the error budget counts the new rows; a night that changes nothing publishes nothing."""

@@ -3,7 +3,7 @@ folder only: no manifest row and no image is read here.
 
 Systemic problems (a missing manifest, an output folder that cannot be written, that holds files shardsmith did
 not write, that another build holds, or that already holds a dataset) fail here in one line, before any worker
-starts. The folder's layout and the rules for what may be removed are in shardsmith/format/build_folder.py.
+starts. The folder's layout and the rules for what may be removed are in shardsmith/output_folder/.
 """
 
 from __future__ import annotations

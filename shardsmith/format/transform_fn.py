@@ -9,7 +9,7 @@ overwritten in place. A build thus never imports TensorFlow for its labels (7-10
 2-core machine), and the same vocabulary gives the same bytes.
 
 Guarantees: deterministic (same labels, same bytes); every file written atomically and listed in the build's
-written list first (format/build_folder.py); local and gs:// alike (shardsmith.storage).
+written list first (build_record.py); local and gs:// alike (shardsmith.storage).
 """
 
 from __future__ import annotations

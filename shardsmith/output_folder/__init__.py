@@ -12,6 +12,8 @@ retention, tags, the retired list, the lock, opening a version, and a build's ta
 The modules, by concern:
 - layout: the folder's names and what it holds (build ids, build folders, `scan`, a version's shard paths), and a
   build's lifecycle in it: started, its temporaries removed, removed (only the files its record lists).
+- retention: which builds stay (--keep_builds, --keep_days, tags, shards a kept version lists) and the removal
+  of the others (`retire_builds`).
 - publishing: `publish_version`, a build's and a compaction's last steps (temporaries, the lock checked,
   metadata.json switched, retention, the lock released); `publish_nothing` for a night without news.
 - lock: one build or command at a time per folder (`acquire_lock`, `lock_for_command`, `LockGuard`).
@@ -27,8 +29,6 @@ the read side import it). Outside it, code imports the names below from this pac
 """
 
 from shardsmith.output_folder.layout import (
-    DEFAULT_KEEP_BUILDS,
-    DEFAULT_KEEP_DAYS,
     FolderState,
     NotOurFolder,
     build_dir,
@@ -48,7 +48,6 @@ from shardsmith.output_folder.layout import (
     remove_build,
     remove_temporaries,
     remove_temporary_files,
-    retire_builds,
     scan,
     shard_file_path,
     start_build,
@@ -68,6 +67,7 @@ from shardsmith.output_folder.lock import (
 )
 from shardsmith.output_folder.opening import OpenedVersion, VersionNotFound, open_version
 from shardsmith.output_folder.publishing import publish_nothing, publish_version
+from shardsmith.output_folder.retention import DEFAULT_KEEP_BUILDS, DEFAULT_KEEP_DAYS, retire_builds
 from shardsmith.output_folder.retired import Retired, read_retired, record_retired, retention_text, retired_by
 from shardsmith.output_folder.tags import Tag, TagsUnreadable, now_utc, read_tags, tag_name_problem, write_tags
 from shardsmith.output_folder.target import BuildTarget

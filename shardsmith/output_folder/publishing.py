@@ -5,7 +5,7 @@
 Guarantees, in this order (`publish_version`): leftover temporary files are removed from the build's folder; the
 build must still hold the output folder's lock (LockLost otherwise: a build whose lock was taken over publishes
 nothing); metadata.json is published, the build's own copy first and the top-level one last
-(shardsmith/format/build_folder.py `publish`), so the top-level metadata.json always names one finished version;
+(`publish`, below), so the top-level metadata.json always names one finished version;
 builds beyond --keep_builds, replaced more than --keep_days ago, that no kept version lists and no tag names are
 retired (retired.json says which, when and by which build); the caller's last step runs (the dataset card); the
 lock is released. A
@@ -16,21 +16,19 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Protocol
+from dataclasses import replace
 
-from shardsmith.format.metadata_schema import Metadata
-from shardsmith.output_folder.layout import publish, remove_temporary_files, retire_builds
+from shardsmith import storage
+from shardsmith.format.build_record import claim, entry_file, write_atomically
+from shardsmith.format.metadata_schema import Metadata, metadata_bytes
+from shardsmith.format.naming import BUILD_RECORD, BUILDS_DIR, METADATA_FILE, STAGED_METADATA, join
+from shardsmith.output_folder.layout import build_dir, own_copy, read_build_record, remove_temporary_files
 from shardsmith.output_folder.lock import release_lock
+from shardsmith.output_folder.retention import Retention, retire_builds
+from shardsmith.output_folder.tags import now_utc
 from shardsmith.output_folder.target import BuildTarget
 
 _LOG = logging.getLogger("shardsmith")
-
-
-class Retention(Protocol):
-    """How many versions to keep (the build's and compact's RetentionSettings, --keep_builds and --keep_days)."""
-
-    keep_builds: int
-    keep_days: float
 
 
 def _no_fault(point: str) -> None:
@@ -69,3 +67,34 @@ def publish_nothing(target: BuildTarget, previous: str) -> None:
     _LOG.info("nothing changed since version %s: nothing published", previous)
     retire_builds(target.output_dir)
     release_lock(target.output_dir, target.build_id)
+
+
+def publish(output_dir: str, build_id: str, metadata: Metadata,
+            before_switch: Callable[[], None] | None = None) -> None:
+    """Makes `build_id` the build readers of `output_dir` get: the top-level metadata.json (build_dir
+    builds/<id>) is staged in the build's folder, then its own copy is written (build_dir "."), then the
+    top-level file is replaced in one step (a rename locally; one object copy, then the staged copy removed,
+    on Cloud Storage). Nothing but metadata.json itself ever appears at the top level, and a build killed before
+    the switch still holds its staged copy: `finished` says it was never published. The build record says when,
+    first (`published`: retention counts --keep_days from the next version's). `before_switch` runs just before
+    the switch (the kill tests' fault point)."""
+    folder = build_dir(output_dir, build_id)
+    record_published(folder)
+    top = metadata_bytes(replace(metadata, build_id=build_id, build_dir=f"{BUILDS_DIR}/{build_id}"))
+    staged = join(folder, STAGED_METADATA)
+    claim(staged)
+    storage.write_bytes(staged, top)
+    write_atomically(join(folder, METADATA_FILE), metadata_bytes(own_copy(metadata)))
+    if before_switch is not None:
+        before_switch()
+    storage.rename([staged], [join(output_dir, METADATA_FILE)])
+    # gone from the folder: the written list names no temporary file
+    storage.delete([join(folder, entry_file(STAGED_METADATA))])
+
+
+def record_published(folder: str) -> None:
+    """Adds the time (UTC) to the build record in `folder`, replaced whole; a record that cannot be read is left
+    as it is (retention then takes the build id's start time)."""
+    record = read_build_record(folder)
+    if record is not None:
+        write_atomically(join(folder, BUILD_RECORD), replace(record, published=now_utc()).to_json())

@@ -1,6 +1,6 @@
 """Versions, Beam-free: what an --incremental night carries over from the published version and adds to it, how
-shards are rewritten without removed rows, how compaction rewrites a version's generations into one, and how a
-version is published (docs/versions.md). Imports shardsmith.core, shardsmith.format and shardsmith.storage only,
+shards are rewritten without removed rows, and how compaction rewrites a version's generations into one
+(docs/versions.md). Imports shardsmith.output_folder, shardsmith.core, shardsmith.format and shardsmith.storage only,
 never Beam or TensorFlow: the shard writers that rewrite and copy records run it in processes of tens of
 megabytes (tests/test_import_rules.py checks both).
 
@@ -16,16 +16,14 @@ The modules, by role:
 - published_pairs: a night's near-duplicate candidates against the published records.
 - compaction: the version `shardsmith compact` rewrites (CompactionSource) and its rows, placed as a full build's;
   record_copy: one compacted shard, its records copied byte for byte.
-- publish: publish_version, the last steps of a build and of a compaction (metadata.json, retention, the lock);
-  publish_nothing, for a night that holds nothing new.
 
 The rest of versions lives where its layer puts it: the stages in transforms/versions/ (carried_rows: the
 night's pairing and rewrites; compact_version: the compaction pipeline), the launcher's checks of the published
 version in pipeline/checks/incremental.py and the `compact` command in pipeline/commands/compact.py (its flags in
-pipeline/options/compact_options.py); the row list's format in shardsmith/format/row_list.py, tags and the
-retired list in shardsmith/format/{tags,retired}.py and retention in shardsmith/format/build_folder.py (which
-every build uses); the `shardsmith versions` command in pipeline/commands/versions.py, over the listing in
-shardsmith/read/versions.py.
+pipeline/options/compact_options.py); the row list's format in shardsmith/format/row_list.py; the output
+folder itself, which every build uses (its layout, publishing a version, retention, tags, the retired list,
+the lock, opening a version), in shardsmith/output_folder/; the `shardsmith versions` command in
+pipeline/commands/versions.py, over the listing in shardsmith/read/versions.py.
 
 Outside shardsmith/versions/ and transforms/versions/, code imports the names below from this package, never
 its modules.

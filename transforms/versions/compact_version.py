@@ -156,8 +156,9 @@ def write_failed_splits(compaction: Compaction, plan: ShardPlan) -> tuple[ShardP
 def publish_compaction(_, compaction: Compaction, shards: list[ShardResult], plan: ShardPlan) -> Metadata:
     """Writes labels.txt, errors.jsonl and near_duplicates.jsonl (the compacted version's), transform_fn/ and the
     TFDS files into the compaction's build folder and publishes it as a build's report does
-    (shardsmith/versions/publish.py: metadata.json last, under the lock, then retention beyond --keep_builds, and
-    the lock released). A split whose placed rows all failed is listed with empty shards (write_failed_splits)."""
+    (shardsmith/output_folder/publishing.py: metadata.json last, under the lock, then retention beyond
+    --keep_builds, and the lock released). A split whose placed rows all failed is listed with empty shards
+    (write_failed_splits)."""
     plan, empty_shards = write_failed_splits(compaction, plan)
     metadata = compacted_metadata(compaction, list(shards) + empty_shards, plan)
     files_dir, lock = compaction.target.files_dir, compaction.target.lock
