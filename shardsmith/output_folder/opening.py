@@ -37,14 +37,16 @@ class VersionNotFound(FileNotFoundError):
 
 @dataclass(frozen=True)
 class OpenedVersion:
+    """A version of an output folder, opened: its metadata.json, read and checked."""
+
     metadata: Metadata
     folder: str  # the folder whose metadata.json it is: the output folder for the published version
     build_id: str | None  # the version asked for (a tag's, resolved); None when none was
-    output_dir: str = ""  # the output folder it is a version of
+    output_dir: str  # the output folder it is a version of
 
     def checked_id(self) -> str:
         """The version's build id, once every id and file name its metadata.json gives is checked as the readers
-        check them (build_folder.checked_version_id); ValueError naming the entry that would lead out of the
+        check them (layout.checked_version_id); ValueError naming the entry that would lead out of the
         dataset folder, and what to do. --incremental and `compact` call it before they read what it lists."""
         try:
             return checked_version_id(self.output_dir, self.metadata)
@@ -65,8 +67,7 @@ def open_version(output_dir: str | os.PathLike, version: str | None = None,
     read = read_bytes or storage.read_bytes
     if version is None:
         try:
-            return OpenedVersion(read_metadata(output_dir, read, readable=readable), output_dir, None,
-                                 output_dir)
+            return OpenedVersion(read_metadata(output_dir, read, readable=readable), output_dir, None, output_dir)
         except MetadataMissing as e:
             raise FileNotFoundError(str(e)) from None
     version = str(version)
