@@ -15,6 +15,7 @@ the smallest hashes, so the report is deterministic).
 from __future__ import annotations
 
 import hashlib
+import itertools
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -32,7 +33,7 @@ from transforms import ERRORS
 from transforms.gather import Gather, PerBundleFn, combine_all
 from transforms.metrics import rejected
 from transforms.place import range_bits
-from transforms.row_coder import of_batches, of_digests
+from transforms.row_coder import of_batches, of_grouped_batches, of_keyed_batches
 from transforms.thread_pool import ThreadPoolDoFn
 
 MAX_REPORTED_GROUPS = 20
@@ -112,14 +113,26 @@ def key_by_hash_range(digests: list[ImageDigest], total: int) -> Iterator[tuple[
 
 
 def _copies(keyed: tuple[int, Iterable[list[ImageDigest]]]) -> Iterator[list[ImageDigest]]:
+    """A hash range's digests -> each group of identical images (their digests, in listed order).
+    Memory: two passes over the range's batches, unpickled one at a time; the first keeps each digest's first 64
+    bits (about 40 bytes a digest, where its objects take about 450), the second only the digests whose first
+    64 bits occur more than once: most images have no copy."""
     _, lists = keyed
+    prefixes = sorted(_prefix(digest) for digests in lists for digest in digests)
+    shared = {a for a, b in itertools.pairwise(prefixes) if a == b}
+    del prefixes
     by_hash: dict[str, list[ImageDigest]] = {}
     for digests in lists:
         for digest in digests:
-            by_hash.setdefault(digest.sha256, []).append(digest)
+            if _prefix(digest) in shared:
+                by_hash.setdefault(digest.sha256, []).append(digest)
     for copies in by_hash.values():
         if len(copies) > 1:
             yield sorted(copies, key=_listed_order)
+
+
+def _prefix(digest: ImageDigest) -> int:
+    return int(digest.sha256[:16], 16)
 
 
 def _listed_order(digest: ImageDigest) -> tuple[int, str]:
@@ -166,10 +179,10 @@ class SummarizeDuplicates(beam.PTransform):
         self._num_digests = num_digests
 
     def expand(self, digest_lists):
-        keyed = of_digests(digest_lists | "KeyByHashRange" >> beam.FlatMap(
-            key_by_hash_range, beam.pvalue.AsSingleton(self._num_digests)), keyed=True)
+        keyed = of_keyed_batches(digest_lists | "KeyByHashRange" >> beam.FlatMap(
+            key_by_hash_range, beam.pvalue.AsSingleton(self._num_digests)), sealed=True)
         return (
-            of_digests(keyed | "GroupHashRanges" >> beam.GroupByKey(), grouped=True)
+            of_grouped_batches(keyed | "GroupHashRanges" >> beam.GroupByKey(), sealed=True)
             | "OnlyDuplicated" >> beam.FlatMap(_copies)
             | "SummarizePerBundle" >> beam.ParDo(PerBundleFn(SummarizeFn()))
             | "Summarize" >> Gather(combine_all, SummarizeFn())

@@ -224,14 +224,15 @@ class PlaceRows(beam.PTransform):
             label_counts = batches | "CountLabels" >> CountLabels()
         label_bits = label_counts | "BucketBitsPerLabel" >> Gather(label_bucket_bits)
         keyed = of_keyed_batches(
-            batches | "KeyByRankGroup" >> beam.ParDo(KeyByRankGroupFn(seed), beam.pvalue.AsSingleton(label_bits)))
+            batches | "KeyByRankGroup" >> beam.ParDo(KeyByRankGroupFn(seed), beam.pvalue.AsSingleton(label_bits)),
+            sealed=True)
         plan = (
             keyed
             | "CountAndSize" >> beam.Map(lambda kv: (kv[0], (len(kv[1]), sum(max(r.size, 0) for r in kv[1]))))
             | "SumPerGroup" >> beam.CombinePerKey(_sum_pairs)
             | "MakePlan" >> Gather(make_plan, spec)
         )
-        ranking_groups = of_grouped_batches(keyed | "GroupForRanking" >> beam.GroupByKey())
+        ranking_groups = of_grouped_batches(keyed | "GroupForRanking" >> beam.GroupByKey(), sealed=True)
         dealt = of_keyed_batches(
             ranking_groups | "DealToShards" >> beam.ParDo(DealRowsFn(seed), beam.pvalue.AsSingleton(plan)),
             sealed=True)

@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import pickle
 import struct
+import zlib
 
 import apache_beam as beam
 from apache_beam.typehints import Any, Iterable, Tuple
 
-from shardsmith.core.rows import ImageDigests, RowBatch, SealedBatch
+from shardsmith.core.rows import SEALED_COMPRESSION, ImageDigests, RowBatch, SealedBatch
 
 
 class RowBatchCoder(beam.coders.Coder):
@@ -33,10 +34,10 @@ class RowBatchCoder(beam.coders.Coder):
     metric's input (Beam's MeanByteCount), never used to frame or split data."""
 
     def encode(self, batch: list) -> bytes:
-        return pickle.dumps(batch, protocol=pickle.HIGHEST_PROTOCOL)
+        return zlib.compress(pickle.dumps(batch, protocol=pickle.HIGHEST_PROTOCOL), SEALED_COMPRESSION)
 
     def decode(self, encoded: bytes) -> list:
-        return pickle.loads(encoded)
+        return pickle.loads(zlib.decompress(encoded))
 
     def estimate_size(self, batch: list) -> int:
         if not batch:

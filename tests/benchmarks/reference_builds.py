@@ -9,7 +9,7 @@ a seed).
 
 Paths are relative to each build's output folder, with build ids replaced by their order (`builds/build-0/...`),
 inside file contents too (a carried-over version names its earlier builds). metadata.json, build.json and
-retired.json are hashed with their time and id fields removed; transform_fn/ and transformed_metadata/ are left
+retired.json are hashed with their time and id fields removed, card.html with its times; transform_fn/ and transformed_metadata/ are left
 out (TensorFlow's SavedModel is not byte-stable).
 
     python tests/benchmarks/reference_builds.py --workdir /tmp/ref > before.json
@@ -38,7 +38,9 @@ ROOT = Path(__file__).resolve().parents[2]
 TFRECORDER = ROOT / "tests/data/tfrecorder"
 DEMO_FLAGS = ["--name", "demo", "--num_shards", "train=4,validation=2,test=2", "--max_error_fraction", "0.1"]
 BUILD_ID = re.compile(rb"\d{8}T\d{6}Z-[0-9a-f]{8}")
-VOLATILE_KEYS = {"build_id", "started", "retired"}
+VOLATILE_KEYS = {"build_id", "started", "published", "retired"}
+# The dataset card shows when its version was published.
+TIMESTAMP = re.compile(rb"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
 TIMED_FILES = ("metadata.json", "build.json", "retired.json")
 LEFT_OUT = ("transform_fn", "transformed_metadata")
 
@@ -133,6 +135,8 @@ def file_hashes(out: Path, prefix: str) -> dict[str, str]:
         data = path.read_bytes()
         if path.name in TIMED_FILES and data:
             data = json.dumps(without_volatile(json.loads(data)), sort_keys=True).encode()
+        elif path.name == "card.html":
+            data = TIMESTAMP.sub(b"TIME", data)
         hashes[f"{prefix}/{relative}"] = hashlib.sha256(renamed(data)).hexdigest()
     return hashes
 

@@ -176,3 +176,26 @@ def test_relative_manifest_with_allowed_prefixes(tmp_path, image_set_factory, sh
     assert result.code == 0, result.err
     assert metadata_of(out)["num_examples"] == 8
     assert metadata_of(out)["options"]["manifests"] == [str(tmp_path / "data" / "manifest.csv")]
+
+
+def test_copies_groups_by_the_whole_hash_when_hashes_share_their_first_64_bits():
+    """The summary's grouping keeps only digests whose hash's first 64 bits repeat before grouping by the whole
+    hash: over sealed batches (as the GroupByKey hands them), it finds the same groups as grouping every digest."""
+    import random
+
+    from shardsmith.core.rows import ImageDigest, ImageDigests, SealedBatch
+    from transforms.duplicates import _copies
+
+    rng = random.Random(5)
+    prefix = "ab" * 8
+    hashes = [prefix + f"{i:048x}" for i in range(6)] + [f"{rng.getrandbits(256):064x}" for _ in range(300)]
+    digests = [ImageDigest(rng.choice(hashes[:4] + hashes[6:]), rng.choice(["train", "test"]), f"img/{n}.jpg", 0, n)
+               for n in range(400)]
+    batches = [SealedBatch.of(ImageDigests(digests[i:i + 64])) for i in range(0, len(digests), 64)]
+    expected = {}
+    for digest in digests:
+        expected.setdefault(digest.sha256, []).append(digest)
+    want = sorted(sorted((d.split, d.uri) for d in group) for group in expected.values() if len(group) > 1)
+    got = sorted(sorted((d.split, d.uri) for d in group) for group in _copies((0, batches)))
+    assert got == want and any(group[0].sha256.startswith(prefix) for group in _copies((0, batches)))
+    assert len({tuple(g) for g in got}) == len(got) > 4
