@@ -9,8 +9,8 @@ a seed).
 
 Paths are relative to each build's output folder, with build ids replaced by their order (`builds/build-0/...`),
 inside file contents too (a carried-over version names its earlier builds). metadata.json, build.json and
-retired.json are hashed with their time and id fields removed, card.html with its times; transform_fn/ and transformed_metadata/ are left
-out (TensorFlow's SavedModel is not byte-stable).
+retired.json are hashed with their time and id fields removed, card.html with its times; transform_fn/ and
+transformed_metadata/ are left out (TensorFlow's SavedModel is not byte-stable).
 
     python tests/benchmarks/reference_builds.py --workdir /tmp/ref > before.json
     ... change the code ...
