@@ -115,7 +115,7 @@ def run(argv: list[str] | None = None) -> Metadata | str | int | None:
 
 
 def _one_line(error: BaseException) -> str:
-    from shardsmith.core.build_lock import LOCK_LOST_MARKER
+    from shardsmith.output_folder import LOCK_LOST_MARKER
     from transforms.report import CHECK_FAILED_MARKER
 
     text = str(error)
@@ -198,7 +198,7 @@ def _main(argv: list[str] | None) -> int:
             print(shown(f"shardsmith: error: {usage}", keep_newlines=True), file=sys.stderr)
             return 2
         traceback.clear_frames(e.__traceback__)  # their locals hold the failed graph: let finally collect it
-        from shardsmith.core.build_lock import LOCK_LOST_MARKER
+        from shardsmith.output_folder import LOCK_LOST_MARKER
         from transforms.report import CHECK_FAILED_MARKER
 
         line = _one_line(e)

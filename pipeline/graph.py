@@ -19,12 +19,11 @@ import apache_beam as beam
 
 from pipeline.options.build_options import BuildOptions
 from shardsmith.core import progress_signal
-from shardsmith.core.build_lock import LockGuard
 from shardsmith.core.label_list import FixedLabels
 from shardsmith.core.manifest import LINE_FORMATS
 from shardsmith.core.parallel_parse import RowHelpers
 from shardsmith.core.shard_file import WriterConfig
-from shardsmith.format.build_folder import build_dir
+from shardsmith.output_folder import BuildTarget
 from shardsmith.versions import CarriedVersion
 from transforms.duplicates import DropDuplicates, SummarizeDuplicates, with_published
 from transforms.feature_stats import AnalyzeRows
@@ -60,8 +59,8 @@ def build_graph(pipeline: beam.Pipeline, options: BuildOptions, sources: list[So
     SplitCarriedRows, and its shards that hold removed rows are rewritten. `fan_out`: whether the rows read
     are spread over the runner's workers (ReadManifest); a run in one process has no other worker to spread to."""
     manifest, placement, records, checks = options.manifest, options.placement, options.records, options.checks
-    files_dir = build_dir(options.output_dir, build_id)
-    lock = LockGuard(options.output_dir, build_id)  # checked before each write into files_dir
+    target = BuildTarget(options.output_dir, build_id)
+    files_dir = target.files_dir
     # Only the list of manifest paths is inlined; the rows are read by workers, and travel in RowBatches.
     diffs = carried is not None and not carried.is_first  # the carry-over's partitioned join fans rows out
     # One line manifest: its version records what was read of it, and a night reads only what was appended to it.
@@ -86,7 +85,7 @@ def build_graph(pipeline: beam.Pipeline, options: BuildOptions, sources: list[So
     rows = of_batches(images | "AssignSplits" >> beam.Map(assign_splits, placement))
     changes = None
     if diffs:
-        changes = rows | "SplitCarriedRows" >> SplitCarriedRows(options.output_dir, carried, files_dir,
+        changes = rows | "SplitCarriedRows" >> SplitCarriedRows(target, carried,
                                                                 signatures=checks.near_duplicates != "off",
                                                                 appended=appended)
         rows = changes["rows"]
@@ -112,15 +111,15 @@ def build_graph(pipeline: beam.Pipeline, options: BuildOptions, sources: list[So
     labelled = candidates | "AttachLabelIds" >> AttachLabelIds(vocabulary)
     shard_groups, plan = labelled.rows | "PlaceRows" >> PlaceRows(placement, label_counts)
     writer = WriterConfig(output_dir=files_dir, name=options.name, records=records,
-                          allowed_prefixes=manifest.allowed_prefixes, lock=lock, list_rows=carried is not None,
+                          allowed_prefixes=manifest.allowed_prefixes, lock=target.lock, list_rows=carried is not None,
                           generation=carried.generation if carried is not None else 1)
     default_writers = options.writer_processes < 0  # one per core, unless the build is small (write_shards.py)
     written = shard_groups | "WriteShards" >> WriteShards(writer, writer_processes, plan if default_writers else None)
     if manifest.features:
-        transform_written = labelled.rows | "AnalyzeRows" >> AnalyzeRows(vocabulary, files_dir, temp_dir, manifest,
-                                                                          lock, fixed_labels)
+        transform_written = labelled.rows | "AnalyzeRows" >> AnalyzeRows(vocabulary, target, temp_dir, manifest,
+                                                                          fixed_labels)
     else:
-        transform_written = vocabulary | "AnalyzeLabels" >> AnalyzeLabels(files_dir, lock)
+        transform_written = vocabulary | "AnalyzeLabels" >> AnalyzeLabels(target)
     errors = (*stage_errors, labelled.errors, written.errors)  # not flattened: the report writes each where made
     num_placed = plan | "NumPlacedRows" >> beam.Map(lambda p: sum(s.num_examples for s in p.splits.values()))
     _ = num_placed | "NoteProgressTotal" >> beam.Map(progress_signal.set_total)  # a watching launcher's total
@@ -129,7 +128,7 @@ def build_graph(pipeline: beam.Pipeline, options: BuildOptions, sources: list[So
     if changes is not None:  # the version's duplicates: the carried records' images count too
         both = (written.digests, changes["carried_digests"])
         if appended is not None:
-            touched = written.digests | "PublishedCopies" >> PublishedCopies(options.output_dir, carried, appended)
+            touched = written.digests | "PublishedCopies" >> PublishedCopies(target, carried, appended)
             both += (touched,)
         digests = both | "AllDigests" >> beam.Flatten()
         num_digests = num_placed | "WithCarriedRows" >> beam.Map(
@@ -144,7 +143,7 @@ def build_graph(pipeline: beam.Pipeline, options: BuildOptions, sources: list[So
         near_found = signed | "FindNearPairs" >> FindNearPairs(checks)
     if near_found is not None:
         report_inputs["near_duplicates"] = near_found | "ReportNearDuplicates" >> ReportNearDuplicates(
-            files_dir, checks, near_dropped, carried.previous if published is not None else None,
+            target, checks, near_dropped, carried.previous if published is not None else None,
             changes[SIGNED] if published is not None else None)
     input_row_counts = (
         read_rows | "RowsPerBatch" >> beam.Map(len),
@@ -155,11 +154,11 @@ def build_graph(pipeline: beam.Pipeline, options: BuildOptions, sources: list[So
         report_inputs["source_reads"] = read.source_reads
     if changes is not None:
         rewritten = (changes["removed"], changes["removed_lines"]) | "RewriteShards" >> RewriteShards(
-            writer, options.output_dir, carried)
+            writer, target, carried)
         report_inputs |= {"carried_lines": changes["carried_lines"], "removed_lines": changes["removed_lines"],
                           "removed_bytes": changes["removed_bytes"], "rewritten": rewritten}
     report = ReportConfig(
-        output_dir=options.output_dir, build_id=build_id, name=options.name, seed=placement.seed,
+        target=target, name=options.name, seed=placement.seed,
         checks=checks, records=records, task=manifest.task, features=manifest.features,
         recorded_options=options.recorded(), retention=options.retention, carried=carried,
         write_card=not options.no_card,

@@ -23,7 +23,7 @@ def load(*args, **kwargs):
 
 def published_dir(output_dir):
     """The folder of the build `output_dir` publishes (the one metadata.json names)."""
-    from shardsmith.format.build_folder import published_dir as _published_dir
+    from shardsmith.output_folder import published_dir as _published_dir
 
     return _published_dir(output_dir)
 

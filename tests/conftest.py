@@ -29,8 +29,8 @@ import pytest
 from PIL import Image, ImageDraw
 
 from pipeline import cli
-from shardsmith.format.build_folder import own_copy
 from shardsmith.format.metadata_schema import Metadata
+from shardsmith.output_folder.layout import own_copy
 
 TFRECORDER_DATA = Path(__file__).parent / "data" / "tfrecorder"
 # A sitecustomize.py that gives the processes a build starts (its shard writers) _beam_on_emulator's settings.

@@ -4,17 +4,23 @@
   storage client and TensorFlow only inside a function. It is the only package that imports Beam's file systems,
   Google's storage client or boto3, or tells a gs:// or s3:// path apart.
 - shardsmith.format (what a dataset is) imports only storage (its transform_fn template's maker aside, which runs
-  tensorflow-transform and which nothing imports); shardsmith.core (the Beam-free work) imports only
-  the format and storage. Neither imports Beam or TensorFlow: a shard writer process loads them and stays tens of
-  megabytes.
-- shardsmith.versions (carry-over, rewrites, compaction, publishing a version) imports only the core, the format
-  and storage, never Beam or TensorFlow; nothing below it (core, format, storage) and nothing of the read side
-  imports it. Outside it and its stages (transforms/versions/), code imports its package's names, never one of
-  its modules, and only its publish module publishes a version (metadata.json's switch, retention, the lock).
+  tensorflow-transform and which nothing imports).
+- shardsmith.output_folder (the output folder and its versions: layout, a build's lifecycle, publishing,
+  retention, tags, the retired list, the lock, opening a version, a build's target) imports only the format and
+  storage (and shardsmith.errors' UsageError), never Beam or TensorFlow: the core's shard writers and the read
+  side import it. Outside it, code imports its package's names, never one of its modules, and only its
+  publishing module switches metadata.json (`publish`, which the package does not export).
+- shardsmith.core (the Beam-free work) imports only the output folder, the format and storage. Neither it nor
+  the format imports Beam or TensorFlow: a shard writer process loads them and stays tens of megabytes.
+- shardsmith.versions (carry-over, rewrites, compaction) imports only the output folder, the core, the format
+  and storage, never Beam or TensorFlow; nothing below it (output folder, core, format, storage) and nothing of
+  the read side imports it. Outside it and its stages (transforms/versions/), code imports its package's names,
+  never one of its modules.
 - transforms/ (the stages) never imports the build (pipeline/) or the read side (shardsmith.read), and each
   of its modules holds a PTransform.
 - shardsmith.read (load, records, the dataset checks, the summary) never imports a stage or the build, and only
-  reads: it takes no lock, writes, renames or deletes no file, and parses no command line.
+  reads: it opens a version through the output folder's `open_version`, takes no lock, writes, renames or
+  deletes no file, and parses no command line.
 - The commands (pipeline/commands/, one module per `shardsmith` command, each adding its own parser) may import
   the library; nothing of the library (shardsmith/, transforms/, the build's parts of pipeline/) imports a command,
   and no command imports another (what they share is pipeline/commands/shared.py). Only pipeline/cli.py, the
@@ -68,8 +74,8 @@ def _imports(path: Path) -> list[tuple[str, bool]]:
 
 
 def _packages() -> set[str]:
-    return {"shardsmith.card", "shardsmith.core", "shardsmith.format", "shardsmith.read", "shardsmith.storage",
-            "shardsmith.versions", "transforms"}
+    return {"shardsmith.card", "shardsmith.core", "shardsmith.format", "shardsmith.output_folder", "shardsmith.read",
+            "shardsmith.storage", "shardsmith.versions", "transforms"}
 
 
 def _under(name: str, *prefixes: str) -> bool:
@@ -88,8 +94,9 @@ def _broken(package: str, forbidden: tuple[str, ...], top_level_only: tuple[str,
 
 
 def test_storage_imports_nothing_else_of_shardsmith_and_beam_or_tensorflow_only_when_called():
-    assert _broken("shardsmith.storage", ("shardsmith.core", "shardsmith.format", "shardsmith.read",
-                                          "shardsmith.versions", "shardsmith.errors", "transforms", "pipeline"),
+    assert _broken("shardsmith.storage", ("shardsmith.core", "shardsmith.format", "shardsmith.output_folder",
+                                          "shardsmith.read", "shardsmith.versions", "shardsmith.errors", "transforms",
+                                          "pipeline"),
                    top_level_only=("apache_beam", "tensorflow", *GOOGLE_CLOUD),
                    allowed_lazy=(*BEAM_FOR_REMOTE_FILES, "google.api_core.exceptions", "tensorflow")) == []
 
@@ -100,8 +107,9 @@ TEMPLATE_MAKER = "shardsmith.format.transform_fn_template"
 
 
 def test_the_format_imports_only_storage_and_neither_beam_nor_tensorflow():
-    broken = _broken("shardsmith.format", ("shardsmith.core", "shardsmith.read", "shardsmith.versions", "transforms",
-                                           "pipeline", "tensorflow", "apache_beam", *GOOGLE_CLOUD))
+    broken = _broken("shardsmith.format", ("shardsmith.core", "shardsmith.output_folder", "shardsmith.read",
+                                           "shardsmith.versions", "transforms", "pipeline", "tensorflow", "apache_beam",
+                                           *GOOGLE_CLOUD))
     maker = f"{TEMPLATE_MAKER.replace('.', '/')}.py imports "
     assert [line for line in broken if not (line.startswith(maker) and line.endswith("(in a function)"))] == []
 
@@ -112,12 +120,27 @@ def test_nothing_imports_the_template_maker():
     assert importers == []
 
 
-def test_the_core_imports_only_the_format_and_storage_and_neither_beam_nor_tensorflow():
+def test_the_output_folder_imports_only_the_format_and_storage_and_neither_beam_nor_tensorflow():
+    assert _broken("shardsmith.output_folder", ("shardsmith.core", "shardsmith.versions", "shardsmith.read",
+                                                "shardsmith.card", "transforms", "pipeline", "tensorflow",
+                                                "apache_beam", *GOOGLE_CLOUD)) == []
+
+
+def test_the_output_folder_is_used_through_the_package_only():
+    inside = ROOT / "shardsmith" / "output_folder"
+    broken = [f"{path.relative_to(ROOT)} imports {name}"
+              for package in ("shardsmith", "transforms", "pipeline") for path in _modules(package)
+              if inside not in path.parents
+              for name, _ in _imports(path) if name.startswith("shardsmith.output_folder.")]
+    assert broken == []
+
+
+def test_the_core_imports_only_the_output_folder_format_and_storage_and_neither_beam_nor_tensorflow():
     assert _broken("shardsmith.core", ("shardsmith.read", "shardsmith.versions", "transforms", "pipeline",
                                        "tensorflow", "apache_beam", *GOOGLE_CLOUD)) == []
 
 
-def test_versions_import_only_the_core_format_and_storage_and_neither_beam_nor_tensorflow():
+def test_versions_import_only_the_output_folder_core_format_and_storage_and_neither_beam_nor_tensorflow():
     assert _broken("shardsmith.versions", ("shardsmith.read", "transforms", "pipeline", "tensorflow", "apache_beam",
                                            *GOOGLE_CLOUD)) == []
 
@@ -134,17 +157,24 @@ def test_versions_are_used_through_the_package_only():
     assert broken == []
 
 
-def test_only_the_versions_publish_module_publishes_a_version():
-    """The top-level metadata.json is switched (build_folder.publish) in one place, which a build's report and a
-    compaction both call: shardsmith/versions/publish.py `publish_version`."""
-    publishers = []
+def test_only_the_output_folders_publishing_module_publishes_a_version():
+    """The top-level metadata.json is switched (`publish`) in one place, shardsmith/output_folder/publishing.py,
+    whose `publish_version` a build's report and a compaction both call: the package does not export the switch,
+    and no module outside it is handed it."""
+    import shardsmith.output_folder as output_folder
+
+    assert "publish" not in output_folder.__all__ and "publish_version" in output_folder.__all__
+    defined, importers = [], []
     for package in ("shardsmith", "transforms", "pipeline"):
         for path in _modules(package):
-            for node in ast.walk(ast.parse(path.read_text(), str(path))):
-                if (isinstance(node, ast.ImportFrom) and node.module == "shardsmith.format.build_folder"
-                        and any(alias.name == "publish" for alias in node.names)):
-                    publishers.append(str(path.relative_to(ROOT)))
-    assert publishers == ["shardsmith/versions/publish.py"]
+            tree = ast.parse(path.read_text(), str(path))
+            defined += [str(path.relative_to(ROOT)) for node in tree.body
+                        if isinstance(node, ast.FunctionDef) and node.name == "publish"]
+            importers += [str(path.relative_to(ROOT)) for node in ast.walk(tree)
+                          if isinstance(node, ast.ImportFrom) and _under(node.module or "", "shardsmith.output_folder")
+                          and any(alias.name == "publish" for alias in node.names)]
+    assert defined == ["shardsmith/output_folder/publishing.py"]
+    assert importers == []
 
 
 def _tests_for_cloud_storage(path: Path) -> list[int]:
@@ -182,7 +212,8 @@ def test_stages_never_import_the_build_or_the_read_side():
 
 # What the read side takes from the core: the manifest package's interface (inspect's plots), row types and
 # placing_label_id (the dataset checks), error reasons (the summary), reading an input file (image_mode path) and
-# the progress signal (records checked). Never a shard writer's own work, nor the folder's lock.
+# the progress signal (records checked). Never a shard writer's own work (nor, from the output folder, the lock:
+# test_the_read_side_only_reads).
 READ_SIDE_TAKES_FROM_CORE = ("shardsmith.core.manifest", "shardsmith.core.rows", "shardsmith.core.failures",
                              "shardsmith.core.load_images", "shardsmith.core.progress_signal")
 
@@ -209,7 +240,9 @@ def test_the_read_side_never_imports_a_stage_or_the_build():
 # command line: none of it is the read side's.
 WRITES = ("write_atomically", "write_atomically_from", "write_bytes", "create", "touch", "make_folder",
           "make_folders", "rename", "delete", "remove_empty_folders", "remove_tree", "remove_temporaries",
-          "write_tags", "write_card", "acquire_lock", "retire_builds", "publish")
+          "write_tags", "write_card", "acquire_lock", "lock_for_command", "release_lock", "retire_builds", "publish",
+          "publish_version", "publish_nothing", "start_build", "remove_build", "remove_temporary_files",
+          "record_retired")
 
 
 def _names_used(path: Path) -> set[str]:
@@ -329,10 +362,11 @@ def test_each_stage_module_holds_a_ptransform(path):
     assert "beam.PTransform" in bases, f"{path.name} holds no PTransform: is it a stage?"
 
 
-def test_format_core_and_versions_load_without_beam_or_tensorflow_in_a_fresh_interpreter():
+def test_format_output_folder_core_and_versions_load_without_beam_or_tensorflow_in_a_fresh_interpreter():
     names = sorted(
         ".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
-        for package in ("shardsmith.storage", "shardsmith.format", "shardsmith.core", "shardsmith.versions")
+        for package in ("shardsmith.storage", "shardsmith.format", "shardsmith.output_folder", "shardsmith.core",
+                        "shardsmith.versions")
         for p in _modules(package)
     )
     names = [n for n in names if not n.endswith("__main__")]

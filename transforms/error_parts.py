@@ -23,12 +23,12 @@ from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
 from shardsmith import storage
-from shardsmith.core.build_lock import LockGuard
 from shardsmith.core.failures import explain_counts
 from shardsmith.core.rows import ErrorRow
-from shardsmith.format.build_folder import COPY_CHUNK_BYTES, write_atomically, write_atomically_from
+from shardsmith.format.build_record import COPY_CHUNK_BYTES, write_atomically, write_atomically_from
 from shardsmith.format.metadata import errors_bytes, reason_key
 from shardsmith.format.naming import ERRORS_FILE, TEMP_PREFIX, join
+from shardsmith.output_folder import LockGuard
 from transforms.duplicates import STAGE as DUPLICATE_STAGE
 from transforms.gather import Gather, combine_all
 

@@ -20,12 +20,11 @@ from collections.abc import Iterator
 
 import apache_beam as beam
 
-from shardsmith.core.build_lock import LockGuard
 from shardsmith.core.label_list import FixedLabels
 from shardsmith.core.manifest import ManifestFormat
 from shardsmith.core.rows import RowBatch
-from shardsmith.format.build_folder import move_transform_output, transform_scratch
 from shardsmith.format.transform_fn import TRANSFORM_VOCAB_NAME
+from shardsmith.output_folder import BuildTarget, LockGuard, move_transform_output, transform_scratch
 from transforms.labels import Vocabulary, labels_of
 
 SINGLE_LABEL_TASKS = ("classification", "segmentation")
@@ -139,18 +138,18 @@ def _checked(value, lock: LockGuard):
 
 
 class AnalyzeRows(beam.PTransform):
-    """Labelled RowBatches -> transform_fn/ and transformed_metadata/ written into `output_dir` (a PCollection
-    of `output_dir` once written). `vocabulary`: the one-element PCollection of the Vocabulary; `fixed`: the
+    """Labelled RowBatches -> transform_fn/ and transformed_metadata/ written into the target's build folder (a
+    PCollection of that folder once written). `vocabulary`: the one-element PCollection of the Vocabulary; `fixed`: the
     --label_file list it holds, when given. tft writes into a scratch folder of the build's, listed in its record
     when the graph is made; its files are listed, then moved into place."""
 
-    def __init__(self, vocabulary, output_dir: str, temp_dir: str, manifest: ManifestFormat,
-                 lock: LockGuard | None = None, fixed: FixedLabels | None = None):
+    def __init__(self, vocabulary, target: BuildTarget, temp_dir: str, manifest: ManifestFormat,
+                 fixed: FixedLabels | None = None):
         super().__init__()
         self._fixed_labels = fixed.labels if fixed is not None else ()
-        self._lock = lock  # checked before transform_fn is written
+        self._lock = target.lock  # checked before transform_fn is written
         self._vocabulary = vocabulary
-        self._output_dir = output_dir
+        self._output_dir = target.files_dir
         self._temp_dir = temp_dir
         self._task = manifest.task
         self._features = manifest.features

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 
 import apache_beam as beam
 
-from shardsmith.core.build_lock import LockGuard
 from shardsmith.core.label_list import FixedLabels
 from shardsmith.core.rows import ErrorRow, ManifestRow, RowBatch, placing_label_id
 from shardsmith.format.transform_fn import write_transform_fn
+from shardsmith.output_folder import BuildTarget, LockGuard
 from transforms import ERRORS
 from transforms.gather import Gather
 from transforms.metrics import rejected
@@ -201,15 +201,15 @@ def write_label_transform_fn(vocabulary: Vocabulary, files_dir: str, lock: LockG
 
 
 class AnalyzeLabels(beam.PTransform):
-    """The one-element vocabulary -> transform_fn/ and transformed_metadata/ written into `files_dir` (a
-    one-element PCollection of `files_dir` once done), as soon as the vocabulary is known: milliseconds of work,
-    which does not grow with the dataset. The transform maps each label to its id in the records (labels.txt's
-    line) and any other string to -1."""
+    """The one-element vocabulary -> transform_fn/ and transformed_metadata/ written into the target's build
+    folder (a one-element PCollection of that folder once done), as soon as the vocabulary is known: milliseconds
+    of work, which does not grow with the dataset. The transform maps each label to its id in the records
+    (labels.txt's line) and any other string to -1."""
 
-    def __init__(self, files_dir: str, lock: LockGuard | None = None):
+    def __init__(self, target: BuildTarget):
         super().__init__()
-        self._files_dir = files_dir
-        self._lock = lock
+        self._files_dir = target.files_dir
+        self._lock = target.lock  # checked before transform_fn is written
 
     def expand(self, vocabulary):
         return vocabulary | "WriteTransformFn" >> beam.Map(write_label_transform_fn, self._files_dir, self._lock)

@@ -56,16 +56,12 @@ from shardsmith.core.near_duplicate_search import (
 from shardsmith.core.perceptual_hash import ImageSignature, signature_of_bytes
 from shardsmith.core.rows import ROWS_PER_BATCH, ErrorRow, ManifestRow, RowBatch
 from shardsmith.core.settings import CheckSettings, RecordSettings
-from shardsmith.format.build_folder import write_atomically
+from shardsmith.format.build_record import write_atomically
 from shardsmith.format.metadata import near_duplicates_bytes
 from shardsmith.format.metadata_schema import NearDuplicatesEntry
 from shardsmith.format.naming import NEAR_DUPLICATES_FILE, join
-from shardsmith.versions import (
-    MAX_BUCKET_COMPARISONS,
-    confirmed_published_pairs,
-    count_published_candidates,
-    take_new,
-)
+from shardsmith.output_folder import BuildTarget
+from shardsmith.versions import MAX_BUCKET_COMPARISONS, confirmed_published_pairs, count_published_candidates, take_new
 from transforms import ERRORS
 from transforms.duplicates import STAGE
 from transforms.gather import Gather, PerBundleFn, combine_all
@@ -272,10 +268,10 @@ class ReportNearDuplicates(beam.PTransform):
     near_duplicates.jsonl is written into the build's folder. An --incremental night passes the version its new
     images were compared with and a one-element PCollection of (published records compared, not compared)."""
 
-    def __init__(self, files_dir: str, checks: CheckSettings, dropped=None, published_version: str | None = None,
+    def __init__(self, target: BuildTarget, checks: CheckSettings, dropped=None, published_version: str | None = None,
                  published_counts=None):
         super().__init__()
-        self._files_dir = files_dir
+        self._files_dir = target.files_dir
         self._mode = checks.near_duplicates
         self._max_distance = checks.near_duplicate_distance
         self._dropped = dropped  # ErrorRows of dropped copies, or None

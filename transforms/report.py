@@ -2,7 +2,7 @@
 accounting equation (records + errors == input rows) and the error budget, and publishes the build.
 
 Guarantees: every file is written under a temporary name and renamed, and the build is published (the top-level
-metadata.json replaced, shardsmith/format/build_folder.py) only after every shard, errors.jsonl, labels.txt and
+metadata.json replaced, shardsmith/output_folder/publishing.py) only after every shard, errors.jsonl, labels.txt and
 transform_fn/ exist, and only while the build still holds the folder's lock; so the top-level metadata.json
 always names one finished build. errors.jsonl is sorted by (source, line), so reruns give the same bytes.
 Memory: one part of errors.jsonl per worker, a count and an example per error reason, and one small entry per
@@ -22,25 +22,24 @@ from dataclasses import dataclass, field
 
 import apache_beam as beam
 
-from shardsmith.core.build_lock import LockGuard
+from shardsmith.core import fault_injection
 from shardsmith.core.look_alike_labels import with_look_alike_labels
 from shardsmith.core.rows import ShardResult
 from shardsmith.core.settings import CheckSettings, RecordSettings, RetentionSettings
-from shardsmith.format.build_folder import build_dir, remove_build, write_atomically
+from shardsmith.format.build_record import write_atomically
 from shardsmith.format.example import example_keys
 from shardsmith.format.metadata import labels_bytes
 from shardsmith.format.metadata_schema import Metadata, NearDuplicatesEntry, SplitEntry
 from shardsmith.format.naming import ERRORS_FILE, LABELS_FILE, join, row_list_name
 from shardsmith.format.record_file import DEFAULT_FORMAT
 from shardsmith.format.tfds import tfds_metadata_files
+from shardsmith.output_folder import BuildTarget, build_dir, publish_nothing, publish_version, remove_build
 from shardsmith.storage import list_files
 from shardsmith.versions import (
     CarriedVersion,
     count_failed_again,
     empty_new_shards,
     merged_version,
-    publish_nothing,
-    publish_version,
     same_failures,
     unchanged,
 )
@@ -68,8 +67,7 @@ class DatasetCheckFailed(RuntimeError):
 class ReportConfig:
     """What the report checks, writes into metadata.json and publishes, as typed fields."""
 
-    output_dir: str  # the top-level folder; this build's files are in files_dir
-    build_id: str
+    target: BuildTarget  # the output folder and this build's folder in it
     name: str
     seed: int
     checks: CheckSettings
@@ -80,14 +78,6 @@ class ReportConfig:
     retention: RetentionSettings = RetentionSettings()  # --keep_builds
     carried: CarriedVersion | None = None  # --incremental: the version this build adds to
     write_card: bool = True  # card.html into the build's folder once published (--no_card: False)
-
-    @property
-    def files_dir(self) -> str:
-        return build_dir(self.output_dir, self.build_id)
-
-    @property
-    def lock(self) -> LockGuard:
-        return LockGuard(self.output_dir, self.build_id)
 
 
 def build_metadata(
@@ -137,7 +127,7 @@ def check_and_write_metadata(
     removed_lines: int = 0, rewritten=(), removed_bytes: dict[str, int] | None = None, source_reads=(),
 ) -> Metadata:
     """Checks the accounting, the error budget and (with --on_duplicate error) duplicates; writes labels.txt and
-    publishes the version (shardsmith/versions/publish.py: metadata.json last, then retention, then the lock
+    publishes the version (shardsmith/output_folder/publishing.py: metadata.json last, then retention, then the lock
     released). With --incremental, the version holds the carried shards too (`carried_lines`: the manifest lines
     their records stand for; `rewritten`: (carried shard index, ShardResult) of those rewritten without removed
     rows), and the error budget counts the new rows; a night that changes nothing publishes nothing."""
@@ -146,8 +136,9 @@ def check_and_write_metadata(
     failed_again = 0
     if config.carried is not None:
         if not config.carried.is_first:
-            failed_again = count_failed_again(join(build_dir(config.output_dir, config.carried.previous), ERRORS_FILE),
-                                              join(config.files_dir, ERRORS_FILE), DUPLICATE_STAGE)
+            previous_errors = join(build_dir(config.target.output_dir, config.carried.previous), ERRORS_FILE)
+            failed_again = count_failed_again(previous_errors, join(config.target.files_dir, ERRORS_FILE),
+                                              DUPLICATE_STAGE)
         reads = list(source_reads)  # the one line manifest's digest, recorded for the next night
         read = reads[0] if len(reads) == 1 else None
         metadata = merged_version(metadata, config.carried, dict(rewritten), carried_lines, removed_lines,
@@ -174,7 +165,7 @@ def check_and_write_metadata(
         raise DatasetCheckFailed(
             f"{num_new_failed} of {num_new_rows} {what} ({fraction:.1%}) failed, more than "
             f"--max_error_fraction={config.checks.max_error_fraction}{again}: {errors.explanation}; "
-            f"see {join(config.files_dir, ERRORS_FILE)}"
+            f"see {join(config.target.files_dir, ERRORS_FILE)}"
         )
     if config.checks.on_duplicate == "error" and duplicates.num_groups:
         raise DatasetCheckFailed(
@@ -183,18 +174,18 @@ def check_and_write_metadata(
             "--on_duplicate error (use drop to keep one copy, keep to allow them)"
         )
     if config.carried is not None and not rewritten and unchanged(config.carried, shards, removed_lines, metadata) \
-            and same_failures(join(build_dir(config.output_dir, config.carried.previous), ERRORS_FILE),
-                              join(config.files_dir, ERRORS_FILE)):
-        publish_nothing(config.output_dir, config.build_id, config.carried.previous)
+            and same_failures(join(build_dir(config.target.output_dir, config.carried.previous), ERRORS_FILE),
+                              join(config.target.files_dir, ERRORS_FILE)):
+        publish_nothing(config.target, config.carried.previous)
         return metadata
-    files_dir = config.files_dir
-    config.lock.check()  # LockLost: a build whose lock was taken over writes nothing more
+    files_dir = config.target.files_dir
+    config.target.lock.check()  # LockLost: a build whose lock was taken over writes nothing more
     empty = empty_new_shards(metadata, shards) if config.carried is not None else []
     if empty:  # files this build's record lists as written, in its own folder, and nothing else
         listed = list_files(files_dir)
         for name in (name for result in empty for name in (result.file, result.index_file, row_list_name(result.file))
                      if name):
-            remove_build(config.output_dir, config.build_id, listed, only=name)
+            remove_build(config.target.output_dir, config.target.build_id, listed, only=name)
     write_atomically(join(files_dir, LABELS_FILE), labels_bytes(vocabulary.labels))
     for file_name, content in tfds_metadata_files(metadata).items():  # TFDS: shardsmith.tfds_dirs(output_dir)
         write_atomically(join(files_dir, file_name), content)
@@ -204,17 +195,18 @@ def check_and_write_metadata(
             _LOG.info("built %s with %d of %d rows failed: %s", config.name, num_failed, num_input_rows,
                       errors.explanation)
 
-    publish_version(config.output_dir, config.build_id, metadata, config.retention, after_switch=log_failures,
-                    before_release=card_step(config.output_dir, config.build_id, config.write_card))
+    publish_version(config.target, metadata, config.retention, after_switch=log_failures,
+                    before_release=card_step(config.target, config.write_card), fault_point=fault_injection.reached)
     return metadata
 
 
-def card_step(output_dir: str, build_id: str, wanted: bool) -> Callable[[], None] | None:
+def card_step(target: BuildTarget, wanted: bool) -> Callable[[], None] | None:
     """The last step of publishing a version (a build's or a compaction's): its dataset card, card.html, written
     into its build folder under the lock. A card that cannot be made is a warning, never a failed build: the
     version is published by then, and `shardsmith card` can make it later."""
     if not wanted:
         return None
+    output_dir, build_id = target.output_dir, target.build_id
 
     def write() -> None:
         from shardsmith.card import write_card
@@ -241,7 +233,8 @@ class WriteReport(beam.PTransform):
 
     def expand(self, inputs: dict):
         pipeline = inputs["errors"][0].pipeline
-        errors = tuple(inputs["errors"]) | "WriteErrors" >> WriteErrors(self._config.files_dir, self._config.lock)
+        target = self._config.target
+        errors = tuple(inputs["errors"]) | "WriteErrors" >> WriteErrors(target.files_dir, target.lock)
         num_input_rows = inputs["input_row_counts"] | "CountInputRows" >> Gather(sum)
         side = beam.pvalue.AsSingleton
         return (

@@ -1,7 +1,7 @@
 """`--incremental`, on the launching machine: the published version a build adds to, read while the build holds
 the folder's lock (the file opened, not the path checked earlier), and the usage errors that stop it before
 anything is written. Reads metadata.json and lists the version's build folders: no row list, no shard, no image.
-Every build id and file name it takes from metadata.json is checked first (`checked_names`), so a build never
+Every build id and file name it takes from metadata.json is checked first (`OpenedVersion.checked_id`), so a build never
 reads outside the output folder.
 """
 
@@ -14,17 +14,16 @@ from shardsmith import storage
 from shardsmith.core.label_list import FixedLabels
 from shardsmith.core.manifest import AppendedPlan, valid_digest
 from shardsmith.errors import UsageError
-from shardsmith.format.build_folder import build_dir, checked_version_id
-from shardsmith.format.metadata import read_metadata
-from shardsmith.format.metadata_schema import Metadata, MetadataMissing
+from shardsmith.format.metadata_schema import Metadata
 from shardsmith.format.naming import BUILDS_DIR, ERRORS_FILE, LABELS_FILE, row_list_name
 from shardsmith.format.record_file import record_file
+from shardsmith.output_folder import OpenedVersion, build_dir, open_version
 from shardsmith.versions import CarriedShard, CarriedVersion, unrecoverable
 
+REBUILD = "rebuild it in full once with --incremental --overwrite"
 # Recorded options that decide a record's bytes or a row's split (declared `same_in_every_version`), in
 # metadata.json's order: an incremental build must use the published version's.
 MUST_MATCH = tuple(flag.recorded_key for flag in recorded_flags() if flag.flag.same_in_every_version)
-REBUILD = "rebuild it in full once with --incremental --overwrite"
 
 
 def carried_version(options: BuildOptions, label_file: FixedLabels | None = None,
@@ -44,16 +43,17 @@ def carried_version(options: BuildOptions, label_file: FixedLabels | None = None
                          "published records): use --on_duplicate error to fail on a new copy of any image of the "
                          "version, or keep to list such copies in metadata.json")
     try:
-        published = read_metadata(out)
-    except MetadataMissing:
-        published = None
+        opened = open_version(out, readable=False)
+    except FileNotFoundError:
+        opened = None
+    published = opened.metadata if opened is not None else None
     if published is not None and label_file is not None and not options.overwrite:
         _check_extends(published, label_file)
     if published is None or options.overwrite:  # a rebuild keeps the published ids too (carried_labels)
         base = published or newest  # no metadata.json at the top: the newest kept version's ids
         labels = tuple(base.labels) if base is not None else ()
         return CarriedVersion(None, 1, labels=labels, max_removed_fraction=options.max_removed_fraction)
-    return _adding_to(published, options)
+    return _adding_to(opened, options)
 
 
 def _check_extends(published: Metadata, label_file: FixedLabels) -> None:
@@ -72,13 +72,16 @@ def _check_extends(published: Metadata, label_file: FixedLabels) -> None:
                              f"{fix}")
 
 
-def _adding_to(published: Metadata, options: BuildOptions) -> CarriedVersion:
-    out = options.output_dir
+def _adding_to(opened: OpenedVersion, options: BuildOptions) -> CarriedVersion:
+    out, published = options.output_dir, opened.metadata
     if published.incremental is None:
         build_id = published.build_id or str(published.build_dir).rsplit("/", 1)[-1]
         raise UsageError(f"{out}'s published version {build_id} was built before builds listed their rows: "
                          f"{REBUILD} (later builds then read only new rows)")
-    build_id = checked_names(out, published)
+    try:
+        build_id = opened.checked_id()
+    except ValueError as e:
+        raise UsageError(str(e)) from None
     recorded = options.recorded()
     for key in MUST_MATCH:
         was, now = (published.options or {}).get(key), recorded.get(key)
@@ -121,17 +124,6 @@ def _appended_plan(out: str, published: Metadata, build_id: str, shards: tuple[C
         if path not in listed[folder]:
             return None
     return AppendedPlan(digest, published.num_example_rows, storage.join(build_dir(out, build_id), ERRORS_FILE))
-
-
-def checked_names(output_dir: str, published: Metadata) -> str:
-    """The published version's build id, once every id and file name its metadata.json gives is checked
-    (`checked_version_id`); UsageError naming the entry that would lead out of the dataset folder. `compact`
-    checks its version with this too."""
-    try:
-        return checked_version_id(output_dir, published)
-    except ValueError as e:
-        raise UsageError(f"{e}; nothing was read or written: restore metadata.json as shardsmith wrote it (each "
-                         f"build's folder keeps its own copy), or {REBUILD}") from None
 
 
 def carried_labels(version: CarriedVersion | None, label_file: FixedLabels | None = None) -> FixedLabels | None:

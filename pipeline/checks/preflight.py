@@ -3,7 +3,7 @@ folder only: no manifest row and no image is read here.
 
 Systemic problems (a missing manifest, an output folder that cannot be written, that holds files shardsmith did
 not write, that another build holds, or that already holds a dataset) fail here in one line, before any worker
-starts. The folder's layout and the rules for what may be removed are in shardsmith/format/build_folder.py.
+starts. The folder's layout and the rules for what may be removed are in shardsmith/output_folder/.
 """
 
 from __future__ import annotations
@@ -14,25 +14,27 @@ import os
 
 from pipeline.checks.incremental import carried_version
 from pipeline.options.build_options import BuildOptions
-from shardsmith.core.build_lock import BuildLock, lock_for_command, not_writable
 from shardsmith.core.label_list import FixedLabels
 from shardsmith.core.manifest import Source, input_problem
 from shardsmith.errors import UsageError
-from shardsmith.format.build_folder import (
-    BuildRecord,
+from shardsmith.format.build_record import BuildRecord
+from shardsmith.format.metadata import read_metadata
+from shardsmith.format.metadata_schema import MetadataError
+from shardsmith.format.naming import BUILDS_DIR, METADATA_FILE, join
+from shardsmith.format.record_file import RECORD_FILES
+from shardsmith.output_folder import (
+    BuildLock,
     FolderState,
     left_behind_line,
+    lock_for_command,
     new_build_id,
     newest_version,
+    not_writable,
     published_build_id,
     retire_builds,
     scan,
     start_build,
 )
-from shardsmith.format.metadata import read_metadata
-from shardsmith.format.metadata_schema import MetadataError
-from shardsmith.format.naming import BUILDS_DIR, METADATA_FILE, join
-from shardsmith.format.record_file import RECORD_FILES
 from shardsmith.storage import is_remote, make_folders
 from shardsmith.versions import CarriedVersion
 

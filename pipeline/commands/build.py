@@ -196,7 +196,7 @@ def _run_build(options, sources, beam_args: list[str], fixed_labels=None) -> Met
         raise
     finally:
         from shardsmith.core.shard_worker import close_build_pool
-        from shardsmith.format.build_folder import build_dir
+        from shardsmith.output_folder import build_dir
 
         close_build_pool(build_dir(options.output_dir, lock.build_id))  # one a failed build left open
         if made_temp:
@@ -235,13 +235,12 @@ def unchanged_version(output_dir: str, build_id: str, previous: str) -> Metadata
     """The published metadata.json when an --incremental run found nothing to change (its report published
     nothing and removed its build's folder, and `previous` is still published); None otherwise."""
     from shardsmith import storage
-    from shardsmith.format.build_folder import build_dir
-    from shardsmith.format.metadata import read_metadata
     from shardsmith.format.naming import BUILD_RECORD, join
+    from shardsmith.output_folder import build_dir, open_version
 
     if storage.exists(join(build_dir(output_dir, build_id), BUILD_RECORD)):  # gone last when a build is removed
         return None
-    published = read_metadata(output_dir)
+    published = open_version(output_dir, readable=False).metadata
     return published if published.build_id == previous else None
 
 
@@ -250,10 +249,10 @@ def finished_build(output_dir: str, build_id: str) -> Metadata:
     (metadata.json, and errors.jsonl when it lists rows), never from the runner's process. A job that finished
     without them wrote somewhere the launcher cannot see: an error, not a silent success."""
     from shardsmith import storage
-    from shardsmith.format.build_folder import build_dir
     from shardsmith.format.metadata import read_metadata
     from shardsmith.format.metadata_schema import MetadataMissing
     from shardsmith.format.naming import ERRORS_FILE, METADATA_FILE, join
+    from shardsmith.output_folder import build_dir
 
     files_dir = build_dir(output_dir, build_id)
     try:

@@ -35,7 +35,8 @@ def register_subparser(parsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> str:
     """`shardsmith card`: writes the card and prints where it is."""
     from shardsmith.card import CARD_FILE, card_bytes
-    from shardsmith.format.build_folder import build_dir, write_atomically
+    from shardsmith.format.build_record import write_atomically
+    from shardsmith.output_folder import build_dir
 
     output_dir = os.fspath(args.output_dir).rstrip("/")
     if not 1 <= args.per_label <= MAX_PER_LABEL:

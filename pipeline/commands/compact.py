@@ -65,9 +65,16 @@ def compact(options: CompactOptions, beam_args: list[str]) -> Metadata | None:
 
     from pipeline.running.progress import Task, task_progress
     from pipeline.running.runner import leaves_job_running, make_pipeline
-    from shardsmith.core.build_lock import lock_for_command
-    from shardsmith.format.build_folder import BuildRecord, build_dir, new_build_id, retire_builds, start_build
+    from shardsmith.format.build_record import BuildRecord
     from shardsmith.format.metadata import read_metadata
+    from shardsmith.output_folder import (
+        BuildTarget,
+        build_dir,
+        lock_for_command,
+        new_build_id,
+        retire_builds,
+        start_build,
+    )
     from shardsmith.printable import shown
     from shardsmith.read.summary import retired_text
     from shardsmith.versions import compaction_source, most_generations
@@ -90,7 +97,8 @@ def compact(options: CompactOptions, beam_args: list[str]) -> Metadata | None:
         retire_builds(output_dir)  # unfinished builds of earlier runs, as a build's start removes them
         start_build(output_dir, BuildRecord.for_build(lock.build_id, published.name))
         lock.start_heartbeat()
-        compaction = Compaction(source, lock.build_id, options.retention, write_card=not options.no_card)
+        compaction = Compaction(source, BuildTarget(output_dir, lock.build_id), options.retention,
+                                write_card=not options.no_card)
         with task_progress(Task("compact", "copied"), published.num_examples or 0, runs_locally(beam_args)), \
                 make_pipeline(beam_options) as pipeline:
             _ = pipeline | "Compact" >> CompactVersion(
@@ -161,21 +169,18 @@ def runs_locally(beam_args: list[str]) -> bool:
 def _published(output_dir: str) -> Metadata:
     """The folder's published metadata.json; UsageError (one line) for a folder without one, holding files no
     shardsmith build wrote, or whose metadata.json gives an id or file name that leads out of the folder."""
-    from pipeline.checks.incremental import checked_names
-    from shardsmith.format.build_folder import scan
-    from shardsmith.format.metadata import read_metadata
-    from shardsmith.format.metadata_schema import MetadataError, MetadataMissing
+    from shardsmith.output_folder import open_version, scan
 
     try:
-        published = read_metadata(output_dir)
-    except MetadataMissing:
+        opened = open_version(output_dir, readable=False)
+        if opened.metadata.incremental is not None:  # a version compaction would read (the others are refused later)
+            opened.checked_id()
+    except FileNotFoundError:
         raise UsageError(f"{output_dir} holds no published dataset: nothing to compact") from None
-    except MetadataError as e:
+    except ValueError as e:
         raise UsageError(str(e)) from None
-    if published.incremental is not None:  # a version compaction would read (the others are refused later)
-        checked_names(output_dir, published)
     foreign = scan(output_dir).foreign
     if foreign:
         raise UsageError(f"{output_dir} holds files that no shardsmith build wrote ({', '.join(foreign[:4])}); "
                          "compaction writes only into a folder holding shardsmith's own builds")
-    return published
+    return opened.metadata

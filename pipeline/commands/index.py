@@ -19,8 +19,7 @@ from shardsmith import storage
 from shardsmith.core.progress_signal import ITEMS_DONE, set_total
 from shardsmith.core.progress_signal import add as add_progress
 from shardsmith.errors import UsageError
-from shardsmith.format.build_folder import write_atomically
-from shardsmith.format.build_record import BuildRecord
+from shardsmith.format.build_record import BuildRecord, write_atomically
 from shardsmith.format.naming import BUILD_ID, BUILD_RECORD, BUILDS_DIR, join
 from shardsmith.read.record_sequence import CorruptRecord, Records, scanned_index
 
@@ -56,7 +55,7 @@ def _build_id(folder: str, output_dir: str) -> str:
 
 def index_build(output_dir: str, version: str | None = None) -> IndexReport:
     """Writes the missing index files of the published build (or kept build `version`) of `output_dir`."""
-    from shardsmith.core.build_lock import lock_for_command
+    from shardsmith.output_folder import lock_for_command
 
     output_dir = os.fspath(output_dir).rstrip("/")
     try:
@@ -90,7 +89,7 @@ def index_build(output_dir: str, version: str | None = None) -> IndexReport:
 
 
 def _splits(output_dir: str, version: str | None) -> list[str]:
-    from shardsmith.read.version_files import open_version
+    from shardsmith.output_folder import open_version
 
     return list(open_version(output_dir, version).metadata.splits)
 

@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> dict:
 
 
 def _check_split(settings: Settings) -> None:
-    from shardsmith.read.version_files import open_version
+    from shardsmith.output_folder import open_version
 
     metadata = open_version(settings.output_dir, settings.build_id).metadata
     if settings.split not in metadata.splits:
@@ -74,8 +74,9 @@ def _check_split(settings: Settings) -> None:
 
 def _save(output_dir: str, build_id: str, figures: dict) -> None:
     from shardsmith.card import CARD_FILE, card_bytes
-    from shardsmith.format.build_folder import build_dir, write_atomically
+    from shardsmith.format.build_record import write_atomically
     from shardsmith.format.naming import READ_CHECK_FILE, join
+    from shardsmith.output_folder import build_dir
 
     folder = build_dir(output_dir, build_id)
     with folder_lock(output_dir, "readcheck"):

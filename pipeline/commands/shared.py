@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from shardsmith.errors import UsageError
-from shardsmith.format.tags import Tag, TagsUnreadable, read_tags
+from shardsmith.output_folder import Tag, TagsUnreadable, read_tags
 
 
 def add_version_argument(parser: argparse.ArgumentParser) -> None:
@@ -29,7 +29,7 @@ def kept_build_id(output_dir: str, version: str | None, split: str | None = None
     """The build id of the kept version `version` names (None: the published one); UsageError as readers say it,
     or when it holds no split `split`."""
     from shardsmith.format.naming import BUILD_ID
-    from shardsmith.read.version_files import open_version
+    from shardsmith.output_folder import open_version
 
     try:
         opened = open_version(output_dir, version)
@@ -47,12 +47,11 @@ def kept_build_id(output_dir: str, version: str | None, split: str | None = None
 def folder_lock(output_dir: str, command: str = "tag") -> Iterator[None]:
     """The output folder's lock for the time of one command's change (a tags.json write, a card written into a
     version's folder); UsageError while a build holds it, saying to run `command` again."""
-    from shardsmith.core.build_lock import lock_for_command
-    from shardsmith.format.build_folder import new_build_id
+    from shardsmith.output_folder import lock_for_command, new_build_id
 
     lock = lock_for_command(output_dir, new_build_id(), then=command)
     try:
-        from shardsmith.format.build_folder import remove_temporaries
+        from shardsmith.output_folder import remove_temporaries
 
         remove_temporaries(output_dir)  # a tags.json write killed before its rename, say
         yield

@@ -25,8 +25,7 @@ import os
 from pipeline.commands.shared import folder_lock, readable_tags
 from shardsmith.core.fault_injection import BEFORE_TAGS_RENAME, reached
 from shardsmith.errors import UsageError
-from shardsmith.format.tags import Tag, now_utc, tag_name_problem, write_tags
-from shardsmith.read.version_files import open_version
+from shardsmith.output_folder import Tag, now_utc, open_version, tag_name_problem, write_tags
 
 
 def _kept_version(output_dir: str, version: str) -> str:

@@ -10,7 +10,7 @@ import os
 from pipeline.commands.shared import folder_lock, readable_tags
 from shardsmith.core.fault_injection import BEFORE_TAGS_RENAME, reached
 from shardsmith.errors import UsageError
-from shardsmith.format.tags import Tag, write_tags
+from shardsmith.output_folder import Tag, write_tags
 
 
 def untag(output_dir: str, name: str) -> Tag:

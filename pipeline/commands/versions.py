@@ -10,7 +10,7 @@ import json
 import os
 import sys
 
-from shardsmith.format.tags import TagsUnreadable, read_tags
+from shardsmith.output_folder import TagsUnreadable, read_tags
 from shardsmith.printable import shown
 from shardsmith.read.versions import Version, list_versions, retired_lines
 

@@ -11,7 +11,6 @@ import os
 import re
 from dataclasses import MISSING, dataclass
 
-from shardsmith.core.build_lock import LOCK_STALE_AFTER_S
 from shardsmith.core.flag import (
     GCS_FOLDER,
     GCS_PATH,
@@ -33,6 +32,7 @@ from shardsmith.core.settings import (
     RetentionSettings,
 )
 from shardsmith.format.naming import NAME_MAX_BYTES, is_remote, longest_file_name
+from shardsmith.output_folder import LOCK_STALE_AFTER_S
 
 DEFAULT_MAX_REMOVED_FRACTION = 0.1  # --incremental: more removed rows than this look like a truncated manifest
 DATASET_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")  # the whole name: use fullmatch

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from shardsmith.card.facts import DEFAULT_PER_LABEL, gather
 from shardsmith.card.page import render
-from shardsmith.format.build_folder import build_dir, write_atomically
+from shardsmith.format.build_record import write_atomically
 from shardsmith.format.naming import CARD_FILE, join
+from shardsmith.output_folder import build_dir
 
 MAX_CARD_BYTES = 5 << 20  # the bounds of facts.py, thumbnails.py and svg.py keep a page below this
 

@@ -14,11 +14,10 @@ from dataclasses import dataclass, field
 
 from shardsmith import storage
 from shardsmith.card.thumbnails import MAX_SCANNED_RECORDS, Scan, Thumbnail, scan_split
-from shardsmith.format.build_folder import build_dir, read_build_record
 from shardsmith.format.metadata import parse_near_duplicates, read_metadata, reason_key, stream_errors
 from shardsmith.format.metadata_schema import Metadata, MetadataError
 from shardsmith.format.naming import BUILD_ID, ERRORS_FILE, NEAR_DUPLICATES_FILE, READ_CHECK_FILE, join
-from shardsmith.format.tags import TagsUnreadable, read_tags
+from shardsmith.output_folder import TagsUnreadable, build_dir, read_build_record, read_tags
 from shardsmith.read.versions import Version, list_versions, retired_lines
 
 DEFAULT_PER_LABEL = 5

@@ -11,8 +11,9 @@
 - images and the shard writer: `load_images`, `reencode`, `masks`, `encode`, `shard_file` (one shard file),
   `split_shard` (the last shard in parts, joined), `shard_worker` and `orphaned_writers` (the writer processes);
 - near-duplicate search: `perceptual_hash`, `near_duplicate_search`, `identical_signatures` (identical-looking
-  images handled as one);
-- the output folder's lock: `build_lock`.
+  images handled as one).
+
+The output folder's lock, with its layout, retention and publishing, is shardsmith/output_folder/'s.
 
 A shard writer process imports this and shardsmith.format only, so it costs tens of megabytes, not the
 0.2-0.7 GB that Beam and TensorFlow take (tests/test_import_rules.py checks it in a fresh interpreter).

@@ -30,9 +30,9 @@ from shardsmith.core.flag import (
 from shardsmith.core.load_images import DEFAULT_MAX_PIXELS, VALIDATE_MODES
 from shardsmith.core.near_duplicate_search import DEFAULT_MAX_DISTANCE, MAX_DISTANCE
 from shardsmith.core.reencode import Reencoding
-from shardsmith.format.build_folder import DEFAULT_KEEP_BUILDS, DEFAULT_KEEP_DAYS
 from shardsmith.format.example import IMAGE_MODES, KEY_PREFIX, TASKS
 from shardsmith.format.naming import SPLIT_ALIASES, SPLITS, canonical_split
+from shardsmith.output_folder import DEFAULT_KEEP_BUILDS, DEFAULT_KEEP_DAYS
 
 DEFAULT_SEED = 42
 DEFAULT_TARGET_SHARD_MB = 128

@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 
 from shardsmith import storage
 from shardsmith.core import fault_injection, progress_signal
-from shardsmith.core.build_lock import LockGuard
 from shardsmith.core.encode import image_example_chunks
 from shardsmith.core.load_images import (
     ImageInfo,
@@ -44,13 +43,13 @@ from shardsmith.core.reencode import reencode
 from shardsmith.core.row_identity import row_identity
 from shardsmith.core.rows import ErrorRow, ImageDigest, ImageDigests, PlacedRow, ShardResult
 from shardsmith.core.settings import RecordSettings
-from shardsmith.format.build_folder import write_atomically
-from shardsmith.format.build_record import claim
+from shardsmith.format.build_record import claim, write_atomically
 from shardsmith.format.file_checksum import Crc32c
 from shardsmith.format.naming import TEMP_PREFIX, index_file_name, row_list_name, shard_file_name
 from shardsmith.format.record_file import TFRECORD, RecordFileFormat
 from shardsmith.format.record_index import RecordIndex
 from shardsmith.format.row_list import ListedRow, row_list_bytes
+from shardsmith.output_folder import LockGuard
 from shardsmith.storage.local_files import write_pieces
 
 STAGE = "load"

@@ -11,6 +11,8 @@ Guarantees:
   only names shardsmith writes X through.
 - Cleanup deletes exactly the files the record covers, never a file because its name looks like one of ours: a
   user's `x.tfrecord-00000-of-00004.bak` or `transform_fn/mine/notes.ipynb` in a build's folder stays.
+- What is written into a build's folder is written through `write_atomically` (or `write_atomically_from`),
+  which claims it first; no file of a build is written any other way.
 - Entries are separate files, so any number of processes (local writer processes, Dataflow workers) add them at
   once, on a local disk or Cloud Storage alike, with no read-modify-write.
 
@@ -24,8 +26,10 @@ import fnmatch
 import json
 import re
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 
+from shardsmith import storage
 from shardsmith.format.naming import (
     BUILD_ID,
     BUILD_RECORD,
@@ -153,3 +157,36 @@ def claim(path: str, folder: bool = False) -> None:
 def entry_file(relative: str) -> str:
     """The written list's file (relative to the build's folder) for `relative`."""
     return f"{WRITTEN_DIR}/{_escape(relative)}"
+
+
+def write_atomically(path: str, data: bytes) -> None:
+    """Writes `path` so that it holds either its old content or all of `data`, never a part
+    (shardsmith.storage.write_atomically), after adding it to its build's written list when it lies in a build's
+    folder (and making the folders below the build's folder that it lies in)."""
+    claim(path)
+    _make_folders_in_build(path)
+    storage.write_atomically(path, data)
+
+
+def _make_folders_in_build(path: str) -> None:
+    """Locally, the missing folders between a build's folder and `path` (tfds/00000/ for the TFDS files), one
+    level at a time: a writer whose build folder was removed fails instead of making it again."""
+    inside = in_a_build(path)
+    if inside is None:
+        return
+    folder, relative = inside
+    for part in relative.split("/")[:-1]:
+        folder = join(folder, part)
+        storage.make_folder(folder, exist_ok=True)
+
+
+COPY_CHUNK_BYTES = 1 << 20  # write_atomically_from holds about one chunk at a time
+
+
+def write_atomically_from(path: str, chunks: Iterable[bytes]) -> None:
+    """Writes `path` as the concatenation of `chunks`, consumed one at a time (never all in memory); like
+    write_atomically, `path` holds either its old content or all of it (and is first added to its build's
+    written list, its folders below the build's folder made)."""
+    claim(path)
+    _make_folders_in_build(path)
+    storage.write_atomically_from(path, chunks)

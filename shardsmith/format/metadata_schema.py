@@ -318,7 +318,7 @@ class IncrementalEntry(_Entry):
 class Metadata(_Entry):
     """The whole of metadata.json (docs/format.md, "metadata.json"). The errors summary is `num_errors` and
     `errors_by_reason`; `options` is every build option as used, an ordered mapping carried as the build gave
-    it. `build_id`/`build_dir` are set when the build is published (shardsmith/format/build_folder.py)."""
+    it. `build_id`/`build_dir` are set when the build is published (shardsmith/output_folder/publishing.py)."""
 
     NESTED: ClassVar[dict[str, Any]] = {
         "splits": _map_of(SplitEntry),

@@ -32,7 +32,7 @@ STAGED_METADATA = f"{TEMP_PREFIX}published-{METADATA_FILE}"
 LOCK_FILE = ".shardsmith-lock"
 BUILD_ID = re.compile(r"\d{8}T\d{6}Z-[0-9a-f]{8}")
 # At the top level, beside metadata.json: the names that pin versions against retention (`shardsmith tag`), and
-# the versions retention removed, with when (shardsmith/format/tags.py, shardsmith/format/retired.py).
+# the versions retention removed, with when (shardsmith/output_folder/tags.py, retired.py).
 TAGS_FILE = "tags.json"
 RETIRED_FILE = "retired.json"
 # A top-level file written whole through a temporary name beside it (storage.write_atomically): a command killed

@@ -9,7 +9,7 @@ overwritten in place. A build thus never imports TensorFlow for its labels (7-10
 2-core machine), and the same vocabulary gives the same bytes.
 
 Guarantees: deterministic (same labels, same bytes); every file written atomically and listed in the build's
-written list first (format/build_folder.py); local and gs:// alike (shardsmith.storage).
+written list first (build_record.py); local and gs:// alike (shardsmith.storage).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import os
 from collections.abc import Sequence
 
 from shardsmith import storage
-from shardsmith.format.build_folder import write_atomically
+from shardsmith.format.build_record import write_atomically
 from shardsmith.format.naming import TRANSFORM_DIRS, join
 
 TRANSFORM_VOCAB_NAME = "labels"  # the asset's name: `TFTransformOutput.vocabulary_by_name("labels")`

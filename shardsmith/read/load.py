@@ -26,10 +26,10 @@ from collections.abc import Callable, Sequence
 from shardsmith.format.example import BOX_LABEL, HEIGHT, IMAGE, LABEL, URI, WIDTH
 from shardsmith.format.metadata_schema import Metadata
 from shardsmith.format.record_file import TFRECORD, RecordFileFormat, record_file
+from shardsmith.output_folder import open_version
 from shardsmith.read.version_files import (  # noqa: F401  (DatasetChanged: what load() raises, importable here)
     DatasetChanged,
     check_shards,
-    open_version,
     split_name,
     split_shards,
 )

@@ -263,9 +263,9 @@ def near_duplicate_pairs(output_dir: str, metadata: Metadata, path: str, max_pai
     (dropped by --near_duplicates drop) is drawn as a note saying so."""
     from PIL import Image
 
-    from shardsmith.format.build_folder import dataset_dir
     from shardsmith.format.metadata import parse_near_duplicates
     from shardsmith.format.naming import NEAR_DUPLICATES_FILE, join
+    from shardsmith.output_folder import dataset_dir
     from shardsmith.storage import read_bytes
 
     data = read_bytes(join(dataset_dir(output_dir, metadata), NEAR_DUPLICATES_FILE))

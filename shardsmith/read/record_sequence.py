@@ -30,12 +30,12 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from shardsmith import storage
-from shardsmith.format.build_folder import dataset_dir
 from shardsmith.format.naming import index_file_name, is_remote
 from shardsmith.format.record_file import FramingError, RecordFileFormat, record_file
 from shardsmith.format.record_index import RecordIndex
+from shardsmith.output_folder import dataset_dir, open_version
 from shardsmith.read.record_stream import decompressed
-from shardsmith.read.version_files import open_version, split_name, split_shards
+from shardsmith.read.version_files import split_name, split_shards
 
 MAX_OPEN_FILES = 64  # shard files a reader keeps open for random access (least recently used closed first)
 

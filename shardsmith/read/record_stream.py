@@ -13,7 +13,6 @@ from dataclasses import dataclass
 
 from shardsmith import storage
 from shardsmith.core.rows import placing_label_id
-from shardsmith.format.build_folder import dataset_dir, shard_file_path
 from shardsmith.format.example import (
     BOX_KEYS,
     BOX_LABEL,
@@ -27,6 +26,7 @@ from shardsmith.format.example import (
 )
 from shardsmith.format.metadata_schema import Metadata
 from shardsmith.format.record_file import RecordFileFormat, record_file
+from shardsmith.output_folder import dataset_dir, shard_file_path
 
 READ_CHUNK = 1 << 20  # bytes hashed at a time when the rest of a stream is read
 

@@ -21,10 +21,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from shardsmith import storage
-from shardsmith.format.build_folder import build_dir, dataset_dir
 from shardsmith.format.metadata_schema import Metadata, SplitEntry
 from shardsmith.format.naming import BUILDS_DIR, CARD_FILE, ERRORS_FILE, LABELS_FILE, METADATA_FILE, RETIRED_FILE, join
-from shardsmith.format.retired import retention_text, retired_by
+from shardsmith.output_folder import build_dir, dataset_dir, retention_text, retired_by
 from shardsmith.read.load import DEFAULT_SHUFFLE_BUFFER
 
 if TYPE_CHECKING:

@@ -17,10 +17,9 @@ from __future__ import annotations
 import os
 
 from shardsmith import storage
-from shardsmith.format.build_folder import dataset_dir
 from shardsmith.format.naming import is_remote, join
 from shardsmith.format.tfds import DATASET_INFO_FILE, tfds_builder_dirs
-from shardsmith.read.version_files import open_version
+from shardsmith.output_folder import dataset_dir, open_version
 from shardsmith.storage import is_s3
 
 

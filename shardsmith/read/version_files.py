@@ -1,13 +1,9 @@
-"""What every reader opens, in one place: which version it reads (a `version`, a build id or a tag's name,
-becomes a build folder), its split's shard files, and the cheap checks that those files are the ones
-metadata.json lists. Used by `load()`, `records()` (and through it the PyTorch and Grain readers and `index`),
-`verify`, `inspect` and `shardsmith.tfds_dirs`.
+"""What every reader opens after the version (shardsmith/output_folder/opening.py `open_version`, which turns a
+build id or a tag's name into a build folder): the read-side commands' `--version` folder, a split's shard files,
+and the cheap checks that those files are the ones metadata.json lists. Used by `load()`, `records()` (and
+through it the PyTorch and Grain readers and `index`), `verify`, `inspect` and `shardsmith.tfds_dirs`.
 
-Guarantees: every reader says the same one line for the same version. A kept version opens; a tag opens the
-version it pins; a version retention removed says that it is no longer kept, by which --keep_builds and when
-(retired.json); an id that was never a version of the folder says so and names `shardsmith versions`. A version
-is a folder `builds/<build id>/` and nothing else: a tag's version is a build id (shardsmith/format/tags.py), so
-no name given here, or read from tags.json, leads a reader outside the output folder. A split's shard files are
+Guarantees: every reader says the same one line for the same version (open_version's). A split's shard files are
 those metadata.json lists, in shard order, never globbed, and each lies in the version's folder.
 
 The shard checks (`check_shards`, for `load()`) read through TensorFlow's file systems, imported inside them,
@@ -18,91 +14,16 @@ byte: the shard's first block is then fetched once, by whoever reads the shard.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from shardsmith import storage
 from shardsmith.errors import UsageError
-from shardsmith.format.build_folder import build_dir, dataset_dir, shard_file_path
-from shardsmith.format.metadata import read_metadata
-from shardsmith.format.metadata_schema import Metadata, MetadataMissing, ShardEntry
-from shardsmith.format.naming import BUILD_ID, BUILD_RECORD, STAGED_METADATA, canonical_split, join
-from shardsmith.format.retired import read_retired, retention_text
-from shardsmith.format.tags import Tag, TagsUnreadable, read_tags, tag_name_problem
+from shardsmith.format.metadata_schema import Metadata, ShardEntry
+from shardsmith.format.naming import canonical_split
+from shardsmith.output_folder import dataset_dir, open_version, shard_file_path
 from shardsmith.storage import is_s3
 
-ReadBytes = Callable[[str], bytes | None]
 SHARDS_CHECKED_AT_ONCE = 16  # check_shards: shards whose first record is read at once (on gs://, a request each)
-
-
-class VersionNotFound(FileNotFoundError):
-    """The version asked for is not one a reader can open (never was, or no longer kept); one line."""
-
-
-@dataclass(frozen=True)
-class OpenedVersion:
-    metadata: Metadata
-    folder: str  # the folder whose metadata.json it is: the output folder for the published version
-    build_id: str | None  # the version asked for (a tag's, resolved); None when none was
-
-
-def open_version(output_dir: str | os.PathLike, version: str | None = None,
-                 read_bytes: ReadBytes | None = None) -> OpenedVersion:
-    """The published version of `output_dir` (`version` None) or the kept one `version` names (a build id or a
-    tag's name), with its metadata.json read and checked to hold what readers take. `read_bytes(path)` reads a
-    file or returns None (default: shardsmith.storage; `load()` passes TensorFlow's). Raises FileNotFoundError
-    (VersionNotFound for a version) or ValueError, one line each."""
-    output_dir = os.fspath(output_dir).rstrip("/")
-    read = read_bytes or storage.read_bytes
-    if version is None:
-        try:
-            return OpenedVersion(read_metadata(output_dir, read, readable=True), output_dir, None)
-        except MetadataMissing as e:
-            raise FileNotFoundError(str(e)) from None
-    version = str(version)
-    tag = None if BUILD_ID.fullmatch(version) else _tag(output_dir, version, read_bytes)
-    build_id = tag.version if tag else version
-    folder = build_dir(output_dir, build_id)
-    try:
-        metadata = read_metadata(folder, read, readable=True)
-    except MetadataMissing:
-        raise VersionNotFound(_missing(output_dir, build_id, tag, read_bytes)) from None
-    if read(join(folder, STAGED_METADATA)) is not None:
-        raise VersionNotFound(f"no version {build_id} in {output_dir}: its build never published (it did not "
-                              f"finish); {_listing(output_dir)}")
-    return OpenedVersion(metadata, folder, build_id)
-
-
-def _listing(output_dir: str) -> str:
-    return f"`shardsmith versions {output_dir}` lists them"
-
-
-def _tag(output_dir: str, name: str, read_bytes: ReadBytes | None) -> Tag:
-    if tag_name_problem(name):
-        raise ValueError(f"version {name[:80]!r} is neither a build id (like 20261124T211052Z-44b3a31b) nor a tag "
-                         f"name; {_listing(output_dir)}")
-    try:
-        tags = read_tags(output_dir, read_bytes)
-    except TagsUnreadable as e:
-        raise ValueError(f"{e}: tag {name} cannot be looked up; fix or remove the file") from None
-    if name not in tags:
-        raise VersionNotFound(f"no version or tag {name!r} in {output_dir}; {_listing(output_dir)}")
-    return tags[name]
-
-
-def _missing(output_dir: str, build_id: str, tag: Tag | None, read_bytes: ReadBytes | None) -> str:
-    """Why `build_id` has no metadata.json: retired (when, by which --keep_builds), unfinished, or never a build."""
-    what = f"tag {tag.name} names version {build_id}, which" if tag else f"version {build_id}"
-    retired = read_retired(output_dir, read_bytes).get(build_id)
-    if retired is not None:
-        return (f"{what} is no longer kept in {output_dir}: retention ({retention_text(retired)}) retired it at "
-                f"{retired.retired}; "
-                f"{_listing(output_dir)} (`shardsmith tag` keeps a version from retention)")
-    if (read_bytes or storage.read_bytes)(join(build_dir(output_dir, build_id), BUILD_RECORD)) is not None:
-        return f"no version {build_id} in {output_dir}: its build did not finish; {_listing(output_dir)}"
-    if tag:
-        return f"{what} is not in {output_dir} any more; {_listing(output_dir)}"
-    return f"no version {build_id} in {output_dir}; {_listing(output_dir)}"
 
 
 def resume_advice(output_dir: str, build_id: str) -> str:

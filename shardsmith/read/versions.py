@@ -21,19 +21,21 @@ import os
 from dataclasses import dataclass
 
 from shardsmith.errors import UsageError
-from shardsmith.format.build_folder import (
-    build_dir,
-    build_id_time,
-    finished,
-    published_build_id,
-    read_build_record,
-    scan,
-)
 from shardsmith.format.metadata import read_metadata
 from shardsmith.format.metadata_schema import MetadataError, MetadataMissing
 from shardsmith.format.naming import BUILDS_DIR, METADATA_FILE, RETIRED_FILE, join
-from shardsmith.format.retired import read_retired, retention_text
-from shardsmith.format.tags import Tag
+from shardsmith.output_folder import (
+    Tag,
+    build_dir,
+    build_id_time,
+    finished,
+    open_version,
+    published_build_id,
+    read_build_record,
+    read_retired,
+    retention_text,
+    scan,
+)
 
 MAX_RETIRED_SHOWN = 5  # retired versions `versions` lists after the kept ones; retired.json holds more
 
@@ -92,8 +94,8 @@ def list_versions(output_dir: str, tags: dict[str, Tag] | None = None) -> list[V
     current = published_build_id(state)
     if current is None:
         try:
-            published = read_metadata(output_dir)
-        except MetadataMissing:
+            published = open_version(output_dir, readable=False).metadata
+        except FileNotFoundError:
             raise UsageError(f"{output_dir} holds no published shardsmith dataset (no metadata.json)") from None
         except MetadataError as e:  # its path and why, e.g. not valid JSON (line 1 column 29): ...
             raise UsageError(f"{e}; it names the published version, so the versions cannot be listed") from None

@@ -1,5 +1,5 @@
 """Objects changed only if they are still the version that was read: the compare-and-swap the output folder's
-lock needs on an object store (shardsmith/core/build_lock.py). `versioned_object(path)` gives the one for the
+lock needs on an object store (shardsmith/output_folder/lock.py). `versioned_object(path)` gives the one for the
 path's store; each version read carries a token a write or delete can be made on condition of, failing and
 changing nothing once another writer has replaced the object (token 0: only if there is no object yet).
 

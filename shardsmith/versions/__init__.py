@@ -1,13 +1,13 @@
 """Versions, Beam-free: what an --incremental night carries over from the published version and adds to it, how
-shards are rewritten without removed rows, how compaction rewrites a version's generations into one, and how a
-version is published (docs/versions.md). Imports shardsmith.core, shardsmith.format and shardsmith.storage only,
+shards are rewritten without removed rows, and how compaction rewrites a version's generations into one
+(docs/versions.md). Imports shardsmith.output_folder, shardsmith.core, shardsmith.format and shardsmith.storage only,
 never Beam or TensorFlow: the shard writers that rewrite and copy records run it in processes of tens of
 megabytes (tests/test_import_rules.py checks both).
 
 The modules, by role:
 - carry_over: the model of a night: the published version it starts from (CarriedVersion, CarriedShard), rows
   paired with records by identity (pair_rows, RecordPlace) and the metadata.json of the version it makes
-  (merged_version).
+  (merged_version), and whether a night's version holds anything new (unchanged).
 - spill: the pairing's partitioned join through spill files in the build's scratch folder (bounded memory).
 - shard_rewrite: a shard of an earlier generation rewritten without its removed records.
 - row_check: a shard's row list checked against its shard, and rebuilt from it when lost.
@@ -16,25 +16,22 @@ The modules, by role:
 - published_pairs: a night's near-duplicate candidates against the published records.
 - compaction: the version `shardsmith compact` rewrites (CompactionSource) and its rows, placed as a full build's;
   record_copy: one compacted shard, its records copied byte for byte.
-- publish: publish_version, the last steps of a build and of a compaction (metadata.json, retention, the lock);
-  unchanged and publish_nothing, for a night that holds nothing new.
 
 The rest of versions lives where its layer puts it: the stages in transforms/versions/ (carried_rows: the
 night's pairing and rewrites; compact_version: the compaction pipeline), the launcher's checks of the published
 version in pipeline/checks/incremental.py and the `compact` command in pipeline/commands/compact.py (its flags in
-pipeline/options/compact_options.py); the row list's format in shardsmith/format/row_list.py, tags and the
-retired list in shardsmith/format/{tags,retired}.py and retention in shardsmith/format/build_folder.py (which
-every build uses); the `shardsmith versions` command in pipeline/commands/versions.py, over the listing in
-shardsmith/read/versions.py.
+pipeline/options/compact_options.py); the row list's format in shardsmith/format/row_list.py; the output
+folder itself, which every build uses (its layout, publishing a version, retention, tags, the retired list,
+the lock, opening a version), in shardsmith/output_folder/; the `shardsmith versions` command in
+pipeline/commands/versions.py, over the listing in shardsmith/read/versions.py.
 
 Outside shardsmith/versions/ and transforms/versions/, code imports the names below from this package, never
 its modules.
 """
 
-from shardsmith.versions.carry_over import CarriedShard, CarriedVersion, empty_new_shards, merged_version
+from shardsmith.versions.carry_over import CarriedShard, CarriedVersion, empty_new_shards, merged_version, unchanged
 from shardsmith.versions.compaction import compaction_source, most_generations
 from shardsmith.versions.failed_again import count_failed_again, same_failures
-from shardsmith.versions.publish import publish_nothing, publish_version, unchanged
 from shardsmith.versions.published_pairs import (
     MAX_BUCKET_COMPARISONS,
     confirmed_published_pairs,
@@ -54,8 +51,6 @@ __all__ = [
     "empty_new_shards",
     "merged_version",
     "most_generations",
-    "publish_nothing",
-    "publish_version",
     "same_failures",
     "take_new",
     "unchanged",

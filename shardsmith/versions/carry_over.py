@@ -194,3 +194,11 @@ def _carried_entry(index: int, shard: CarriedShard, rewritten: dict[int, ShardRe
     if result is None:
         return replace(shard.entry, build=shard.build)
     return result.entry()
+
+
+def unchanged(carried: CarriedVersion, new_shards: list[ShardResult], removed_lines: int, version: Metadata) -> bool:
+    """Whether an --incremental version would hold exactly what the published one holds: no record added, none
+    removed, the same labels (the caller also requires that no shard was rewritten: a shard whose lost row list
+    was rebuilt is rewritten with it, and publishing that repair spares every later night the same work)."""
+    return (not carried.is_first and removed_lines == 0 and not any(s.num_examples for s in new_shards)
+            and tuple(version.labels) == carried.labels)

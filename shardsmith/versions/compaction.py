@@ -43,12 +43,12 @@ from shardsmith.core.rows import ROWS_PER_BATCH, ManifestRow, RowBatch
 from shardsmith.core.settings import PlacementSettings
 from shardsmith.core.shard_file import ShardOutput
 from shardsmith.errors import UsageError
-from shardsmith.format.build_folder import build_dir, dataset_dir, shard_file_path
 from shardsmith.format.metadata_schema import Metadata, ShardEntry
 from shardsmith.format.naming import TEMP_PREFIX, index_file_name, join, row_list_name, shard_generation
 from shardsmith.format.record_file import RecordFileFormat, record_file
 from shardsmith.format.record_index import RecordIndex
 from shardsmith.format.row_list import ListedRow, RowListError, parse_row_list
+from shardsmith.output_folder import build_dir, dataset_dir, shard_file_path
 from shardsmith.versions import row_check
 
 # The canonical manifest's first data row is its line 2 (line 1: its header).

@@ -74,6 +74,7 @@ def child(folder: Path) -> None:
     from pipeline.options.arguments import build_options_from
     from shardsmith.core.manifest import resolve_sources
     from shardsmith.format.metadata_schema import ShardEntry
+    from shardsmith.output_folder.target import BuildTarget
     from shardsmith.versions.carry_over import CarriedShard, CarriedVersion
     from transforms.place import assign_splits
     from transforms.read_manifest import ReadManifest
@@ -94,7 +95,8 @@ def child(folder: Path) -> None:
     with beam.Pipeline(runner=FnApiRunner()) as pipeline:
         sources = pipeline | beam.Create(resolve_sources(options.manifests))
         rows, _, _ = sources | ReadManifest(options.manifest, fan_out=False)  # as an --incremental build reads
-        split = rows | beam.Map(assign_splits, options.placement) | SplitCarriedRows(str(out), version, str(files_dir))
+        target = BuildTarget(str(out), NEW_BUILD_ID)  # files_dir
+        split = rows | beam.Map(assign_splits, options.placement) | SplitCarriedRows(target, version)
         new = split["rows"] | beam.Map(len) | beam.CombineGlobally(sum)
         _ = new | beam.Map(lambda n: print(f"RESULT new rows {n}", flush=True))
         _ = split["carried_lines"] | beam.Map(lambda n: print(f"RESULT carried rows {n}", flush=True))

@@ -165,8 +165,8 @@ class Versions:
         return Reader(version, via, expected, got, iterator, paths)
 
     def shards(self, version: str) -> list[str]:
-        from shardsmith.format.build_folder import dataset_dir, shard_file_path
         from shardsmith.format.metadata import read_metadata
+        from shardsmith.output_folder.layout import dataset_dir, shard_file_path
 
         folder = str(self.out / "builds" / version)
         metadata = read_metadata(folder)

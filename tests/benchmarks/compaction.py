@@ -33,8 +33,8 @@ from compare import become_subreaper  # noqa: E402
 from corpora import make_corpus  # noqa: E402
 from incremental import run_build, run_shardsmith, write_manifest  # noqa: E402
 
-from shardsmith.format.build_folder import dataset_dir, shard_file_path  # noqa: E402
 from shardsmith.format.metadata import read_metadata  # noqa: E402
+from shardsmith.output_folder.layout import dataset_dir, shard_file_path  # noqa: E402
 
 HELD_BACK_EVERY, NIGHTS, REMOVED_EVERY = 20, 5, 500
 

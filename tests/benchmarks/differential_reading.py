@@ -55,7 +55,8 @@ def read_version(out: Path, version: str | None = None) -> Reading:
     """The published version of `out` (or the kept `version`) as a user reads it; raises what the readers raise."""
     from shardsmith.format.example import parse_example
     from shardsmith.format.tfrecord import iter_records
-    from shardsmith.read.version_files import open_version, split_shards
+    from shardsmith.output_folder.opening import open_version
+    from shardsmith.read.version_files import split_shards
 
     opened = open_version(out, version)
     metadata = opened.metadata

@@ -140,8 +140,8 @@ def build(manifest: Path, out: Path, *extra: str) -> float:
 
 def listed_pairs(out: Path) -> list[dict]:
     """The pairs of the published build's near_duplicates.jsonl."""
-    from shardsmith.format.build_folder import published_dir
     from shardsmith.format.metadata import parse_near_duplicates
+    from shardsmith.output_folder.layout import published_dir
 
     return parse_near_duplicates((Path(published_dir(out)) / "near_duplicates.jsonl").read_bytes())
 

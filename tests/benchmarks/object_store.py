@@ -435,8 +435,8 @@ def train_objects(corpus, out: Path) -> list[tuple[str, int]]:
     user's folder would not hold them): the same images as the dataset's train split."""
     import csv
 
-    from shardsmith.format.build_folder import published_dir
     from shardsmith.format.naming import ERRORS_FILE
+    from shardsmith.output_folder.layout import published_dir
 
     errors = Path(published_dir(str(out))) / ERRORS_FILE
     rejected = {json.loads(line)["uri"] for line in errors.read_text().splitlines() if line.strip()}

@@ -48,8 +48,9 @@ def _build(folder: Path, per_label: int, manifest: Path | None) -> tuple[Path, P
 def _index_cost(out: str) -> tuple[int, int, float]:
     """(index bytes, output bytes, seconds to compute and write the index files as the writer does)."""
     import shardsmith
-    from shardsmith.format.build_folder import published_dir, write_atomically
+    from shardsmith.format.build_record import write_atomically
     from shardsmith.format.record_index import RecordIndex
+    from shardsmith.output_folder.layout import published_dir
 
     folder = Path(published_dir(out))
     output = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
@@ -108,7 +109,7 @@ def _image_files_rate(manifest: Path, out: str, size: int) -> float:
     import torch
     from PIL import Image
 
-    from shardsmith.format.build_folder import published_dir
+    from shardsmith.output_folder.layout import published_dir
 
     errors = (Path(published_dir(out)) / ERRORS_FILE).read_text().splitlines()
     rejected = {json.loads(line)["uri"] for line in errors if line.strip()}

@@ -14,6 +14,7 @@ from pipeline.options.flags import HELP_ORDER, build_flags
 from shardsmith.core.flag import declared
 from shardsmith.core.manifest import ManifestFormat
 from shardsmith.core.settings import CheckSettings, ManifestSettings, RecordSettings, RetentionSettings
+from shardsmith.output_folder.target import BuildTarget
 from transforms.report import ReportConfig
 
 
@@ -62,7 +63,7 @@ def test_keep_builds_is_declared_once_and_travels_in_the_retention_settings():
     (compact,) = [flag for flag in declared(CompactOptions) if flag.name == "keep_builds"]
     assert build.field is compact.field and build.path == compact.path == ("retention", "keep_builds")
     assert _options("--keep_builds", "3").retention == RetentionSettings(keep_builds=3)
-    assert _options().retention == RetentionSettings() == ReportConfig("o", "b", "n", 0, CheckSettings(),
+    assert _options().retention == RetentionSettings() == ReportConfig(BuildTarget("o", "b"), "n", 0, CheckSettings(),
                                                                        RecordSettings()).retention
     args = cli._parser().parse_args(["compact", "out", "--keep_builds", "4"])
     assert compact_options_from(args).retention == RetentionSettings(keep_builds=4)

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from shardsmith.format.build_folder import dataset_dir, own_copy
 from shardsmith.format.metadata_schema import Metadata, MetadataError, metadata_bytes, parse_metadata
 from shardsmith.format.tfds import tfds_metadata_files
+from shardsmith.output_folder.layout import dataset_dir, own_copy
 from shardsmith.read.load import feature_spec
 from shardsmith.read.summary import build_summary, inspect_report
 from shardsmith.read.version_files import split_shards

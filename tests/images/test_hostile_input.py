@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from shardsmith.format.build_folder import published_dir
+from shardsmith.output_folder.layout import published_dir
 
 # uri (as written in the manifest) -> expected outcome: ("record", channels) or ("error", words in the reason).
 # None: either outcome is acceptable, as long as a record decodes to its recorded shape.

@@ -16,7 +16,7 @@ from PIL import Image
 from shardsmith import load
 from shardsmith.core.load_images import ImageInfo, ImageRejected
 from shardsmith.core.reencode import Reencoding, reencode
-from shardsmith.format.build_folder import published_dir
+from shardsmith.output_folder.layout import published_dir
 
 
 def _photo(size: tuple[int, int], mode: str = "RGB", seed: int = 0) -> Image.Image:

@@ -1,7 +1,7 @@
 """Cleanup and retirement delete exactly what a build record lists as written, never the published build, and
 leave a folder every later build can use without a person: after a failed --overwrite, look-alike user files in
 a build's folder, a kill while tf.transform writes, a kill just before the top-level switch, and a scratch
-folder inside the output folder (shardsmith/format/build_folder.py, shardsmith/format/build_record.py)."""
+folder inside the output folder (shardsmith/output_folder/layout.py, shardsmith/format/build_record.py)."""
 
 from __future__ import annotations
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from shardsmith.core.fault_injection import FAULT_ENV, WRITER_KILLED
-from shardsmith.format.build_folder import published_dir
 from shardsmith.format.naming import BUILDS_DIR, LOCK_FILE, NAMES_ITS_BUILD, TEMP_PREFIX
+from shardsmith.output_folder.layout import published_dir
 
 
 def build(manifest: Path, out: Path, fault: str = "", *extra: str) -> subprocess.CompletedProcess:

@@ -1,5 +1,5 @@
 """The output folder's lock against a stopped holder, a broken lock, an empty lock and a symlinked one
-(shardsmith/core/build_lock.py). Builds are real processes, stopped with SIGSTOP and resumed with SIGCONT:
+(shardsmith/output_folder/lock.py). Builds are real processes, stopped with SIGSTOP and resumed with SIGCONT:
 - `--break_lock` never takes the lock of a build whose process is alive on this host, however old its heartbeat;
 - a build whose lock was taken over writes nothing more when it resumes, exits non-zero saying so, and leaves a
   folder the next build runs in without a person;
@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from shardsmith.core.build_lock import LOCK_STALE_AFTER_S, LockHolder, acquire_lock, release_lock
 from shardsmith.format.naming import BUILD_RECORD, BUILDS_DIR, LOCK_FILE
+from shardsmith.output_folder.lock import LOCK_STALE_AFTER_S, LockHolder, acquire_lock, release_lock
 
 NUM_SHARDS = "train=2,validation=1,test=1"
 

@@ -1,5 +1,5 @@
 """The output folder is shardsmith's alone: files it did not write are never touched, one build at a time holds
-it, and a reader reads one build or fails loudly (shardsmith/format/build_folder.py, shardsmith/core/build_lock.py)."""
+it, and a reader reads one build or fails loudly (shardsmith/output_folder/layout.py, lock.py)."""
 
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from shardsmith import load
-from shardsmith.core.build_lock import LOCK_STALE_AFTER_S, LockHolder, acquire_lock
-from shardsmith.format.build_folder import BuildRecord
+from shardsmith.format.build_record import BuildRecord
 from shardsmith.format.naming import BUILD_RECORD, BUILDS_DIR, LOCK_FILE
+from shardsmith.output_folder.lock import LOCK_STALE_AFTER_S, LockHolder, acquire_lock
 
 NUM_SHARDS = "train=2,validation=1,test=1"
 

@@ -10,8 +10,8 @@ import shutil
 import struct
 from pathlib import Path
 
-from shardsmith.format.build_folder import published_dir
 from shardsmith.format.build_record import entry_file
+from shardsmith.output_folder.layout import published_dir
 
 
 def _framed_records(data: bytes) -> list[tuple[int, int]]:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from PIL import Image, ImageStat
 
-from shardsmith.format.build_folder import published_dir
+from shardsmith.output_folder.layout import published_dir
 
 
 def _png(path, min_size=(300, 200)) -> Image.Image:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from shardsmith import load
-from shardsmith.format.build_folder import published_dir
+from shardsmith.output_folder.layout import published_dir
 
 
 def _decode_file(path: Path, channels: int = 3) -> np.ndarray:

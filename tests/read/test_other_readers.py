@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 import shardsmith
-from shardsmith.format.build_folder import published_dir
+from shardsmith.output_folder.layout import published_dir
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("tfrecord") is None, reason="the tfrecord package")
 

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import shardsmith
-from shardsmith.format.build_folder import published_dir
+from shardsmith.output_folder.layout import published_dir
 from shardsmith.read.record_sequence import CorruptRecord
 
 ROOT = Path(__file__).resolve().parents[2]

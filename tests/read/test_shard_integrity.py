@@ -19,9 +19,9 @@ import pytest
 from shardsmith.core.rows import ManifestRow, PlacedRow
 from shardsmith.core.settings import RecordSettings
 from shardsmith.core.shard_file import WriterConfig, write_shard_file
-from shardsmith.format.build_folder import published_dir
 from shardsmith.format.example import SHA256, parse_example
 from shardsmith.format.tfrecord import iter_records
+from shardsmith.output_folder.layout import published_dir
 from shardsmith.read.load import DatasetChanged, load
 
 

@@ -14,11 +14,11 @@ import pytest
 import tensorflow_datasets as tfds
 
 from shardsmith import tfds_dirs
-from shardsmith.format.build_folder import published_dir
 from shardsmith.format.build_record import written_entries
 from shardsmith.format.metadata_schema import Metadata
 from shardsmith.format.naming import BUILDS_DIR, METADATA_FILE
 from shardsmith.format.tfds import DATASET_INFO_FILE, PARTS_DIR, TFDS_FILE_NAMES, tfds_metadata_files
+from shardsmith.output_folder.layout import published_dir
 
 
 def test_the_build_wrote_exactly_what_the_generator_gives(built, metadata_of):

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from shardsmith.format.build_folder import published_dir
 from shardsmith.format.example import example_class
 from shardsmith.format.tfrecord import READ_CHUNK, frame, iter_records
+from shardsmith.output_folder.layout import published_dir
 from shardsmith.read.dataset_checks import verify
 
 SHARD = "pets-train.tfrecord-00000-of-00004"

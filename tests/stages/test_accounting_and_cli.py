@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from shardsmith.core.build_lock import acquire_lock, release_lock
 from shardsmith.core.rows import ShardResult
 from shardsmith.core.settings import CheckSettings, RecordSettings
-from shardsmith.format.build_folder import published_dir
 from shardsmith.format.metadata import read_metadata
+from shardsmith.output_folder.layout import published_dir
+from shardsmith.output_folder.lock import acquire_lock, release_lock
+from shardsmith.output_folder.target import BuildTarget
 from transforms.duplicates import DuplicateSummary
 from transforms.error_parts import ErrorSummary
 from transforms.labels import Vocabulary
@@ -190,7 +191,7 @@ def _report_inputs(out: Path) -> dict:
               for split, entry in metadata.splits.items() for index, shard in enumerate(entry.shards)]
     plan = ShardPlan({split: SplitPlan(entry.num_placed, entry.source_bytes, entry.num_shards)
                       for split, entry in metadata.splits.items()}, {})
-    config = ReportConfig(output_dir=str(out), build_id=metadata.build_id, name=metadata.name, seed=metadata.seed,
+    config = ReportConfig(target=BuildTarget(str(out), metadata.build_id), name=metadata.name, seed=metadata.seed,
                           checks=CheckSettings(max_error_fraction=0.5),
                           records=RecordSettings(compression=metadata.compression_or_default),
                           recorded_options=metadata.options)
@@ -218,13 +219,13 @@ def test_records_and_errors_that_do_not_add_up_to_the_rows_fail_before_publishin
     assert whole.num_example_rows + inputs["errors"].num_errors == inputs["num_input_rows"] == num_good + num_bad
     handed = shards[1:] if lost == "a shard's result" else shards + shards[:1]
     published = (out / "metadata.json").read_bytes()
-    acquire_lock(str(out), config.build_id)
+    acquire_lock(str(out), config.target.build_id)
     try:
         with pytest.raises(DatasetCheckFailed) as failed:
             check_and_write_metadata(None, config, handed, inputs["plan"], inputs["vocabulary"], inputs["errors"],
                                      inputs["num_input_rows"], inputs["duplicates"], ())
     finally:
-        release_lock(str(out), config.build_id)
+        release_lock(str(out), config.target.build_id)
     records = sum(shard.num_examples for shard in handed)
     assert str(failed.value) == (
         f"shardsmith check failed: {num_good + num_bad} input rows but {records} in records + {num_bad} errors = "

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from shardsmith.format.build_folder import published_dir
 from shardsmith.format.naming import NAMES_ITS_BUILD
+from shardsmith.output_folder.layout import published_dir
 
 SPLITS = ("train", "validation", "test")
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from shardsmith.format.build_folder import published_dir
+from shardsmith.output_folder.layout import published_dir
 
 
 @pytest.fixture

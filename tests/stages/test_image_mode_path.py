@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from shardsmith import load
-from shardsmith.format.build_folder import published_dir
+from shardsmith.output_folder.layout import published_dir
 
 NUM_SHARDS = "train=4,validation=2,test=2"
 

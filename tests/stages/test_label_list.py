@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from shardsmith.format.build_folder import published_dir
+from shardsmith.output_folder.layout import published_dir
 
 # Not alphabetical; "yak" has no row (an empty class); the manifest's "fox" rows are not listed.
 LABEL_FILE_TEXT = "emu\n\n  dog \ncat\nyak\n"

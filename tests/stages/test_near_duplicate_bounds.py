@@ -22,7 +22,7 @@ from shardsmith.core.identical_signatures import MAX_EXPANDED_GROUP, CollapsedRo
 from shardsmith.core.load_images import DEFAULT_MAX_PIXELS, ImageRejected, open_image
 from shardsmith.core.near_duplicate_search import HashedImage, bucket_candidates
 from shardsmith.core.perceptual_hash import ImageSignature, signature_of_bytes
-from shardsmith.format.build_folder import published_dir
+from shardsmith.output_folder.layout import published_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 ADDRESS_SPACE_CAP = 4_000_000_000  # the build's own virtual memory: a quadratic build dies at this, not the host

@@ -29,9 +29,9 @@ from shardsmith.core.near_duplicate_search import (
     take_bucket,
 )
 from shardsmith.core.perceptual_hash import MIN_REDUCED_SIDE, ImageSignature, signature_of_bytes
-from shardsmith.format.build_folder import published_dir
 from shardsmith.format.metadata import parse_near_duplicates
 from shardsmith.format.metadata_schema import Metadata, NearDuplicatesEntry
+from shardsmith.output_folder.layout import published_dir
 
 PHOTOS = Path(__file__).parents[1] / "data" / "tfrecorder" / "images"
 PHOTO = PHOTOS / "TRAIN" / "cat" / "cat-640x853-1.jpg"

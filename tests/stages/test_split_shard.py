@@ -23,9 +23,9 @@ from shardsmith.core.rows import ManifestRow, PlacedRow, RowBatch, SealedBatch
 from shardsmith.core.settings import RecordSettings
 from shardsmith.core.shard_file import WriterConfig, write_shard_file
 from shardsmith.core.split_shard import MIN_ROWS_PER_PART, SplitShardError, cut, join_parts, num_parts, write_part
-from shardsmith.format.build_folder import published_dir
 from shardsmith.format.file_checksum import crc32c_of_joined
 from shardsmith.format.naming import BUILDS_DIR, NAMES_ITS_BUILD, TEMP_PREFIX
+from shardsmith.output_folder.layout import published_dir
 from tests.conftest import write_manifest
 
 NUM_ROWS = 70

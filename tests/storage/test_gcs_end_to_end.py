@@ -263,7 +263,7 @@ def test_a_label_file_in_the_bucket_sets_the_ids(uploaded, gcs, shardsmith, tmp_
 
 
 def test_preflight_lock_and_overwrite_work_on_gs_paths(built_on_gcs, uploaded, gcs, shardsmith):
-    from shardsmith.core.build_lock import acquire_lock
+    from shardsmith.output_folder.lock import acquire_lock
 
     out, _ = built_on_gcs
     manifest, _, _ = uploaded
@@ -409,7 +409,7 @@ def test_errors_jsonl_parts_are_merged_in_order_on_gs(gcs, monkeypatch):
     when there are more than PARTS_MERGED_AT_ONCE of them, into the same bytes as sorting every line at once."""
     from apache_beam.io.filesystems import FileSystems
 
-    from shardsmith.format.build_folder import write_atomically
+    from shardsmith.format.build_record import write_atomically
     from transforms import error_parts
 
     lines = [json.dumps({"line": n, "reason": "r", "source": "m.csv", "stage": "lookup", "uri": f"u{n}"},

@@ -163,7 +163,7 @@ def test_conditional_writes_on_s3_create_once_and_replace_only_the_version_read(
 
 
 def test_the_lock_on_s3_refuses_a_second_build_and_each_heartbeat_is_a_new_version(s3_bucket):
-    from shardsmith.core.build_lock import LockHeld, _lock_file, acquire_lock
+    from shardsmith.output_folder.lock import LockHeld, _lock_file, acquire_lock
 
     out = f"s3://{s3_bucket.name}/locked"
     held = acquire_lock(out, "build-1")

@@ -13,7 +13,7 @@ import pytest
 from PIL import Image, ImageDraw
 
 from shardsmith import load
-from shardsmith.format.build_folder import published_dir
+from shardsmith.output_folder.layout import published_dir
 
 LABELS = ("bike", "car", "person")
 

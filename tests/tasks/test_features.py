@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from shardsmith import load
-from shardsmith.format.build_folder import published_dir
+from shardsmith.output_folder.layout import published_dir
 
 FEATURES = ("age:int", "weight:float", "camera:string", "tags:string_list", "scores:float_list")
 

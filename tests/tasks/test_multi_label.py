@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from shardsmith import load
-from shardsmith.format.build_folder import published_dir
+from shardsmith.output_folder.layout import published_dir
 
 LABELS = ("beach", "dog", "person", "sunset")
 

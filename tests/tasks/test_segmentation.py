@@ -14,7 +14,7 @@ import pytest
 from PIL import Image
 
 from shardsmith import load
-from shardsmith.format.build_folder import published_dir
+from shardsmith.output_folder.layout import published_dir
 
 
 def _mask_for(size: tuple[int, int], seed: int) -> Image.Image:

@@ -471,7 +471,7 @@ def test_a_version_kept_only_for_the_shards_it_lends_is_retired_not_listed_half_
                                                                                          tmp_path):
     """keep_builds 1: version B's folder stays while the current version carries shards from it, but B carries
     shards of A, which goes: B is no longer a version (not listed; readers say it is no longer kept)."""
-    from shardsmith.read.version_files import VersionNotFound
+    from shardsmith.output_folder.opening import VersionNotFound
 
     out = tmp_path / "out"
     keep = ("--keep_days", "0", "--keep_builds")

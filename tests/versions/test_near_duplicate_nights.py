@@ -17,10 +17,10 @@ from PIL import Image
 
 from shardsmith.core.near_duplicate_search import MAX_BUCKET_CANDIDATES, HashedImage, leaked_copy, pair_of
 from shardsmith.core.perceptual_hash import ImageSignature, signature_from_text, signature_of_bytes, signature_text
-from shardsmith.format.build_folder import published_dir
 from shardsmith.format.metadata import parse_near_duplicates
 from shardsmith.format.naming import BUILDS_DIR
 from shardsmith.format.row_list import ListedRow, RowListError, parse_row_list, row_list_bytes
+from shardsmith.output_folder.layout import published_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 PHOTOS = ROOT / "tests" / "data" / "tfrecorder" / "images"

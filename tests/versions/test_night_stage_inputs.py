@@ -12,6 +12,8 @@ import pytest
 
 from shardsmith.format.metadata_schema import parse_metadata
 from shardsmith.format.naming import METADATA_FILE
+from shardsmith.output_folder.layout import new_build_id
+from shardsmith.output_folder.target import BuildTarget
 from shardsmith.versions.carry_over import CarriedShard, CarriedVersion
 from transforms.versions.carried_rows import PublishedCopies, RewriteShards, SplitCarriedRows
 
@@ -49,9 +51,10 @@ def test_each_carry_over_stage_holds_the_version_without_label_counts(shardsmith
         replace(s, entry=replace(s.entry, label_counts={f"label{i}": i for i in range(1000)}))
         for s in version.shards))
     assert b"label999" in pickle.dumps(many)
-    for transform in (SplitCarriedRows(str(tmp_path / "out"), many, str(tmp_path)),
-                      PublishedCopies(str(tmp_path / "out"), many, None),
-                      RewriteShards(None, str(tmp_path / "out"), many)):
+    target = BuildTarget(str(tmp_path / "out"), new_build_id())
+    for transform in (SplitCarriedRows(target, many),
+                      PublishedCopies(target, many, None),
+                      RewriteShards(None, target, many)):
         held = pickle.dumps(transform)
         assert version.previous.encode() in held and b"label999" not in held
 

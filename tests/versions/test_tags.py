@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from shardsmith import records
-from shardsmith.core.build_lock import acquire_lock
 from shardsmith.format.naming import BUILDS_DIR, METADATA_FILE, RETIRED_FILE, TAGS_FILE
-from shardsmith.format.retired import MAX_RETIRED, read_retired, record_retired
+from shardsmith.output_folder.lock import acquire_lock
+from shardsmith.output_folder.retired import MAX_RETIRED, read_retired, record_retired
 from shardsmith.read.record_sequence import Records
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")

@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from shardsmith.format.build_folder import new_build_id, start_build
 from shardsmith.format.build_record import BuildRecord
 from shardsmith.format.naming import BUILD_ID
+from shardsmith.output_folder.layout import new_build_id, start_build
 
 
 @pytest.fixture(scope="module")

@@ -76,7 +76,7 @@ def test_nights_compaction_and_tags_on_s3_read_as_full_builds(s3_bucket, capsys)
 
 
 def test_the_lock_on_s3_refuses_a_second_build_and_an_overwrite_publishes_after_release(s3_bucket, shardsmith):
-    from shardsmith.core.build_lock import acquire_lock
+    from shardsmith.output_folder.lock import acquire_lock
 
     rows = s3_bucket.upload_images(12, seed=4)
     manifest = s3_bucket.upload_manifest("locked.csv", rows)

@@ -35,9 +35,9 @@ from shardsmith.core.perceptual_hash import ImageSignature, signature_from_text
 from shardsmith.core.row_identity import row_identity
 from shardsmith.core.rows import ROWS_PER_BATCH, ImageDigest, ImageDigests, ManifestRow, RowBatch
 from shardsmith.core.shard_file import WriterConfig
-from shardsmith.format.build_folder import build_dir, carry_over_scratch
 from shardsmith.format.naming import row_list_name, shard_generation
 from shardsmith.format.row_list import ListedRow, RowListError, parse_row_list, rows_with_sha256
+from shardsmith.output_folder import BuildTarget, build_dir, carry_over_scratch
 from shardsmith.versions import row_check
 from shardsmith.versions.carry_over import CarriedShard, CarriedVersion, RecordPlace, pair_rows
 from shardsmith.versions.shard_rewrite import rewrite_shard
@@ -210,15 +210,14 @@ class SplitCarriedRows(beam.PTransform):
     `removed_lines` (one-element sums; `removed_lines` is checked against --max_removed_fraction) and
     `removed_bytes` ((split, source bytes of its removed records)) and `carried_digests` (lists of the carried
     records' ImageDigests); with `signatures` (--near_duplicates), `carried_signatures` (lists of the carried
-    records' HashedImages) and `signed` (one (records with a signature, records without)). `files_dir`: the
-    build's folder, whose scratch folder holds the spill files."""
+    records' HashedImages) and `signed` (one (records with a signature, records without)). `target`: the
+    build's folder, whose scratch folder holds the spill files, in the output folder that holds the version."""
 
-    def __init__(self, output_dir: str, version: CarriedVersion, files_dir: str, signatures: bool = False,
-                 appended=None):
+    def __init__(self, target: BuildTarget, version: CarriedVersion, signatures: bool = False, appended=None):
         super().__init__()
-        self._output_dir = output_dir
+        self._output_dir = target.output_dir
         self._version = version.for_stages()  # pickled into several stages: without the label counts
-        self._files_dir = files_dir
+        self._files_dir = target.files_dir
         self._signatures = signatures
         self._appended = appended  # one bool: the manifest was read as appended (ReadManifest's SourceRead)
 
@@ -303,9 +302,9 @@ class RewriteShards(beam.PTransform):
     """RecordPlaces of removed records -> (shard index, ShardResult) per rewritten shard; runs only once the
     removals passed their check (`removed_lines`, a side input)."""
 
-    def __init__(self, config: WriterConfig, output_dir: str, version: CarriedVersion):
+    def __init__(self, config: WriterConfig, target: BuildTarget, version: CarriedVersion):
         super().__init__()
-        self._fn = RewriteShardFn(config, output_dir, version.for_stages())
+        self._fn = RewriteShardFn(config, target.output_dir, version.for_stages())
 
     def expand(self, inputs):
         removed, removed_lines = inputs
@@ -362,9 +361,9 @@ class PublishedCopies(beam.PTransform):
     needs of the records the night did not pair (transforms/duplicates.py `with_published`). Memory: the new
     images' SHA-256s and one row list per worker."""
 
-    def __init__(self, output_dir: str, version: CarriedVersion, appended):
+    def __init__(self, target: BuildTarget, version: CarriedVersion, appended):
         super().__init__()
-        self._output_dir = output_dir
+        self._output_dir = target.output_dir  # the carried shards' row lists are in its earlier builds' folders
         self._version = version.for_stages()
         self._appended = appended
 

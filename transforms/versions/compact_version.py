@@ -27,18 +27,18 @@ from dataclasses import dataclass, replace
 import apache_beam as beam
 
 from shardsmith import storage
-from shardsmith.core.build_lock import LockGuard
+from shardsmith.core import fault_injection
 from shardsmith.core.rows import RowBatch, ShardResult
 from shardsmith.core.settings import CheckSettings, RecordSettings, RetentionSettings
 from shardsmith.core.shard_file import WriterConfig
-from shardsmith.format.build_folder import COPY_CHUNK_BYTES, build_dir, write_atomically, write_atomically_from
+from shardsmith.format.build_record import COPY_CHUNK_BYTES, write_atomically, write_atomically_from
 from shardsmith.format.metadata import labels_bytes
 from shardsmith.format.metadata_schema import IncrementalEntry, Metadata
 from shardsmith.format.naming import ERRORS_FILE, LABELS_FILE, NEAR_DUPLICATES_FILE, SPLITS, join
 from shardsmith.format.tfds import tfds_metadata_files
 from shardsmith.format.transform_fn import write_transform_fn
+from shardsmith.output_folder import BuildTarget, build_dir, publish_version
 from shardsmith.versions.compaction import CompactionSource, readable_path, record_rows, row_list_path
-from shardsmith.versions.publish import publish_version
 from shardsmith.versions.record_copy import CompactionWriter, CopyRefused, copy_in_writer_process, write_compacted_shard
 from transforms.error_parts import ErrorSummary
 from transforms.labels import Vocabulary
@@ -51,36 +51,29 @@ from transforms.write_shards import in_global_window
 
 @dataclass(frozen=True)
 class Compaction:
-    """One compaction: the version it rewrites, the build (id) it writes, and how many versions to keep."""
+    """One compaction: the version it rewrites, the build it writes (in the same output folder), and how many
+    versions to keep."""
 
     source: CompactionSource
-    build_id: str
+    target: BuildTarget
     retention: RetentionSettings  # --keep_builds
     write_card: bool = True  # card.html once published (--no_card: False)
 
-    @property
-    def files_dir(self) -> str:
-        return build_dir(self.source.output_dir, self.build_id)
-
-    @property
-    def lock(self) -> LockGuard:
-        return LockGuard(self.source.output_dir, self.build_id)
-
     def writer(self) -> CompactionWriter:
         """Where the compacted shards go (with their index files and row lists) and where their records are."""
-        published = self.source.metadata
-        config = WriterConfig(output_dir=self.files_dir, name=published.name, lock=self.lock, list_rows=True,
+        published, files_dir = self.source.metadata, self.target.files_dir
+        config = WriterConfig(output_dir=files_dir, name=published.name, lock=self.target.lock, list_rows=True,
                               records=RecordSettings(compression=published.compression_or_default),
                               file_format=self.source.file_format)
         shards = range(len(self.source.shards))
-        return CompactionWriter(config, tuple(readable_path(self.source, index, self.files_dir) for index in shards),
+        return CompactionWriter(config, tuple(readable_path(self.source, index, files_dir) for index in shards),
                                 tuple(row_list_path(self.source, index) for index in shards),
                                 self.source.why_not_rebuilt)
 
     def report_config(self) -> ReportConfig:
         published = self.source.metadata
         return ReportConfig(
-            output_dir=self.source.output_dir, build_id=self.build_id, name=published.name,
+            target=self.target, name=published.name,
             seed=self.source.placement.seed, checks=CheckSettings(),
             records=RecordSettings(compression=published.compression_or_default,
                                    image_mode=published.image_mode or "bytes"),
@@ -123,7 +116,7 @@ def carry_errors(compaction: Compaction, metadata: Metadata) -> Metadata:
     errors.jsonl is missing gets an empty one and no errors: the next night then counts those rows' failures as
     new, the safe side."""
     source, published = compaction.source, compaction.source.metadata
-    target = join(compaction.files_dir, ERRORS_FILE)
+    target = join(compaction.target.files_dir, ERRORS_FILE)
     path = join(build_dir(source.output_dir, source.version), ERRORS_FILE)
     if not published.error_count or not storage.exists(path):
         write_atomically(target, b"")
@@ -142,7 +135,7 @@ def carry_near_duplicates(compaction: Compaction, metadata: Metadata) -> Metadat
         return metadata
     path = join(build_dir(source.output_dir, source.version), NEAR_DUPLICATES_FILE)
     if published.near_duplicates.file and storage.exists(path):
-        write_atomically_from(join(compaction.files_dir, NEAR_DUPLICATES_FILE), _file_chunks(path))
+        write_atomically_from(join(compaction.target.files_dir, NEAR_DUPLICATES_FILE), _file_chunks(path))
     return replace(metadata, near_duplicates=published.near_duplicates)
 
 
@@ -167,20 +160,21 @@ def write_failed_splits(compaction: Compaction, plan: ShardPlan) -> tuple[ShardP
 def publish_compaction(_, compaction: Compaction, shards: list[ShardResult], plan: ShardPlan) -> Metadata:
     """Writes labels.txt, errors.jsonl and near_duplicates.jsonl (the compacted version's), transform_fn/ and the
     TFDS files into the compaction's build folder and publishes it as a build's report does
-    (shardsmith/versions/publish.py: metadata.json last, under the lock, then retention beyond --keep_builds, and
-    the lock released). A split whose placed rows all failed is listed with empty shards (write_failed_splits)."""
+    (shardsmith/output_folder/publishing.py: metadata.json last, under the lock, then retention beyond
+    --keep_builds, and the lock released). A split whose placed rows all failed is listed with empty shards
+    (write_failed_splits)."""
     plan, empty_shards = write_failed_splits(compaction, plan)
     metadata = compacted_metadata(compaction, list(shards) + empty_shards, plan)
-    files_dir, lock = compaction.files_dir, compaction.lock
+    files_dir, lock = compaction.target.files_dir, compaction.target.lock
     lock.check()
     write_atomically(join(files_dir, LABELS_FILE), labels_bytes(metadata.labels))
     metadata = carry_near_duplicates(compaction, carry_errors(compaction, metadata))
     write_transform_fn(metadata.labels, files_dir)
     for file_name, content in tfds_metadata_files(metadata).items():
         write_atomically(join(files_dir, file_name), content)
-    publish_version(compaction.source.output_dir, compaction.build_id, metadata, compaction.retention,
-                    before_release=card_step(compaction.source.output_dir, compaction.build_id,
-                                             compaction.write_card))
+    publish_version(compaction.target, metadata, compaction.retention,
+                    before_release=card_step(compaction.target, compaction.write_card),
+                    fault_point=fault_injection.reached)
     return metadata
 
 
@@ -252,7 +246,7 @@ class CompactVersion(beam.PTransform):
         self._writer_processes = writer_processes
 
     def expand(self, pipeline):
-        source, files_dir = self._compaction.source, self._compaction.files_dir
+        source, files_dir = self._compaction.source, self._compaction.target.files_dir
         rows = of_batches(
             pipeline
             | "ListSourceShards" >> beam.Create(range(len(source.shards)))

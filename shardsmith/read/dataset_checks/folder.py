@@ -12,9 +12,8 @@ from collections import Counter
 
 from shardsmith import storage
 from shardsmith.errors import UsageError
-from shardsmith.format.build_folder import dataset_dir, own_copy
 from shardsmith.format.metadata import parse_labels, read_metadata
-from shardsmith.format.metadata_schema import Metadata, MetadataError, MetadataMissing
+from shardsmith.format.metadata_schema import Metadata, MetadataError
 from shardsmith.format.naming import (
     ERRORS_FILE,
     INDEX_SUFFIX,
@@ -25,6 +24,7 @@ from shardsmith.format.naming import (
     shard_file_name,
     shard_file_pattern,
 )
+from shardsmith.output_folder import dataset_dir, open_version, own_copy
 from shardsmith.read.dataset_checks.report import Problem, ShardCheck
 
 
@@ -41,8 +41,8 @@ def load_metadata(output_dir: str) -> Metadata:
     """metadata.json, or UsageError when the folder holds no finished dataset (or it cannot be parsed)."""
     output_dir = output_dir.rstrip("/")
     try:
-        metadata = read_metadata(output_dir, readable=True)
-    except MetadataMissing:
+        metadata = open_version(output_dir).metadata
+    except FileNotFoundError:
         if not storage.exists(output_dir):
             raise UsageError(f"{output_dir} does not exist: not a finished shardsmith dataset") from None
         from shardsmith.read.unfinished import unfinished_build

@@ -10,7 +10,7 @@ Guarantees:
 - The file is input: anything a person could have put there is read as such. One that is not shardsmith's
   (not JSON, another shape, a name or id out of pattern, a symbolic link, over MAX_TAGS_BYTES) raises
   TagsUnreadable as a whole: no entry of it is trusted, and retention then removes no build
-  (shardsmith/format/build_folder.py `retire_builds`).
+  (retention.py `retire_builds`).
 - Written whole (shardsmith.storage.write_atomically: a rename locally, one upload on Cloud Storage), by a
   command that holds the folder's lock, so no tag is lost to a build's retention running at the same time.
 """

@@ -1,16 +1,14 @@
-"""The output folder's layout, and the only code that deletes or replaces anything in it.
+"""The output folder's layout (the tree is in the package's opening comment) and a build's lifecycle in it: its
+id and folder, what the folder holds (`scan`), where a version's shards are, a build started, its temporary
+files removed, and a build removed. With retention.py and publishing.py, the only code that deletes or replaces
+anything in the output folder.
 
-    OUTPUT_DIR/
-      metadata.json              the published build: its metadata plus "build_dir"; written last, atomically
-      .shardsmith-lock           held by the one build running here (shardsmith/core/build_lock.py)
-      tags.json                  named tags that pin versions against retention (shardsmith/format/tags.py)
-      retired.json               the versions retention removed, and when (shardsmith/format/retired.py)
-      builds/<build id>/         one folder per build, immutable once published
-        build.json               the build record, written before anything else of the build
-        .shardsmith-written/     the build's written list: each file it writes here, listed before it is
+    builds/<build id>/
+      build.json                 the build record, written before anything else of the build
+      .shardsmith-written/       the build's written list: each file it writes here, listed before it is
                                  written (shardsmith/format/build_record.py)
-        <name>-<split>.tfrecord-SSSSS-of-NNNNN, labels.txt, errors.jsonl, metadata.json, TFDS files,
-        transform_fn/, transformed_metadata/
+      <name>-<split>.tfrecord-SSSSS-of-NNNNN, labels.txt, errors.jsonl, metadata.json, TFDS files,
+      transform_fn/, transformed_metadata/
 
 Guarantees:
 - Ownership: a file is removed only if it lies in `builds/<id>/` beside that build's record and the record lists
@@ -23,7 +21,8 @@ Guarantees:
   it is gone (renamed over the top-level file): one killed just before that switch was never published.
 - Readers: a published build's files are never rewritten. A new build is published by replacing the top-level
   metadata.json in one atomic step (os.replace locally, a single-object copy on Cloud Storage), so a reader that
-  read metadata.json keeps reading one build's files until retention removes them, then fails on a missing file.
+  read metadata.json keeps reading one build's files until retention removes them, then fails on a missing file
+  (publishing.py `publish`).
 - Names: build ids sort by start time; shard names and build folders read from metadata.json are confined to
   the dataset folder (`dataset_dir`, `confined_file_name`); what adds to a version or rewrites it checks every
   one of them before it reads anything (`checked_version_id`).
@@ -33,19 +32,18 @@ Every file operation goes through shardsmith.storage (local paths and gs:// alik
 
 from __future__ import annotations
 
-import calendar
 import logging
 import os
 import secrets
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from shardsmith import storage
-from shardsmith.format.build_record import BuildRecord, claim, entry_file, in_a_build, written_entries
+from shardsmith.format.build_record import BuildRecord, claim, entry_file, write_atomically, written_entries
 from shardsmith.format.metadata import read_metadata
-from shardsmith.format.metadata_schema import Metadata, MetadataError, MetadataMissing, ShardEntry, metadata_bytes
+from shardsmith.format.metadata_schema import Metadata, MetadataMissing, ShardEntry
 from shardsmith.format.naming import (
     BUILD_ID,
     BUILD_RECORD,
@@ -62,17 +60,8 @@ from shardsmith.format.naming import (
     join,
 )
 from shardsmith.format.record_file import RECORD_FILES
-from shardsmith.format.retired import record_retired
-from shardsmith.format.tags import TagsUnreadable, now_utc, read_tags
 
 _LOG = logging.getLogger("shardsmith")
-
-# Published builds kept by default: the new one and the one before it, so a reader that opened the previous
-# build finishes its epoch. Older ones are removed when a build is published.
-DEFAULT_KEEP_BUILDS = 2
-# Days a version beyond --keep_builds stays after a newer one was published: a job reading it finishes its epochs
-# (or tags it) meanwhile. Delta Lake's VACUUM keeps a replaced snapshot's files 7 days by default, for the same reason.
-DEFAULT_KEEP_DAYS = 7.0
 
 
 class NotOurFolder(Exception):
@@ -290,39 +279,6 @@ def published_build_id(state: FolderState) -> str | None:
 
 # Writing and removing ------------------------------------------------------------------------------------------
 
-def write_atomically(path: str, data: bytes) -> None:
-    """Writes `path` so that it holds either its old content or all of `data`, never a part
-    (shardsmith.storage.write_atomically), after adding it to its build's written list when it lies in a build's
-    folder (and making the folders below the build's folder that it lies in)."""
-    claim(path)
-    _make_folders_in_build(path)
-    storage.write_atomically(path, data)
-
-
-def _make_folders_in_build(path: str) -> None:
-    """Locally, the missing folders between a build's folder and `path` (tfds/00000/ for the TFDS files), one
-    level at a time: a writer whose build folder was removed fails instead of making it again."""
-    inside = in_a_build(path)
-    if inside is None:
-        return
-    folder, relative = inside
-    for part in relative.split("/")[:-1]:
-        folder = join(folder, part)
-        storage.make_folder(folder, exist_ok=True)
-
-
-COPY_CHUNK_BYTES = 1 << 20  # write_atomically_from holds about one chunk at a time
-
-
-def write_atomically_from(path: str, chunks: Iterable[bytes]) -> None:
-    """Writes `path` as the concatenation of `chunks`, consumed one at a time (never all in memory); like
-    write_atomically, `path` holds either its old content or all of it (and is first added to its build's
-    written list, its folders below the build's folder made)."""
-    claim(path)
-    _make_folders_in_build(path)
-    storage.write_atomically_from(path, chunks)
-
-
 def start_build(output_dir: str, record: BuildRecord) -> str:
     """Creates the build's folder with its record in it; returns the folder."""
     folder = build_dir(output_dir, record.build_id)
@@ -332,29 +288,6 @@ def start_build(output_dir: str, record: BuildRecord) -> str:
     return folder
 
 
-def publish(output_dir: str, build_id: str, metadata: Metadata,
-            before_switch: Callable[[], None] | None = None) -> None:
-    """Makes `build_id` the build readers of `output_dir` get: the top-level metadata.json (build_dir
-    builds/<id>) is staged in the build's folder, then its own copy is written (build_dir "."), then the
-    top-level file is replaced in one step (a rename locally; one object copy, then the staged copy removed,
-    on Cloud Storage). Nothing but metadata.json itself ever appears at the top level, and a build killed before
-    the switch still holds its staged copy: `finished` says it was never published. The build record says when,
-    first (`published`: retention counts --keep_days from the next version's). `before_switch` runs just before
-    the switch (the kill tests' fault point)."""
-    folder = build_dir(output_dir, build_id)
-    record_published(folder)
-    top = metadata_bytes(replace(metadata, build_id=build_id, build_dir=f"{BUILDS_DIR}/{build_id}"))
-    staged = join(folder, STAGED_METADATA)
-    claim(staged)
-    storage.write_bytes(staged, top)
-    write_atomically(join(folder, METADATA_FILE), metadata_bytes(own_copy(metadata)))
-    if before_switch is not None:
-        before_switch()
-    storage.rename([staged], [join(output_dir, METADATA_FILE)])
-    # gone from the folder: the written list names no temporary file
-    storage.delete([join(folder, entry_file(STAGED_METADATA))])
-
-
 def read_build_record(folder: str) -> BuildRecord | None:
     """The build record in `folder`, or None when there is none or it cannot be read."""
     data = storage.read_bytes(join(folder, BUILD_RECORD))
@@ -362,14 +295,6 @@ def read_build_record(folder: str) -> BuildRecord | None:
         return BuildRecord.from_json(data) if data is not None else None
     except (ValueError, KeyError, TypeError):
         return None
-
-
-def record_published(folder: str) -> None:
-    """Adds the time (UTC) to the build record in `folder`, replaced whole; a record that cannot be read is left
-    as it is (retention then takes the build id's start time)."""
-    record = read_build_record(folder)
-    if record is not None:
-        write_atomically(join(folder, BUILD_RECORD), replace(record, published=now_utc()).to_json())
 
 
 def own_copy(published: Metadata) -> Metadata:
@@ -406,95 +331,10 @@ def remove_build(output_dir: str, build_id: str, files: list[str], only: str | N
     return owned
 
 
-def retire_builds(output_dir: str, current: str | None = None, keep: int | None = None,
-                  keep_days: float | None = None) -> list[str]:
-    """Removes unfinished builds other than `current`, and with `keep`, published builds beyond the newest
-    `keep` (`current` counts and is never removed) that the next newer version replaced at least `keep_days`
-    days ago (`published_at`). The build the top-level metadata.json names is never removed, nor a tagged version
-    (tags.json; one that cannot be read keeps every build), nor a build whose folder holds shards of a kept
-    version (an --incremental version lists shards of earlier generations): a file goes only when no kept
-    version lists it. Published versions removed are first added to retired.json. Call
-    only while holding the folder's lock: an unfinished build is then one whose run is over. Returns the ids
-    removed; what a person left in their folders stays, said in one log line. A version beyond `keep` whose folder
-    stays only for the shards a kept version carries from it is retired all the same: its metadata.json goes (it
-    is no longer listed or opened as a version), its shards stay until no kept version lists them. What the
-    top-level metadata.json lists counts as well as each kept version's own copy: an own copy edited to list
-    less never makes retention remove a folder the published version reads."""
-    state = scan(output_dir)
-    remove_temporaries(output_dir, state)
-    try:
-        tagged = {tag.version for tag in read_tags(output_dir).values()}
-    except TagsUnreadable as e:
-        _LOG.warning("%s; no build is removed until it is fixed or removed (`shardsmith versions %s`)", e,
-                     output_dir)
-        return []
-    published = published_build_id(state)
-    kept_versions = {build_id for build_id in (current, published) if build_id is not None}
-    kept, newer = 1, None
-    for build_id in sorted(state.builds, reverse=True):
-        if build_id not in kept_versions and finished(state, build_id):
-            if keep is None or kept < keep:
-                kept += 1
-                kept_versions.add(build_id)
-            elif keep_days and newer is not None and _days_since(published_at(output_dir, newer)) < keep_days:
-                kept_versions.add(build_id)  # replaced too recently: a job may still read it
-        if finished(state, build_id) or build_id in kept_versions:
-            newer = build_id
-    pinned = tagged & set(state.builds)
-    referenced = set().union(*(_referenced_by(output_dir, build_id, build_id in pinned)
-                               for build_id in kept_versions | pinned))
-    if state.published is not None:  # the copy readers follow, whatever the version's own copy says
-        referenced |= builds_referenced(state.published)
-    removing = [build_id for build_id in sorted(state.builds, reverse=True)
-                if build_id not in kept_versions | pinned | referenced]
-    # Versions no longer kept whose folders stay for the shards a kept version carries: the earlier builds they
-    # carry from may go, so they stop being versions (their metadata.json goes first, as in remove_build).
-    shards_only = [build_id for build_id in sorted(referenced - kept_versions - pinned, reverse=True)
-                   if build_id in state.builds and finished(state, build_id)]
-    record_retired(output_dir, [build_id for build_id in removing if finished(state, build_id)] + shards_only,
-                   now_utc(), keep, keep_days, current)
-    for build_id in shards_only:
-        remove_build(output_dir, build_id, state.builds[build_id], only=METADATA_FILE)
-    for build_id in removing:
-        left = set(state.builds[build_id]) - set(remove_build(output_dir, build_id, state.builds[build_id]))
-        if left:
-            _LOG.info("%s/%s/%s: %d file(s) no build record lists (e.g. %s), left in place",
-                      output_dir, BUILDS_DIR, build_id, len(left), min(left))
-    return removing
-
-
-def published_at(output_dir: str, build_id: str) -> str:
-    """When version `build_id` was published (UTC): its build record's `published`, or, for a version published
-    before that entry or whose record cannot be read, its build id's start (earlier, so the version it replaced
-    counts as replaced sooner by this one's build time)."""
-    record = read_build_record(build_dir(output_dir, build_id))
-    return (record.published if record is not None else None) or build_id_time(build_id)
-
-
 def build_id_time(build_id: str) -> str:
     """The UTC second a build started, from its id (`20261129T031308Z-...` -> `2026-11-29T03:13:08Z`)."""
     stamp = build_id.split("-", 1)[0]
     return f"{stamp[:4]}-{stamp[4:6]}-{stamp[6:8]}T{stamp[9:11]}:{stamp[11:13]}:{stamp[13:15]}Z"
-
-
-def _days_since(utc: str) -> float:
-    try:
-        then = calendar.timegm(time.strptime(utc, "%Y-%m-%dT%H:%M:%SZ"))
-    except ValueError:
-        return 0.0  # not a time: counts as just now, so nothing is removed for it
-    return (time.time() - then) / 86400
-
-
-def _referenced_by(output_dir: str, build_id: str, tagged: bool = False) -> set[str]:
-    """The earlier builds a kept version's shards lie in. A version whose own metadata.json cannot be read
-    keeps every build, and so does a tagged one without it: retention never guesses."""
-    try:
-        return builds_referenced(read_metadata(build_dir(output_dir, build_id)))
-    except MetadataMissing:
-        # unfinished (no metadata.json yet): it lists no shard; a tagged version was published, so it lost it
-        return set(scan(output_dir).builds) if tagged else set()
-    except MetadataError:
-        return set(scan(output_dir).builds)
 
 
 # tf.transform's output and a build's temporary files ---------------------------------------------------------
