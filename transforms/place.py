@@ -161,23 +161,44 @@ def make_plan(group_stats: Iterable[tuple[tuple[str, int, int], tuple[int, int]]
     return ShardPlan(splits, offsets)
 
 
-class DealRowsFn(beam.DoFn):
+class PiecesFn(beam.DoFn):
+    """A DoFn whose outputs are (key, RowBatch) pieces, held per key within a bundle until
+    MAX_ROWS_HELD_FOR_RANKING rows, then released as one piece per key, in key order (the rest in finish_bundle):
+    a shuffled input (a compaction's source shards, where a batch spreads over hundreds of rank groups) would
+    otherwise make pieces of one or two rows, each costing the GroupByKey more than its rows. Placement does not
+    depend on the pieces."""
+
+    def start_bundle(self):
+        self._held: defaultdict[tuple, RowBatch] = defaultdict(RowBatch)
+        self._num_held = 0
+
+    def _hold(self, key: tuple, row) -> None:
+        self._held[key].append(row)
+        self._num_held += 1
+
+    def _release_when_full(self) -> Iterator[tuple[tuple, RowBatch]]:
+        if self._num_held >= MAX_ROWS_HELD_FOR_RANKING:
+            yield from self._release()
+
+    def finish_bundle(self):
+        for piece in self._release():
+            yield WindowedValue(piece, MIN_TIMESTAMP, [GlobalWindow()])
+
+    def _release(self) -> Iterator[tuple[tuple, RowBatch]]:
+        held, self._held, self._num_held = self._held, defaultdict(RowBatch), 0
+        yield from sorted(held.items())
+
+
+class DealRowsFn(PiecesFn):
     """Ranks one (split, label, bucket) group by keyed hash and deals it round-robin over the split's shards.
 
     Dealing index g = offset(group) + rank; shard = g mod num_shards. A contiguous run of indices dealt
     round-robin gives every shard the floor or ceiling of the run's length over the shard count.
-    Emits ((split, shard), [PlacedRow, ...]) pieces: a bundle's placed rows are held until
-    MAX_ROWS_HELD_FOR_RANKING of them, then leave as one piece per shard present (a piece per group and shard
-    would hold a few rows each where there are many labels). A shard's writer orders its rows by their order
+    Emits ((split, shard), [PlacedRow, ...]) pieces (PiecesFn); a shard's writer orders its rows by their order
     key, so the pieces do not change a shard's bytes."""
 
     def __init__(self, seed: int):
         self._seed = seed
-        self._held: defaultdict[tuple[str, int], RowBatch] = defaultdict(RowBatch)
-        self._num_held = 0
-
-    def start_bundle(self):
-        self._held, self._num_held = defaultdict(RowBatch), 0
 
     def process(self, keyed_batches, plan: ShardPlan) -> Iterator:
         key, batches = keyed_batches
@@ -185,53 +206,23 @@ class DealRowsFn(beam.DoFn):
         num_shards = plan.splits[split].num_shards
         first = plan.offsets[key]
         ranked = sorted((row for batch in batches for row in batch), key=lambda r: rank_key(r, self._seed))
-        held = self._held
         for rank, row in enumerate(ranked):
             shard = (first + rank) % num_shards
-            held[(split, shard)].append(PlacedRow(row, shard, num_shards, order_key(row, self._seed)))
-        self._num_held += len(ranked)
-        if self._num_held >= MAX_ROWS_HELD_FOR_RANKING:
-            yield from self._release()
-
-    def finish_bundle(self):
-        for piece in self._release():
-            yield WindowedValue(piece, MIN_TIMESTAMP, [GlobalWindow()])
-
-    def _release(self) -> Iterator[tuple[tuple[str, int], RowBatch]]:
-        held, self._held, self._num_held = self._held, defaultdict(RowBatch), 0
-        yield from sorted(held.items())
+            self._hold((split, shard), PlacedRow(row, shard, num_shards, order_key(row, self._seed)))
+        yield from self._release_when_full()
 
 
-class KeyByRankGroupFn(beam.DoFn):
-    """RowBatches -> ((split, label id, bucket), [rows in that group]) pieces. A bundle's rows are held until
-    MAX_ROWS_HELD_FOR_RANKING of them, then leave as one piece per group present: a shuffled input (a
-    compaction's source shards, where a batch spreads over hundreds of groups) would otherwise make pieces of one
-    or two rows, each costing the GroupByKey more than its rows. Placement does not depend on the pieces."""
+class KeyByRankGroupFn(PiecesFn):
+    """RowBatches -> ((split, label id, bucket), [rows in that group]) pieces (PiecesFn)."""
 
     def __init__(self, seed: int):
         self._seed = seed
-        self._held: defaultdict[tuple[str, int, int], RowBatch] = defaultdict(RowBatch)
-        self._num_held = 0
-
-    def start_bundle(self):
-        self._held, self._num_held = defaultdict(RowBatch), 0
 
     def process(self, batch: RowBatch, label_bits: dict[tuple[str, str], int]) -> Iterator:
-        held = self._held
         for row in batch:
             bits = label_bits.get((row.split, row.label), 0)
-            held[group_key(row, self._seed, bits)].append(row)
-        self._num_held += len(batch)
-        if self._num_held >= MAX_ROWS_HELD_FOR_RANKING:
-            yield from self._release()
-
-    def finish_bundle(self):
-        for piece in self._release():
-            yield WindowedValue(piece, MIN_TIMESTAMP, [GlobalWindow()])
-
-    def _release(self) -> Iterator[tuple[tuple[str, int, int], RowBatch]]:
-        held, self._held, self._num_held = self._held, defaultdict(RowBatch), 0
-        yield from held.items()
+            self._hold(group_key(row, self._seed, bits), row)
+        yield from self._release_when_full()
 
 
 def label_bucket_bits(label_counts: Iterable[tuple[tuple[str, str], int]]) -> dict[tuple[str, str], int]:

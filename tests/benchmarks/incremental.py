@@ -44,15 +44,16 @@ def run_build(manifest: Path, out: Path, log: Path, *extra: str) -> dict:
                           "bench", *extra)
 
 
-def timed_process(command: list[str], log: Path) -> dict:
-    """Runs `command` as a whole process (its output in `log`), timed from outside: wall, CPU of its process tree
-    (reaped orphans included) and the tree's peak summed RSS; stops the benchmark, naming `log`, when it fails."""
+def timed_process(command: list[str], log: Path, checkout: Path = REPO) -> dict:
+    """Runs `command` as a whole process (its output in `log`) in `checkout` (the code it imports), timed from
+    outside: wall, CPU of its process tree (reaped orphans included) and the tree's peak summed RSS; stops the
+    benchmark, naming `log`, when it fails."""
     sampler = TreeSampler()
     sampler.start()
     started = time.monotonic()
     with log.open("wb") as f:
-        child = subprocess.Popen(command, cwd=REPO, stdout=f, stderr=subprocess.STDOUT,
-                                 env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": str(REPO)})
+        child = subprocess.Popen(command, cwd=checkout, stdout=f, stderr=subprocess.STDOUT,
+                                 env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": str(checkout)})
         _, status, usage = os.wait4(child.pid, 0)
     wall = time.monotonic() - started
     cpu = usage.ru_utime + usage.ru_stime + _reap_orphans()

@@ -20,32 +20,14 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from compare import TreeSampler, _reap_orphans, become_subreaper  # noqa: E402
+from compare import become_subreaper  # noqa: E402
+from incremental import timed_process  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def run(checkout: Path, args: list[str], log: Path) -> dict:
-    sampler = TreeSampler()
-    sampler.start()
-    started = time.monotonic()
-    with log.open("wb") as f:
-        child = subprocess.Popen([sys.executable, "-m", "pipeline", *args], cwd=checkout, stdout=f,
-                                 stderr=subprocess.STDOUT,
-                                 env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": str(checkout)})
-        _, status, usage = os.wait4(child.pid, 0)
-    wall = time.monotonic() - started
-    cpu = usage.ru_utime + usage.ru_stime + _reap_orphans()
-    sampler.stop()
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"{checkout}: {' '.join(args[:3])} failed; see {log}")
-    return {"wall_s": wall, "cpu_s": cpu, "peak_rss_mb": sampler.peak_rss / 2**20}
 
 
 def shard_hashes(out: Path) -> dict[str, str]:
@@ -82,7 +64,8 @@ def main() -> int:
                 command = ["compact", str(out), "--no_card"]
             else:
                 command = [*args.command, "--output_dir", str(out)]
-            figures = run(checkout, command, args.workdir / f"{name}-{number}.log")
+            figures = timed_process([sys.executable, "-m", "pipeline", *command],
+                                    args.workdir / f"{name}-{number}.log", checkout)
             results[(name, number)] = {**figures, "hashes": shard_hashes(out)}
             print(f"run {number} {name:6}  {figures['wall_s']:7.1f} s wall  {figures['cpu_s']:7.1f} s CPU  "
                   f"{figures['peak_rss_mb']:6.0f} MB peak", flush=True)

@@ -54,9 +54,10 @@ def shardsmith_shards(rows: list[ManifestRow], num_shards: int, seed: int) -> li
     plan = make_plan(((k, (len(v), len(v))) for k, v in groups.items()), ShardSpec((("*", num_shards),)))
     placed: list[list] = [[] for _ in range(num_shards)]
     deal = DealRowsFn(seed)
-    for key, members in groups.items():
-        for (_, shard), dealt in deal.process((key, [members]), plan):
-            placed[shard].extend(dealt)
+    deal.start_bundle()
+    pieces = [piece for key, members in groups.items() for piece in deal.process((key, [members]), plan)]
+    for (_, shard), dealt in pieces + [held.value for held in deal.finish_bundle()]:
+        placed[shard].extend(dealt)
     return [[p.row.label_id for p in sorted(shard, key=lambda p: p.order_key)] for shard in placed]
 
 
