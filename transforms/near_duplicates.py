@@ -33,7 +33,7 @@ from typing import NamedTuple
 import apache_beam as beam
 
 from shardsmith.core.identical_signatures import MAX_EXPANDED_GROUP
-from shardsmith.core.load_images import DEFAULT_MAX_PIXELS, read_input_file
+from shardsmith.core.load_images import read_input_file
 from shardsmith.core.manifest import ManifestFormat
 from shardsmith.core.near_duplicate_search import (
     CAPPED_BUCKET_EXAMPLES,
@@ -55,7 +55,7 @@ from shardsmith.core.near_duplicate_search import (
 )
 from shardsmith.core.perceptual_hash import ImageSignature, signature_of_bytes
 from shardsmith.core.rows import ROWS_PER_BATCH, ErrorRow, ManifestRow, RowBatch
-from shardsmith.core.settings import CheckSettings, RecordSettings
+from shardsmith.core.settings import DEFAULT_MAX_PIXELS, CheckSettings, RecordSettings
 from shardsmith.format.build_record import write_atomically
 from shardsmith.format.metadata import near_duplicates_bytes
 from shardsmith.format.metadata_schema import NearDuplicatesEntry

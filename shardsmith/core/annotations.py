@@ -16,7 +16,6 @@ from collections.abc import Iterable, Iterator, Mapping
 from shardsmith.core.rows import Box, ErrorRow, ManifestRow
 
 STAGE = "manifest"
-FEATURE_TYPES = ("int", "float", "string", "int_list", "float_list", "string_list")
 BOX_COLUMNS = ("xmin", "ymin", "xmax", "ymax")
 # AutoML Vision object detection, after split, path and label: x1,y1,x2,y2,x3,y3,x4,y4 (the four corners
 # from top left, clockwise), where the two-vertex form leaves x2,y2,x4,y4 empty.

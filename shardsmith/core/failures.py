@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from shardsmith.core.image_file_names import looks_like_image_path
 from shardsmith.core.rows import FOLDER_SUFFIX, ErrorRow
 from shardsmith.format.metadata import parse_errors, reason_key
 
@@ -73,8 +74,6 @@ def _other_delimiter(detail: str) -> str | None:
 
 
 def _looks_swapped(uri: str, label: str) -> bool:
-    from shardsmith.core.manifest import looks_like_image_path
-
     return not looks_like_image_path(uri) and looks_like_image_path(label)
 
 

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from shardsmith import storage
+from shardsmith.core.settings import DEFAULT_MAX_PIXELS
 from shardsmith.storage.local_files import (
     READ_CHUNK_BYTES,
     NotARegularFile,
@@ -38,11 +39,8 @@ from shardsmith.storage.local_files import (
     read_to_limit,
 )
 
-VALIDATE_MODES = ("header", "decode")
 # libjpeg's smallest DCT scale: 1/8 in each dimension.
 JPEG_VALIDATION_SCALE = 8
-# Pillow's own default limit; larger images are error rows (decompression bombs), never an out-of-memory.
-DEFAULT_MAX_PIXELS = 89_478_485
 
 # (Pillow format, Pillow mode) -> channels from tf.io.decode_image; GIF, PNG and BMP are handled apart.
 _CHANNELS = {

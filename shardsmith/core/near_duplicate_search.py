@@ -31,10 +31,6 @@ from dataclasses import dataclass
 from shardsmith.core.perceptual_hash import HASH_BITS, ImageSignature
 from shardsmith.format.naming import SPLITS
 
-# pHash bits a pair may differ in; 10 keeps 5% crops (docs/near_duplicates.md), the confirmation the false pairs.
-DEFAULT_MAX_DISTANCE = 10
-# Beyond a quarter of the bits, unrelated photos (about 32 bits apart) start to pair, and bands get too narrow.
-MAX_DISTANCE = 16
 # Cosine of two signatures' low-frequency DCT coefficients below which a candidate is not a near duplicate.
 MIN_STRUCTURE_SIMILARITY = 0.9
 # Opponent colour (over mean brightness) two copies' quarters may differ by: this much, plus a share of the
@@ -204,7 +200,7 @@ def pair_of(a: HashedImage, b: HashedImage, distance: int, similarity: float = 1
 
 def structure_similarity(a: ImageSignature, b: ImageSignature) -> float:
     """Cosine of the two signatures' low-frequency DCT coefficients: 1 for copies, lower for other pictures."""
-    import numpy as np  # not at the top: shardsmith/core/settings.py reads this module's constants without numpy
+    import numpy as np  # not at the top: a shard writer imports this module (HashedImage) without numpy
 
     u, v = a.structure_vector(), b.structure_vector()
     norms = float(np.linalg.norm(u) * np.linalg.norm(v))

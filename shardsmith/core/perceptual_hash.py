@@ -30,7 +30,8 @@ import base64
 import binascii
 from dataclasses import dataclass
 
-from shardsmith.core.load_images import DEFAULT_MAX_PIXELS, open_image
+from shardsmith.core.load_images import open_image
+from shardsmith.core.settings import DEFAULT_MAX_PIXELS
 
 # numpy, scipy and Pillow are imported where used: the flag declarations (shardsmith/core/settings.py) read this
 # module's constants (through near_duplicates.py) on the bare standard library, for the dataflow command's

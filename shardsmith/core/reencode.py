@@ -10,44 +10,15 @@ TensorFlow (the shard writer processes run it).
 from __future__ import annotations
 
 import io
-from dataclasses import dataclass
 
-from shardsmith.core.flag import Flag, Template, checked, option
-from shardsmith.core.load_images import DEFAULT_MAX_PIXELS, ImageInfo, ImageRejected, open_image
+from shardsmith.core.load_images import ImageInfo, ImageRejected, open_image
+from shardsmith.core.settings import DEFAULT_MAX_PIXELS, Reencoding
 
-REENCODE_FORMATS = ("none", "jpeg", "png")
 # Pillow's names of the formats tf.io.decode_image reads; others (TIFF, ...) are always re-encoded.
 TENSORFLOW_FORMATS = ("JPEG", "MPO", "PNG", "GIF", "BMP", "WEBP")
-DEFAULT_JPEG_QUALITY = 90
 # Pillow modes each output format stores as they are, and the channels tf.io.decode_image returns for them.
 _JPEG_MODES = {"L": 1, "RGB": 3}
 _PNG_MODES = {"L": 1, "LA": 2, "RGB": 3, "RGBA": 4}
-
-
-@dataclass(frozen=True)
-class Reencoding:
-    max_side: int = option(0, Flag(  # 0: no resizing
-        "shrink images whose longer side is larger to this (aspect kept, EXIF orientation applied) and re-encode "
-        "them; 0 (default): keep sizes", group="output", metavar="PIXELS",
-        parse=checked(lambda side: side >= 0, "--max_side must be 0 (keep sizes) or a number of pixels"),
-        template=Template("Max side", "shrink images whose longer side is larger to this many pixels and "
-                          "re-encode them; 0 (default): keep sizes", r"[0-9]+"), same_in_every_version=True))
-    # none: only images resized, rotated or unreadable by TensorFlow are re-encoded, as JPEG if they were JPEG,
-    # else PNG
-    format: str = option("none", Flag(
-        "re-encode every image as jpeg or png (none, the default: only images resized, rotated, or in formats "
-        "TensorFlow cannot decode, such as TIFF)", name="reencode", recorded="reencode", group="output",
-        choices=REENCODE_FORMATS, template=Template("Re-encode", "none (default), jpeg or png: re-encode every "
-                                                    "image"), same_in_every_version=True))
-    jpeg_quality: int = option(DEFAULT_JPEG_QUALITY, Flag(
-        "JPEG quality of re-encoded images, 1-95 (default {default})", group="output", metavar="Q",
-        parse=checked(lambda quality: 1 <= quality <= 95, "--jpeg_quality must be between 1 and 95"),
-        template=Template("JPEG quality", "JPEG quality of re-encoded images, 1-95 (default {default})",
-                          r"([1-9]|[1-8][0-9]|9[0-5])"), same_in_every_version=True))
-
-    @property
-    def active(self) -> bool:
-        return self.max_side > 0 or self.format != "none"
 
 
 def reencode(data: bytes, settings: Reencoding, max_pixels: int = DEFAULT_MAX_PIXELS) -> tuple[bytes, ImageInfo] | None:

@@ -14,7 +14,6 @@ import os
 import re
 from dataclasses import dataclass
 
-from shardsmith.core.annotations import FEATURE_TYPES
 from shardsmith.core.flag import (
     COLUMN,
     COUNT,
@@ -27,9 +26,6 @@ from shardsmith.core.flag import (
     nested,
     option,
 )
-from shardsmith.core.load_images import DEFAULT_MAX_PIXELS, VALIDATE_MODES
-from shardsmith.core.near_duplicate_search import DEFAULT_MAX_DISTANCE, MAX_DISTANCE
-from shardsmith.core.reencode import Reencoding
 from shardsmith.format.example import IMAGE_MODES, KEY_PREFIX, TASKS
 from shardsmith.format.naming import SPLIT_ALIASES, SPLITS, canonical_split
 from shardsmith.output_folder import DEFAULT_KEEP_BUILDS, DEFAULT_KEEP_DAYS
@@ -43,6 +39,16 @@ NEAR_DUPLICATE_MODES = ("off", "report", "drop")  # --near_duplicates: look for 
 COMPRESSIONS = ("none", "gzip")
 SPLIT_NAMES = "(" + "|".join(alias for alias, split in SPLIT_ALIASES.items() if split) + ")"
 SHARDS = r"[1-9][0-9]{0,5}"
+FEATURE_TYPES = ("int", "float", "string", "int_list", "float_list", "string_list")  # --feature NAME:TYPE
+VALIDATE_MODES = ("header", "decode")
+# Pillow's own default limit; larger images are error rows (decompression bombs), never an out-of-memory.
+DEFAULT_MAX_PIXELS = 89_478_485
+# pHash bits a pair may differ in; 10 keeps 5% crops (docs/near_duplicates.md), the confirmation the false pairs.
+DEFAULT_MAX_DISTANCE = 10
+# Beyond a quarter of the bits, unrelated photos (about 32 bits apart) start to pair, and bands get too narrow.
+MAX_DISTANCE = 16
+REENCODE_FORMATS = ("none", "jpeg", "png")
+DEFAULT_JPEG_QUALITY = 90
 
 
 def comma_joined(values: tuple) -> str:
@@ -222,6 +228,32 @@ class PlacementSettings:
         parse=checked(lambda mb: mb > 0, "--target_shard_mb must be positive"), template=Template(
             "Target shard size (MB)", "Shard size target when num_shards is not given (default {default})",
             NUMBER)))
+
+
+@dataclass(frozen=True)
+class Reencoding:
+    max_side: int = option(0, Flag(  # 0: no resizing
+        "shrink images whose longer side is larger to this (aspect kept, EXIF orientation applied) and re-encode "
+        "them; 0 (default): keep sizes", group="output", metavar="PIXELS",
+        parse=checked(lambda side: side >= 0, "--max_side must be 0 (keep sizes) or a number of pixels"),
+        template=Template("Max side", "shrink images whose longer side is larger to this many pixels and "
+                          "re-encode them; 0 (default): keep sizes", r"[0-9]+"), same_in_every_version=True))
+    # none: only images resized, rotated or unreadable by TensorFlow are re-encoded, as JPEG if they were JPEG,
+    # else PNG
+    format: str = option("none", Flag(
+        "re-encode every image as jpeg or png (none, the default: only images resized, rotated, or in formats "
+        "TensorFlow cannot decode, such as TIFF)", name="reencode", recorded="reencode", group="output",
+        choices=REENCODE_FORMATS, template=Template("Re-encode", "none (default), jpeg or png: re-encode every "
+                                                    "image"), same_in_every_version=True))
+    jpeg_quality: int = option(DEFAULT_JPEG_QUALITY, Flag(
+        "JPEG quality of re-encoded images, 1-95 (default {default})", group="output", metavar="Q",
+        parse=checked(lambda quality: 1 <= quality <= 95, "--jpeg_quality must be between 1 and 95"),
+        template=Template("JPEG quality", "JPEG quality of re-encoded images, 1-95 (default {default})",
+                          r"([1-9]|[1-8][0-9]|9[0-5])"), same_in_every_version=True))
+
+    @property
+    def active(self) -> bool:
+        return self.max_side > 0 or self.format != "none"
 
 
 @dataclass(frozen=True)

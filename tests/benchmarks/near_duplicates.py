@@ -42,8 +42,9 @@ from PIL import Image, ImageEnhance, ImageOps
 
 import shardsmith.core.near_duplicate_search as near_duplicates_core
 from shardsmith.core.load_images import inspect_image
-from shardsmith.core.near_duplicate_search import DEFAULT_MAX_DISTANCE, LOW_DETAIL_BLOCKS, confirmed
+from shardsmith.core.near_duplicate_search import LOW_DETAIL_BLOCKS, confirmed
 from shardsmith.core.perceptual_hash import MIN_REDUCED_SIDE, signature_of_bytes, signature_of_image
+from shardsmith.core.settings import DEFAULT_MAX_DISTANCE
 
 ROOT = Path(__file__).resolve().parents[2]
 TILE_SIDES = (256, 192, 160, 128, 112, 96, 80, 64)

@@ -20,13 +20,13 @@ import pytest
 from PIL import Image
 
 from shardsmith.core.load_images import (
-    DEFAULT_MAX_PIXELS,
     ImageInfo,
     ImageRejected,
     inspect_image,
     ordered_bounded_map,
     read_input_file,
 )
+from shardsmith.core.settings import DEFAULT_MAX_PIXELS
 
 WIDTH, HEIGHT = 37, 23  # odd sizes: BMP row padding, no accidental width/height swap
 

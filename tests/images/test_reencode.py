@@ -15,7 +15,8 @@ from PIL import Image
 
 from shardsmith import load
 from shardsmith.core.load_images import ImageInfo, ImageRejected
-from shardsmith.core.reencode import Reencoding, reencode
+from shardsmith.core.reencode import reencode
+from shardsmith.core.settings import Reencoding
 from shardsmith.output_folder.layout import published_dir
 
 

@@ -19,9 +19,10 @@ import pytest
 from PIL import Image, PngImagePlugin
 
 from shardsmith.core.identical_signatures import MAX_EXPANDED_GROUP, CollapsedRows, collapse_identical
-from shardsmith.core.load_images import DEFAULT_MAX_PIXELS, ImageRejected, open_image
+from shardsmith.core.load_images import ImageRejected, open_image
 from shardsmith.core.near_duplicate_search import HashedImage, bucket_candidates
 from shardsmith.core.perceptual_hash import ImageSignature, signature_of_bytes
+from shardsmith.core.settings import DEFAULT_MAX_PIXELS
 from shardsmith.output_folder.layout import published_dir
 
 ROOT = Path(__file__).resolve().parents[2]

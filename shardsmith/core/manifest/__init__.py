@@ -24,7 +24,6 @@ from shardsmith.core.manifest.appended import (
     valid_digest,
 )
 from shardsmith.core.manifest.formats import LineParser, ManifestParser, input_problem, sample_columns, source_kind
-from shardsmith.core.manifest.header_checks import looks_like_image_path
 from shardsmith.core.manifest.settings import ManifestFormat, resolve_uri
 from shardsmith.core.manifest.source import Source
 from shardsmith.core.manifest.sources import resolve_sources
@@ -42,7 +41,6 @@ __all__ = [
     "ManifestParser",
     "Source",
     "input_problem",
-    "looks_like_image_path",
     "manifest_lines",
     "parse_numbered",
     "resolve_sources",

@@ -11,7 +11,7 @@ from collections import Counter
 from collections.abc import Iterator
 
 from shardsmith import storage
-from shardsmith.core.manifest.header_checks import IMAGE_EXTENSIONS
+from shardsmith.core.image_file_names import IMAGE_EXTENSIONS
 from shardsmith.core.manifest.row_maker import STAGE, RowMaker, utf8
 from shardsmith.core.manifest.settings import ManifestFormat
 from shardsmith.core.manifest.source import Source

@@ -11,12 +11,10 @@ from __future__ import annotations
 
 from collections import Counter
 
+from shardsmith.core.image_file_names import looks_like_image_path
 from shardsmith.core.manifest.settings import ManifestFormat
 from shardsmith.core.manifest.source import open_manifest
 
-IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".gif", ".bmp", ".webp")
-# What a column of image paths looks like to the swapped-columns check: the formats read, and TIFF (re-encoded).
-IMAGE_PATH_EXTENSIONS = (*IMAGE_EXTENSIONS, ".tif", ".tiff")
 MANIFEST_SAMPLE_BYTES = 4096
 SAMPLE_ROWS = 200
 # The URI column looks wrong below this share of image file names, another column right at or above the next.
@@ -36,11 +34,6 @@ COLUMN_ALIASES = {
     "--label_column": ("label", "labels", "class", "class_name", "category", "target", "tag"),
     "--split_column": ("split", "set", "subset", "fold", "partition", "ml_use"),
 }
-
-
-def looks_like_image_path(value: str) -> bool:
-    """Whether a manifest value ends like an image file name (any case): not a label."""
-    return value.strip().lower().endswith(IMAGE_PATH_EXTENSIONS)
 
 
 def manifest_head(path: str) -> bytes:
