@@ -4,7 +4,7 @@ One declaration per option: the field's default and the Flag beside it are all t
 files, the recorded options in metadata.json and the settings objects know of it (pipeline/options/ reads them).
 Guarantees: `declared(cls)` lists every flag of a settings dataclass and of the settings dataclasses it nests, in
 declaration order; `recorded_values(settings)` gives each recorded flag's value as JSON, read from the object the
-build ran with, never from the command line. Standard library only, like the rest of the core.
+build ran with, never from the command line. Standard library only.
 """
 
 from __future__ import annotations
