@@ -18,12 +18,11 @@ from __future__ import annotations
 import apache_beam as beam
 
 from pipeline.options.build_options import BuildOptions
-from shardsmith.core import progress_signal
-from shardsmith.core.label_list import FixedLabels
-from shardsmith.core.manifest import LINE_FORMATS
-from shardsmith.core.parallel_parse import RowHelpers
-from shardsmith.core.shard_file import WriterConfig
+from shardsmith import progress_signal
+from shardsmith.manifest import LINE_FORMATS, FixedLabels
 from shardsmith.output_folder import BuildTarget
+from shardsmith.shard_writer.parallel_parse import RowHelpers
+from shardsmith.shard_writer.shard_file import WriterConfig
 from shardsmith.versions import CarriedVersion
 from transforms.duplicates import DropDuplicates, SummarizeDuplicates, with_published
 from transforms.feature_stats import AnalyzeRows
@@ -67,7 +66,7 @@ def build_graph(pipeline: beam.Pipeline, options: BuildOptions, sources: list[So
     one_line_manifest = len(sources) == 1 and sources[0].kind in LINE_FORMATS and manifest.task != "detection"
     records_manifest = carried is not None and one_line_manifest
     appended_plan = carried.appended if diffs and records_manifest and checks.near_duplicates == "off" else None
-    helpers = None  # writer processes parse a large line manifest (shardsmith/core/parallel_parse.py)
+    helpers = None  # writer processes parse a large line manifest (shardsmith/shard_writer/parallel_parse.py)
     if writer_processes > 0:
         helpers = RowHelpers(files_dir, writer_processes, look_up_sizes=not diffs and manifest.task != "detection")
     read = (

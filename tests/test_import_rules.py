@@ -5,17 +5,27 @@
   Google's storage client or boto3, or tells a gs:// or s3:// path apart.
 - shardsmith.format (what a dataset is) imports only storage (its transform_fn template's maker aside, which runs
   tensorflow-transform and which nothing imports).
-- shardsmith.output_folder (the output folder and its versions: layout, a build's lifecycle, publishing,
-  retention, tags, the retired list, the lock, opening a version, a build's target) imports only the format and
-  storage (and shardsmith.errors' UsageError), never Beam or TensorFlow: the core's shard writers and the read
-  side import it. Outside it, code imports its package's names, never one of its modules, and only its
-  publishing module switches metadata.json (`publish`, which the package does not export).
-- shardsmith.core (the Beam-free work) imports only the output folder, the format and storage. Neither it nor
-  the format imports Beam or TensorFlow: a shard writer process loads them and stays tens of megabytes.
-- shardsmith.versions (carry-over, rewrites, compaction) imports only the output folder, the core, the format
-  and storage, never Beam or TensorFlow; nothing below it (output folder, core, format, storage) and nothing of
-  the read side imports it. Outside it and its stages (transforms/versions/), code imports its package's names,
-  never one of its modules.
+- shardsmith.output_folder (the output folder and its versions: layout, a build's lifecycle, publishing, retention,
+  tags, the retired list, the lock, opening a version, a build's target) imports only the format and storage (and
+  shardsmith.errors' UsageError), never Beam or TensorFlow: the shard writer (which checks the lock), the settings
+  (retention's defaults) and the read side import it. Outside it, code imports its package's names, never one of its
+  modules, and only its publishing module switches metadata.json (`publish`, which the package does not export).
+- The Beam-free work is one part per concern, each importing only the parts listed under it here (and the output
+  folder, the format, storage, and the shared shardsmith.errors and shardsmith.printable), from the bottom up:
+  shardsmith.settings (every build option's declaration, the defaults it declares, flag.py) imports no other;
+  shardsmith.fault_injection and shardsmith.progress_signal (modules) import none; shardsmith.images (load,
+  re-encode, masks, image file names) imports settings; shardsmith.rows (the row model, row identity, failures)
+  imports images; shardsmith.near_duplicates (signatures, the search, identical signatures) imports images and
+  settings; shardsmith.manifest (the formats, annotations, label lists, look-alike labels) imports rows, images and
+  settings; shardsmith.shard_writer (shard files, split shards, the writer processes, encoding, parallel parsing)
+  imports all of those. None of them, nor the output folder or the format, imports Beam or TensorFlow: a shard
+  writer process loads them and stays tens of megabytes.
+- No two parts (each package or module directly under shardsmith/, and pipeline's and transforms' own) import
+  each other both ways, and the parts import no circle: each can be read and tested from the bottom up.
+- shardsmith.versions (carry-over, rewrites, compaction) imports only the output folder, the Beam-free work, the format
+  and storage, never Beam or TensorFlow; nothing below it (the work, output folder, format, storage) and nothing of the
+  read side imports it. Outside it and its stages (transforms/versions/), code imports its package's names, never one of
+  its modules.
 - transforms/ (the stages) never imports the build (pipeline/) or the read side (shardsmith.read), and each
   of its modules holds a PTransform.
 - shardsmith.read (load, records, the dataset checks, the summary) never imports a stage or the build, and only
@@ -28,8 +38,11 @@
 - shardsmith.card (the dataset card and the read check) reads through the read side and never imports a stage,
   the build or the versions; TensorFlow and torch only inside the read check's readers. It is the one part of the
   read side a stage calls: a build's report and a compaction write the version's card under the lock.
-- Manifests are read through shardsmith.core.manifest (the package's interface), never one of its modules from
+- Manifests are read through shardsmith.manifest (the package's interface), never one of its modules from
   outside it: a new manifest format is then one module there.
+- The read side takes from the Beam-free work only the manifest package's interface, the row model, reading an
+  input file (shardsmith.images.load_images) and the progress signal: never the shard writer, the near-duplicate
+  search, the settings or the fault injection (nor, from the output folder, the lock).
 - The framework readers (shardsmith/torch.py, shardsmith/grain.py) build on shardsmith.read's TensorFlow-free
   record reader: they never import TensorFlow, Beam (even gs:// goes through shardsmith.read), a stage or the
   build; torch is imported by shardsmith/torch.py alone (and, when run, by the read check's torch readers), so
@@ -49,13 +62,13 @@ ROOT = Path(__file__).resolve().parents[1]
 BEAM_FOR_REMOTE_FILES = ("apache_beam.io.filesystems", "apache_beam.io.filesystem", "apache_beam.io.gcp.gcsio")
 GOOGLE_CLOUD = ("google.cloud.storage", "google.api_core")  # the Cloud Storage client under Beam's gcsio
 AWS = ("boto3", "botocore")  # s3:// (shardsmith/storage/s3_objects.py)
-# Modules that still open, list or test gs:// paths themselves: the manifest reader, which another change splits
-# into one module per format (issue 27); its `_open_binary` and folder listing move to shardsmith.storage then.
 
 
 
 def _modules(package: str) -> list[Path]:
-    return sorted((ROOT / package.replace(".", "/")).rglob("*.py"))
+    """The source files of a package, or of a module (a part like shardsmith.fault_injection)."""
+    module = ROOT / (package.replace(".", "/") + ".py")
+    return [module] if module.is_file() else sorted((ROOT / package.replace(".", "/")).rglob("*.py"))
 
 
 def _imports(path: Path) -> list[tuple[str, bool]]:
@@ -73,9 +86,27 @@ def _imports(path: Path) -> list[tuple[str, bool]]:
     return found
 
 
+# The Beam-free work's parts, each with the others it may import (besides BELOW_THE_WORK and COMMON).
+WORK_PARTS = {
+    "shardsmith.settings": (),
+    "shardsmith.fault_injection": (),
+    "shardsmith.progress_signal": (),
+    "shardsmith.images": ("shardsmith.settings",),
+    "shardsmith.rows": ("shardsmith.images",),
+    "shardsmith.near_duplicates": ("shardsmith.images", "shardsmith.settings"),
+    "shardsmith.manifest": ("shardsmith.rows", "shardsmith.images", "shardsmith.settings"),
+    "shardsmith.shard_writer": ("shardsmith.manifest", "shardsmith.rows", "shardsmith.images",
+                                "shardsmith.near_duplicates", "shardsmith.settings", "shardsmith.fault_injection",
+                                "shardsmith.progress_signal"),
+}
+BELOW_THE_WORK = ("shardsmith.output_folder", "shardsmith.format", "shardsmith.storage")
+COMMON = ("shardsmith.errors", "shardsmith.printable")  # modules of shardsmith's that import nothing of it
+LIBRARY_PARTS = ("shardsmith.card", "shardsmith.read", "shardsmith.versions", "shardsmith.torch", "shardsmith.grain",
+                 "shardsmith.elastic", "shardsmith.tensorflow_import", *BELOW_THE_WORK, *COMMON, *WORK_PARTS)
+
+
 def _packages() -> set[str]:
-    return {"shardsmith.card", "shardsmith.core", "shardsmith.format", "shardsmith.output_folder", "shardsmith.read",
-            "shardsmith.storage", "shardsmith.versions", "transforms"}
+    return {*LIBRARY_PARTS, "transforms"}
 
 
 def _under(name: str, *prefixes: str) -> bool:
@@ -94,7 +125,7 @@ def _broken(package: str, forbidden: tuple[str, ...], top_level_only: tuple[str,
 
 
 def test_storage_imports_nothing_else_of_shardsmith_and_beam_or_tensorflow_only_when_called():
-    assert _broken("shardsmith.storage", ("shardsmith.core", "shardsmith.format", "shardsmith.output_folder",
+    assert _broken("shardsmith.storage", (*WORK_PARTS, "shardsmith.format", "shardsmith.output_folder",
                                           "shardsmith.read", "shardsmith.versions", "shardsmith.errors", "transforms",
                                           "pipeline"),
                    top_level_only=("apache_beam", "tensorflow", *GOOGLE_CLOUD),
@@ -107,7 +138,7 @@ TEMPLATE_MAKER = "shardsmith.format.transform_fn_template"
 
 
 def test_the_format_imports_only_storage_and_neither_beam_nor_tensorflow():
-    broken = _broken("shardsmith.format", ("shardsmith.core", "shardsmith.output_folder", "shardsmith.read",
+    broken = _broken("shardsmith.format", (*WORK_PARTS, "shardsmith.output_folder", "shardsmith.read",
                                            "shardsmith.versions", "transforms", "pipeline", "tensorflow", "apache_beam",
                                            *GOOGLE_CLOUD))
     maker = f"{TEMPLATE_MAKER.replace('.', '/')}.py imports "
@@ -121,7 +152,7 @@ def test_nothing_imports_the_template_maker():
 
 
 def test_the_output_folder_imports_only_the_format_and_storage_and_neither_beam_nor_tensorflow():
-    assert _broken("shardsmith.output_folder", ("shardsmith.core", "shardsmith.versions", "shardsmith.read",
+    assert _broken("shardsmith.output_folder", (*WORK_PARTS, "shardsmith.versions", "shardsmith.read",
                                                 "shardsmith.card", "transforms", "pipeline", "tensorflow",
                                                 "apache_beam", *GOOGLE_CLOUD)) == []
 
@@ -135,12 +166,13 @@ def test_the_output_folder_is_used_through_the_package_only():
     assert broken == []
 
 
-def test_the_core_imports_only_the_output_folder_format_and_storage_and_neither_beam_nor_tensorflow():
-    assert _broken("shardsmith.core", ("shardsmith.read", "shardsmith.versions", "transforms", "pipeline",
-                                       "tensorflow", "apache_beam", *GOOGLE_CLOUD)) == []
+@pytest.mark.parametrize("part", sorted(WORK_PARTS))
+def test_each_part_of_the_work_imports_only_the_parts_below_it_and_neither_beam_nor_tensorflow(part):
+    others = [p for p in LIBRARY_PARTS if p not in (part, *WORK_PARTS[part], *BELOW_THE_WORK, *COMMON)]
+    assert _broken(part, (*others, "transforms", "pipeline", "tensorflow", "apache_beam", *GOOGLE_CLOUD)) == []
 
 
-def test_versions_import_only_the_output_folder_core_format_and_storage_and_neither_beam_nor_tensorflow():
+def test_versions_import_only_the_output_folder_work_format_and_storage_and_neither_beam_nor_tensorflow():
     assert _broken("shardsmith.versions", ("shardsmith.read", "transforms", "pipeline", "tensorflow", "apache_beam",
                                            *GOOGLE_CLOUD)) == []
 
@@ -210,12 +242,12 @@ def test_stages_never_import_the_build_or_the_read_side():
     assert _broken("transforms", ("pipeline", "shardsmith.read")) == []
 
 
-# What the read side takes from the core: the manifest package's interface (inspect's plots), row types and
-# placing_label_id (the dataset checks), error reasons (the summary), reading an input file (image_mode path) and
-# the progress signal (records checked). Never a shard writer's own work (nor, from the output folder, the lock:
-# test_the_read_side_only_reads).
-READ_SIDE_TAKES_FROM_CORE = ("shardsmith.core.manifest", "shardsmith.core.rows", "shardsmith.core.failures",
-                             "shardsmith.core.load_images", "shardsmith.core.progress_signal")
+# What the read side takes from the Beam-free work: the manifest package's interface (inspect's plots), row types
+# and placing_label_id (the dataset checks), error reasons (the summary), reading an input file (image_mode path)
+# and the progress signal (records checked). Never a shard writer's own work (nor, from the output folder, the
+# lock: test_the_read_side_only_reads).
+READ_SIDE_TAKES_FROM_THE_WORK = ("shardsmith.manifest", "shardsmith.rows", "shardsmith.rows.failures",
+                                 "shardsmith.images.load_images", "shardsmith.progress_signal")
 
 
 def test_the_card_imports_no_stage_build_or_versions_and_loads_without_beam_or_tensorflow():
@@ -231,8 +263,8 @@ def test_the_card_imports_no_stage_build_or_versions_and_loads_without_beam_or_t
 def test_the_read_side_never_imports_a_stage_or_the_build():
     assert _broken("shardsmith.read", ("transforms", "pipeline", "shardsmith.versions")) == []
     taken = [f"{path.relative_to(ROOT)} imports {name}" for path in _modules("shardsmith.read")
-             for name, _ in _imports(path) if _under(name, "shardsmith.core")
-             and not _under(name, *READ_SIDE_TAKES_FROM_CORE)]
+             for name, _ in _imports(path) if _under(name, *WORK_PARTS)
+             and not _under(name, *READ_SIDE_TAKES_FROM_THE_WORK)]
     assert taken == []
 
 
@@ -306,11 +338,11 @@ def test_commands_dispatch_and_dataset_checks_stay_at_most_400_lines(path):
 
 
 def test_manifests_are_read_through_the_manifest_package_only():
-    inside = ROOT / "shardsmith" / "core" / "manifest"
+    inside = ROOT / "shardsmith" / "manifest"
     broken = [f"{path.relative_to(ROOT)} imports {name}"
               for package in ("shardsmith", "transforms", "pipeline") for path in _modules(package)
               if inside not in path.parents
-              for name, _ in _imports(path) if name.startswith("shardsmith.core.manifest.")]
+              for name, _ in _imports(path) if name.startswith("shardsmith.manifest.")]
     assert broken == []
 
 
@@ -362,10 +394,11 @@ def test_each_stage_module_holds_a_ptransform(path):
     assert "beam.PTransform" in bases, f"{path.name} holds no PTransform: is it a stage?"
 
 
-def test_format_output_folder_core_and_versions_load_without_beam_or_tensorflow_in_a_fresh_interpreter():
+def test_format_output_folder_work_and_versions_load_without_beam_or_tensorflow_in_a_fresh_interpreter():
+    """Every module a shard writer process can import (the Beam-free work, what it stands on), and the versions."""
     names = sorted(
         ".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
-        for package in ("shardsmith.storage", "shardsmith.format", "shardsmith.output_folder", "shardsmith.core",
+        for package in ("shardsmith.storage", "shardsmith.format", "shardsmith.output_folder", *WORK_PARTS,
                         "shardsmith.versions")
         for p in _modules(package)
     )
@@ -504,4 +537,42 @@ def test_no_import_circle_anywhere():
     for name in sorted(graph):
         if name not in state:
             visit(name, [name])
+    assert circles == []
+
+
+def _part(module: str) -> str:
+    """The part a module belongs to: the package or module directly under shardsmith/, pipeline/ or transforms/
+    (`shardsmith.rows.failures` is shardsmith.rows; the top packages' own __init__ are parts of their own)."""
+    return ".".join(module.split(".")[:2])
+
+
+def _part_graph() -> dict[str, set[str]]:
+    parts: dict[str, set[str]] = {}
+    for name, imported in _import_graph().items():
+        parts.setdefault(_part(name), set()).update(_part(other) for other in imported)
+    return {part: imported - {part} for part, imported in parts.items()}
+
+
+def test_no_two_parts_import_each_other_both_ways_and_parts_import_no_circle():
+    """Settings at the bottom, then images, rows, near duplicates, manifests, the shard writer, the versions, the
+    stages and the build: a part is changed and tested from the bottom up, even through a function's import."""
+    graph = _part_graph()
+    assert {"shardsmith.settings", "shardsmith.manifest", "shardsmith.shard_writer", "transforms.report"} <= set(graph)
+    both_ways = sorted(f"{a} <-> {b}" for a in graph for b in graph[a] if a < b and a in graph.get(b, ()))
+    assert both_ways == []
+    state: dict[str, int] = {}
+    circles = []
+
+    def visit(part: str, path: list[str]) -> None:
+        state[part] = 1
+        for imported in sorted(graph.get(part, ())):
+            if state.get(imported) == 1:
+                circles.append(" -> ".join([*path[path.index(imported):], imported]))
+            elif imported not in state:
+                visit(imported, [*path, imported])
+        state[part] = 2
+
+    for part in sorted(graph):
+        if part not in state:
+            visit(part, [part])
     assert circles == []

@@ -23,12 +23,12 @@ from typing import NamedTuple
 
 import apache_beam as beam
 
-from shardsmith.core.load_images import read_input_file
-from shardsmith.core.manifest import ManifestFormat
-from shardsmith.core.rows import ROWS_PER_BATCH, ErrorRow, ImageDigest, ImageDigests, ManifestRow, RowBatch
-from shardsmith.core.settings import RecordSettings
 from shardsmith.format.metadata_schema import DuplicateCopy, DuplicateGroup, DuplicatesEntry
 from shardsmith.format.naming import SPLITS
+from shardsmith.images.load_images import read_input_file
+from shardsmith.manifest import ManifestFormat
+from shardsmith.rows import ROWS_PER_BATCH, ErrorRow, ImageDigest, ImageDigests, ManifestRow, RowBatch
+from shardsmith.settings import RecordSettings
 from transforms import ERRORS
 from transforms.gather import Gather, PerBundleFn, combine_all
 from transforms.metrics import rejected

@@ -23,12 +23,12 @@ from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
 from shardsmith import storage
-from shardsmith.core.failures import explain_counts
-from shardsmith.core.rows import ErrorRow
 from shardsmith.format.build_record import COPY_CHUNK_BYTES, write_atomically, write_atomically_from
 from shardsmith.format.metadata import errors_bytes, reason_key
 from shardsmith.format.naming import ERRORS_FILE, TEMP_PREFIX, join
 from shardsmith.output_folder import LockGuard
+from shardsmith.rows import ErrorRow
+from shardsmith.rows.failures import explain_counts
 from transforms.duplicates import STAGE as DUPLICATE_STAGE
 from transforms.gather import Gather, combine_all
 
@@ -38,7 +38,7 @@ class ErrorSummary:
     num_errors: int
     by_reason: dict[str, int]
     num_dropped_duplicates: int = 0  # rows dropped on purpose (--on_duplicate drop): not failures
-    explanation: str = ""  # the top reasons with counts and an example each (shardsmith/core/failures.py)
+    explanation: str = ""  # the top reasons with counts and an example each (shardsmith/rows/failures.py)
 
 
 # errors.jsonl is written in sorted parts of at most this many lines, each by the worker that rejected the rows,

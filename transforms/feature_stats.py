@@ -20,11 +20,10 @@ from collections.abc import Iterator
 
 import apache_beam as beam
 
-from shardsmith.core.label_list import FixedLabels
-from shardsmith.core.manifest import ManifestFormat
-from shardsmith.core.rows import RowBatch
 from shardsmith.format.transform_fn import TRANSFORM_VOCAB_NAME
+from shardsmith.manifest import FixedLabels, ManifestFormat
 from shardsmith.output_folder import BuildTarget, LockGuard, move_transform_output, transform_scratch
+from shardsmith.rows import RowBatch
 from transforms.labels import Vocabulary, labels_of
 
 SINGLE_LABEL_TASKS = ("classification", "segmentation")

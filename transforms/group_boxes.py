@@ -1,7 +1,7 @@
 """Detection: the box lines of one image become one row, before any placement.
 
 A detection manifest holds one line per box; this stage groups the lines by (manifest, image URI) and merges
-them (shardsmith.core.annotations.merge_box_rows), or rejects every line of an image when one of its boxes is
+them (shardsmith/manifest/annotations.py merge_box_rows), or rejects every line of an image when one of its boxes is
 bad. Memory: the lines of one image at a time; rows only, never image bytes.
 """
 
@@ -11,9 +11,8 @@ from collections.abc import Iterable, Iterator
 
 import apache_beam as beam
 
-from shardsmith.core.annotations import merge_box_rows
-from shardsmith.core.manifest import ManifestFormat
-from shardsmith.core.rows import ROWS_PER_BATCH, ErrorRow, ManifestRow, RowBatch
+from shardsmith.manifest import ManifestFormat, merge_box_rows
+from shardsmith.rows import ROWS_PER_BATCH, ErrorRow, ManifestRow, RowBatch
 from transforms import ERRORS, StageOutputs
 from transforms.metrics import rejected
 from transforms.row_coder import of_batches

@@ -1,4 +1,4 @@
-"""Beam stages for groups of identical signatures (shardsmith/core/identical_signatures.py) within
+"""Beam stages for groups of identical signatures (shardsmith/near_duplicates/identical_signatures.py) within
 transforms/near_duplicates.py: collapsing a signature's rows, summarising the groups for metadata.json, and the
 drop decisions of a group's other rows (followers), taken from its representative.
 
@@ -15,7 +15,12 @@ from typing import NamedTuple
 
 import apache_beam as beam
 
-from shardsmith.core.identical_signatures import MAX_LISTED_GROUPS, IdenticalGroup, collapse_identical, signature_key
+from shardsmith.near_duplicates.identical_signatures import (
+    MAX_LISTED_GROUPS,
+    IdenticalGroup,
+    collapse_identical,
+    signature_key,
+)
 
 GROUPS = "groups"
 FOLLOWERS = "followers"

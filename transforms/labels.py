@@ -16,10 +16,10 @@ from dataclasses import dataclass
 
 import apache_beam as beam
 
-from shardsmith.core.label_list import FixedLabels
-from shardsmith.core.rows import ErrorRow, ManifestRow, RowBatch, placing_label_id
 from shardsmith.format.transform_fn import write_transform_fn
+from shardsmith.manifest import FixedLabels
 from shardsmith.output_folder import BuildTarget, LockGuard
+from shardsmith.rows import ErrorRow, ManifestRow, RowBatch, placing_label_id
 from transforms import ERRORS
 from transforms.gather import Gather
 from transforms.metrics import rejected

@@ -1,5 +1,5 @@
 """A metadata lookup (no read) of each image file: its size in bytes, or why it cannot be used. A row whose size
-was looked up as it was parsed (shardsmith/core/parallel_parse.py) is only judged.
+was looked up as it was parsed (shardsmith/shard_writer/parallel_parse.py) is only judged.
 
 Missing, empty and oversized files leave here as error rows, before placement, so that they do not leave
 holes in otherwise balanced shards. Sizes feed the shard count (--target_shard_mb). Lookups of remote
@@ -12,8 +12,8 @@ from collections.abc import Iterator
 
 import apache_beam as beam
 
-from shardsmith.core.rows import ErrorRow, ManifestRow, RowBatch
-from shardsmith.core.settings import RecordSettings
+from shardsmith.rows import ErrorRow, ManifestRow, RowBatch
+from shardsmith.settings import RecordSettings
 from shardsmith.storage import FileLookup, is_remote, look_up
 from transforms import ERRORS
 from transforms.metrics import rejected

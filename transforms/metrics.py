@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 import apache_beam as beam
 from apache_beam.metrics.metric import Metrics, MetricsFilter
 
-from shardsmith.core.rows import ErrorRow, ShardResult
+from shardsmith.rows import ErrorRow, ShardResult
 from transforms import ERRORS
 
 NAMESPACE = "shardsmith"

@@ -1,6 +1,6 @@
 """Near-duplicate images (resized, re-encoded, brightened or slightly cropped copies) across and within splits,
-by perceptual signature (shardsmith/core/perceptual_hash.py), banded candidates and their confirmation
-(shardsmith/core/near_duplicate_search.py).
+by perceptual signature (shardsmith/near_duplicates/perceptual_hash.py), banded candidates and their confirmation
+(shardsmith/near_duplicates/near_duplicate_search.py).
 
 `--near_duplicates report` takes the signatures from the shard writer, which decodes each image anyway: only
 (signature, split, label, URI, row position) leaves it. `drop` must decide before placement, so it reads and hashes
@@ -8,11 +8,11 @@ every image in a pass of its own (a second read, as `--on_duplicate drop`) and t
 copy of a training image into an error row; both modes write near_duplicates.jsonl and a summary for
 metadata.json.
 
-Memory and work: rows of one signature are first grouped (shardsmith/core/identical_signatures.py), so a thousand
-blank images are one group and one row to compare, not half a million pairs. The band GroupByKey carries rows of
-about 200 bytes keyed by (band, band value); one bucket holds at most MAX_BUCKET_MEMBERS + 1 of them in a worker,
-and at most MAX_BUCKET_CANDIDATES candidates are counted before any pair is formed (bigger buckets are reported as
-capped, not expanded); the listing keeps the MAX_LISTED_PAIRS closest pairs, the counts cover them all.
+Memory and work: rows of one signature are first grouped (shardsmith/near_duplicates/identical_signatures.py), so a
+thousand blank images are one group and one row to compare, not half a million pairs. The band GroupByKey carries rows
+of about 200 bytes keyed by (band, band value); one bucket holds at most MAX_BUCKET_MEMBERS + 1 of them in a worker, and
+at most MAX_BUCKET_CANDIDATES candidates are counted before any pair is formed (bigger buckets are reported as capped,
+not expanded); the listing keeps the MAX_LISTED_PAIRS closest pairs, the counts cover them all.
 
 An --incremental night compares its new images with each other and with the published version's records, whose
 signatures its row lists keep (transforms/versions/carried_rows.py reads them, as the carried SHA-256s): never
@@ -32,10 +32,14 @@ from typing import NamedTuple
 
 import apache_beam as beam
 
-from shardsmith.core.identical_signatures import MAX_EXPANDED_GROUP
-from shardsmith.core.load_images import DEFAULT_MAX_PIXELS, read_input_file
-from shardsmith.core.manifest import ManifestFormat
-from shardsmith.core.near_duplicate_search import (
+from shardsmith.format.build_record import write_atomically
+from shardsmith.format.metadata import near_duplicates_bytes
+from shardsmith.format.metadata_schema import NearDuplicatesEntry
+from shardsmith.format.naming import NEAR_DUPLICATES_FILE, join
+from shardsmith.images.load_images import read_input_file
+from shardsmith.manifest import ManifestFormat
+from shardsmith.near_duplicates.identical_signatures import MAX_EXPANDED_GROUP
+from shardsmith.near_duplicates.near_duplicate_search import (
     CAPPED_BUCKET_EXAMPLES,
     LOW_DETAIL_MIN_STRUCTURE_SIMILARITY,
     MAX_BUCKET_CANDIDATES,
@@ -53,14 +57,10 @@ from shardsmith.core.near_duplicate_search import (
     num_bands_for,
     take_bucket,
 )
-from shardsmith.core.perceptual_hash import ImageSignature, signature_of_bytes
-from shardsmith.core.rows import ROWS_PER_BATCH, ErrorRow, ManifestRow, RowBatch
-from shardsmith.core.settings import CheckSettings, RecordSettings
-from shardsmith.format.build_record import write_atomically
-from shardsmith.format.metadata import near_duplicates_bytes
-from shardsmith.format.metadata_schema import NearDuplicatesEntry
-from shardsmith.format.naming import NEAR_DUPLICATES_FILE, join
+from shardsmith.near_duplicates.perceptual_hash import ImageSignature, signature_of_bytes
 from shardsmith.output_folder import BuildTarget
+from shardsmith.rows import ROWS_PER_BATCH, ErrorRow, ManifestRow, RowBatch
+from shardsmith.settings import DEFAULT_MAX_PIXELS, CheckSettings, RecordSettings
 from shardsmith.versions import MAX_BUCKET_COMPARISONS, confirmed_published_pairs, count_published_candidates, take_new
 from transforms import ERRORS
 from transforms.duplicates import STAGE

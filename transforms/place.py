@@ -27,9 +27,9 @@ from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
-from shardsmith.core.rows import ManifestRow, PlacedRow, RowBatch
-from shardsmith.core.settings import PlacementSettings
 from shardsmith.format.naming import SPLITS
+from shardsmith.rows import ManifestRow, PlacedRow, RowBatch
+from shardsmith.settings import PlacementSettings
 from transforms.gather import Gather
 from transforms.labels import CountLabels
 from transforms.row_coder import of_grouped_batches, of_keyed_batches

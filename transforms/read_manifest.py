@@ -1,7 +1,7 @@
-"""Read manifests (each format's reader in shardsmith/core/manifest/) or class folders into batches of
+"""Read manifests (each format's reader in shardsmith/manifest/) or class folders into batches of
 ManifestRows, inside the pipeline.
 
-The parsing is shardsmith.core.manifest's (one reader per format); this stage runs it on workers, one Source per
+The parsing is shardsmith.manifest's (one reader per format); this stage runs it on workers, one Source per
 element, so the launching machine never reads a manifest. Every data row leaves exactly once: in one RowBatch of
 `.rows` or as an ErrorRow on `.errors`.
 """
@@ -14,8 +14,10 @@ from typing import NamedTuple
 
 import apache_beam as beam
 
-from shardsmith.core import progress_signal
-from shardsmith.core.manifest import (
+from shardsmith import progress_signal
+from shardsmith.errors import UsageError, WorkerUsageError
+from shardsmith.format.metadata_schema import ManifestDigestEntry
+from shardsmith.manifest import (
     LINE_FORMATS,
     AppendedPlan,
     ManifestChanged,
@@ -24,10 +26,8 @@ from shardsmith.core.manifest import (
     ManifestRead,
     Source,
 )
-from shardsmith.core.parallel_parse import RowHelpers, parse_in_helpers
-from shardsmith.core.rows import ROWS_PER_BATCH, ManifestRow, RowBatch
-from shardsmith.errors import UsageError, WorkerUsageError
-from shardsmith.format.metadata_schema import ManifestDigestEntry
+from shardsmith.rows import ROWS_PER_BATCH, ManifestRow, RowBatch
+from shardsmith.shard_writer.parallel_parse import RowHelpers, parse_in_helpers
 from transforms import ERRORS
 from transforms.metrics import ROWS_READ, count, rejected
 from transforms.row_coder import RowBatchCoder, of_batches
@@ -39,7 +39,7 @@ SOURCE_READ = "source_read"
 @dataclass(frozen=True)
 class SourceRead:
     """What the read of a line manifest (CSV, JSON Lines) saw: whether only its appended lines were parsed
-    (shardsmith/core/manifest/appended.py), the data rows it skipped (the published version's records' lines)
+    (shardsmith/manifest/appended.py), the data rows it skipped (the published version's records' lines)
     and the digest its version records (None for a file without a final line end)."""
 
     appended: bool
@@ -50,7 +50,7 @@ class SourceRead:
 class ReadSourceFn(beam.DoFn):
     """Streams one Source into batches of ManifestRows (main output, up to ROWS_PER_BATCH rows each, in file
     order) and ErrorRows (tagged `errors`); counts rows_read and errors_manifest (transforms/metrics.py), and
-    rows read for a watching launcher (shardsmith/core/progress_signal.py). With `digests`, a line manifest's
+    rows read for a watching launcher (shardsmith/progress_signal.py). With `digests`, a line manifest's
     read is hashed and described in a SourceRead (tagged `source_read`); with `appended` too, a manifest that
     starts with the published version's bytes is parsed only after them and on its failed lines."""
 
@@ -105,7 +105,7 @@ class ReadSourceFn(beam.DoFn):
 
     def _items(self, source: Source, read: ManifestRead | None) -> Iterator:
         """The source's rows and error rows in file order: a line manifest's parsed with the build's writer
-        processes when it has them (shardsmith/core/parallel_parse.py), unless only its appended lines are."""
+        processes when it has them (shardsmith/shard_writer/parallel_parse.py), unless only its appended lines are."""
         if self._helpers is None or source.kind not in LINE_FORMATS or (read is not None and read.selection):
             return self._parser.parse(source, read)
         return parse_in_helpers(self._parser.line_parser(source), self._helpers, read)
@@ -151,7 +151,7 @@ class ReadManifest(beam.PTransform):
     runner's default mode, where the Reshuffle would only pickle every row once more), and for a next stage that
     fans out by itself (--incremental's partitioned join), so the local runner never holds the whole manifest.
     With `helpers` (a run in one process with writer processes), a large line manifest's lines are parsed by those
-    processes (shardsmith/core/parallel_parse.py).
+    processes (shardsmith/shard_writer/parallel_parse.py).
     """
 
     def __init__(self, fmt: ManifestFormat, fan_out: bool = True, digests: bool = False,

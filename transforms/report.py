@@ -22,10 +22,7 @@ from dataclasses import dataclass, field
 
 import apache_beam as beam
 
-from shardsmith.core import fault_injection
-from shardsmith.core.look_alike_labels import with_look_alike_labels
-from shardsmith.core.rows import ShardResult
-from shardsmith.core.settings import CheckSettings, RecordSettings, RetentionSettings
+from shardsmith import fault_injection
 from shardsmith.format.build_record import write_atomically
 from shardsmith.format.example import example_keys
 from shardsmith.format.metadata import labels_bytes
@@ -33,7 +30,10 @@ from shardsmith.format.metadata_schema import Metadata, NearDuplicatesEntry, Spl
 from shardsmith.format.naming import ERRORS_FILE, LABELS_FILE, join, row_list_name
 from shardsmith.format.record_file import DEFAULT_FORMAT
 from shardsmith.format.tfds import tfds_metadata_files
+from shardsmith.manifest import with_look_alike_labels
 from shardsmith.output_folder import BuildTarget, build_dir, publish_nothing, publish_version, remove_build
+from shardsmith.rows import ShardResult
+from shardsmith.settings import CheckSettings, RecordSettings, RetentionSettings
 from shardsmith.storage import list_files
 from shardsmith.versions import (
     CarriedVersion,

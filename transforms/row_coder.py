@@ -26,12 +26,12 @@ import zlib
 import apache_beam as beam
 from apache_beam.typehints import Any, Iterable, Tuple
 
-from shardsmith.core.rows import SEALED_COMPRESSION, ImageDigests, RowBatch, SealedBatch
+from shardsmith.rows import SEALED_COMPRESSION, ImageDigests, RowBatch, SealedBatch
 
 
 class RowBatchCoder(beam.coders.Coder):
     """A RowBatch as one pickle, compressed (SEALED_COMPRESSION): the local runner holds a stage's input in
-    several copies (shardsmith/core/rows.py, SealedBatch). Its size estimate is the first item's pickled size times
+    several copies (shardsmith/rows/__init__.py, SealedBatch). Its size estimate is the first item's pickled size times
     the item count, before compression: a metric's input (Beam's MeanByteCount), never used to frame or split
     data."""
 

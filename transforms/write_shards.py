@@ -1,5 +1,5 @@
 """Write each shard in one step: read its images in placement order, validate, encode, stream the
-records to a temporary file and rename it to the final name (shardsmith/core/shard_file.py).
+records to a temporary file and rename it to the final name (shardsmith/shard_writer/shard_file.py).
 
 Why not `beam.io.WriteToTFRecord`: with a fixed shard count it deals records round-robin and writes them in
 arrival order after a GroupByKey that carries the payload, so a label-sorted input gives label-sorted shards
@@ -9,7 +9,7 @@ runner). Here only manifest rows are grouped; bytes are read once, here, and wri
 
 On a remote runner each worker writes the shards it is given in its own thread; the runner spreads shards
 over workers. On the local runner, whose in_memory mode runs every step in one process, shards go to
-`shard_writer_processes` lightweight processes (shardsmith/core/shard_worker.py), so writing uses every core;
+`shard_writer_processes` lightweight processes (shardsmith/shard_writer/shard_worker.py), so writing uses every core;
 with their default number, a small build (SMALL_BUILD_IMAGES, SMALL_BUILD_BYTES) is written in the runner's own
 process, as `--writer_processes 0` does: starting the processes would cost more than writing it.
 
@@ -29,9 +29,9 @@ from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
-from shardsmith.core.rows import SealedBatch
-from shardsmith.core.shard_file import ShardOutcome, WriterConfig, write_shard_file
-from shardsmith.core.split_shard import cut, join_parts, num_parts, write_part
+from shardsmith.rows import SealedBatch
+from shardsmith.shard_writer.shard_file import ShardOutcome, WriterConfig, write_shard_file
+from shardsmith.shard_writer.split_shard import cut, join_parts, num_parts, write_part
 from transforms import ERRORS
 from transforms.metrics import count_written, rejected
 from transforms.place import ShardPlan
@@ -84,7 +84,7 @@ class WriteShardFn(beam.DoFn):
             self._start_pool(self._processes)
 
     def _start_pool(self, processes: int) -> None:
-        from shardsmith.core.shard_worker import build_pool
+        from shardsmith.shard_writer.shard_worker import build_pool
 
         self._pool = build_pool(self._config.output_dir, processes)  # started as the manifest was read, or now
 
@@ -113,11 +113,11 @@ class WriteShardFn(beam.DoFn):
             yield from _outputs(self._pending.popleft().result())
 
     def finish_bundle(self):
-        """The shards held back, largest first: the last shards written, each by one process while the others may
-        have none left, are the smallest seen (Graham's LPT order, over a window of held-back shards). The very
-        last is cut into one part per writer process, written at once and joined (shardsmith/core/split_shard.py),
-        so that no process writes it alone while the others wait. A shard's bytes do not depend on when it is
-        written, nor on whether it was written in parts."""
+        """The shards held back, largest first: the last shards written, each by one process while the others may have
+        none left, are the smallest seen (Graham's LPT order, over a window of held-back shards). The very last is cut
+        into one part per writer process, written at once and joined (shardsmith/shard_writer/split_shard.py), so that
+        no process writes it alone while the others wait. A shard's bytes do not depend on when it is written, nor on
+        whether it was written in parts."""
         self._waiting.sort(key=lambda waiting: waiting[:3])
         last = self._waiting.pop() if self._waiting else None
         for _, split, shard, batches in self._waiting:
@@ -140,7 +140,7 @@ class WriteShardFn(beam.DoFn):
 
     def teardown(self):
         if self._processes > 0:  # the build's pool, also when ReadManifest started it for a build written here
-            from shardsmith.core.shard_worker import close_build_pool
+            from shardsmith.shard_writer.shard_worker import close_build_pool
 
             close_build_pool(self._config.output_dir)
         self._pool = None

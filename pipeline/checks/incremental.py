@@ -11,12 +11,11 @@ import json
 
 from pipeline.options.build_options import BuildOptions, recorded_flags
 from shardsmith import storage
-from shardsmith.core.label_list import FixedLabels
-from shardsmith.core.manifest import AppendedPlan, valid_digest
 from shardsmith.errors import UsageError
 from shardsmith.format.metadata_schema import Metadata
 from shardsmith.format.naming import BUILDS_DIR, ERRORS_FILE, LABELS_FILE, row_list_name
 from shardsmith.format.record_file import record_file
+from shardsmith.manifest import AppendedPlan, FixedLabels, valid_digest
 from shardsmith.output_folder import OpenedVersion, build_dir, open_version
 from shardsmith.versions import CarriedShard, CarriedVersion, unrecoverable
 
@@ -109,7 +108,7 @@ def _adding_to(opened: OpenedVersion, options: BuildOptions) -> CarriedVersion:
 
 def _appended_plan(out: str, published: Metadata, build_id: str, shards: tuple[CarriedShard, ...]
                    ) -> AppendedPlan | None:
-    """How a night reads the manifest when it only has rows appended (shardsmith/core/manifest/appended.py):
+    """How a night reads the manifest when it only has rows appended (shardsmith/manifest/appended.py):
     None when the version recorded no manifest (several, a folder, Parquet, a file without a final line end), or
     a shard's row list is missing (then the night pairs every row, and rewrites that shard with its list)."""
     digest = published.incremental.manifest if published.incremental is not None else None

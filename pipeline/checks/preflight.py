@@ -14,14 +14,13 @@ import os
 
 from pipeline.checks.incremental import carried_version
 from pipeline.options.build_options import BuildOptions
-from shardsmith.core.label_list import FixedLabels
-from shardsmith.core.manifest import Source, input_problem
 from shardsmith.errors import UsageError
 from shardsmith.format.build_record import BuildRecord
 from shardsmith.format.metadata import read_metadata
 from shardsmith.format.metadata_schema import MetadataError
 from shardsmith.format.naming import BUILDS_DIR, METADATA_FILE, join
 from shardsmith.format.record_file import RECORD_FILES
+from shardsmith.manifest import FixedLabels, Source, input_problem
 from shardsmith.output_folder import (
     BuildLock,
     FolderState,
@@ -92,7 +91,7 @@ def check_scratch_outside(output_dir: str, temp_dir: str | None, temp_location: 
 
 def check_inputs(options: BuildOptions, sources: list[Source]) -> None:
     """UsageError for what an input shows is wrong before it is read (each format's input_problem, in
-    shardsmith/core/manifest/: a binary or unreadable manifest, columns without --uri_column or --label_column or
+    shardsmith/manifest/: a binary or unreadable manifest, columns without --uri_column or --label_column or
     that look swapped, a local folder without class folders), or an input inside the output folder. Reads a
     manifest's first rows, lists a folder's names; imports neither Beam nor TensorFlow for local text manifests
     (pipeline/cli.py calls it first)."""

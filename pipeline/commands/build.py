@@ -92,7 +92,7 @@ def _checked_sources(options):
     unreadable or not a file, or a CSV header without the needed columns, is a usage error in well under a
     second (Beam is imported only for a glob or a remote path)."""
     from pipeline.checks.preflight import check_inputs
-    from shardsmith.core.manifest import resolve_sources
+    from shardsmith.manifest import resolve_sources
 
     sources = resolve_sources(options.manifests)
     check_inputs(options, sources)
@@ -150,7 +150,7 @@ def _fixed_labels(path: str | None, normalization: str = "none"):
     Its labels are normalized as the rows' are (--normalize_labels)."""
     if path is None:
         return None
-    from shardsmith.core.label_list import read_label_list
+    from shardsmith.manifest import read_label_list
 
     return read_label_list(path, normalization)
 
@@ -195,8 +195,8 @@ def _run_build(options, sources, beam_args: list[str], fixed_labels=None) -> Met
         waits = True  # the job failed or was never submitted: nothing else will release the lock
         raise
     finally:
-        from shardsmith.core.shard_worker import close_build_pool
         from shardsmith.output_folder import build_dir
+        from shardsmith.shard_writer.shard_worker import close_build_pool
 
         close_build_pool(build_dir(options.output_dir, lock.build_id))  # one a failed build left open
         if made_temp:
@@ -223,7 +223,7 @@ def _run_build(options, sources, beam_args: list[str], fixed_labels=None) -> Met
     from shardsmith.read.summary import build_summary
 
     print(shown(build_summary(metadata, options.output_dir, lock.build_id, elapsed), keep_newlines=True))
-    from shardsmith.core.label_list import moved_ids_line
+    from shardsmith.manifest import moved_ids_line
 
     moved = moved_ids_line(published_labels, tuple(metadata.labels))
     if moved:

@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 
 from pipeline.commands.shared import add_version_argument
 from shardsmith import storage
-from shardsmith.core.progress_signal import ITEMS_DONE, set_total
-from shardsmith.core.progress_signal import add as add_progress
 from shardsmith.errors import UsageError
 from shardsmith.format.build_record import BuildRecord, write_atomically
 from shardsmith.format.naming import BUILD_ID, BUILD_RECORD, BUILDS_DIR, join
+from shardsmith.progress_signal import ITEMS_DONE, set_total
+from shardsmith.progress_signal import add as add_progress
 from shardsmith.read.record_sequence import CorruptRecord, Records, scanned_index
 
 

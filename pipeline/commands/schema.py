@@ -1,5 +1,5 @@
 """`shardsmith schema MANIFEST`: the --feature flags for a manifest's extra columns, inferred from the column
-names its format's reader gives (a CSV's header, JSON Lines keys; shardsmith/core/manifest/) and its first rows,
+names its format's reader gives (a CSV's header, JSON Lines keys; shardsmith/manifest/) and its first rows,
 printed for the user to copy into the build command.
 
 Inference, per column, over its non-empty values: all integers -> int; all numbers -> float; otherwise
@@ -13,9 +13,8 @@ from __future__ import annotations
 import argparse
 from collections.abc import Iterator
 
-from shardsmith.core.annotations import BOX_COLUMNS
-from shardsmith.core.manifest import sample_columns
 from shardsmith.errors import UsageError
+from shardsmith.manifest import BOX_COLUMNS, sample_columns
 
 DEFAULT_ROWS = 1000
 

@@ -8,8 +8,8 @@ import argparse
 import os
 
 from pipeline.commands.shared import folder_lock, readable_tags
-from shardsmith.core.fault_injection import BEFORE_TAGS_RENAME, reached
 from shardsmith.errors import UsageError
+from shardsmith.fault_injection import BEFORE_TAGS_RENAME, reached
 from shardsmith.output_folder import Tag, write_tags
 
 

@@ -1,6 +1,6 @@
 """`shardsmith build`'s and `shardsmith compact`'s flags. Each is declared once, on the settings field it fills
-(shardsmith/core/settings.py for the stages' settings, build_options.py for the launcher's own, compact_options.py
-for compact's; shardsmith/core/flag.py says how); every module here derives what it needs from those declarations.
+(shardsmith/settings/__init__.py for the stages' settings, build_options.py for the launcher's own, compact_options.py
+for compact's; shardsmith/settings/flag.py says how); every module here derives what it needs from those declarations.
 
   build_options.py     BuildOptions: the settings each stage takes whole, the launcher's own flags, and
                        `recorded()`, the options metadata.json records

@@ -11,9 +11,9 @@ import argparse
 from pipeline.options.build_options import BuildOptions
 from pipeline.options.compact_options import CompactOptions
 from pipeline.options.flags import BOOLEAN, LIST, VALUE, BuildFlag, build_flags, compact_flags, own_flag_names
-from shardsmith.core.flag import compose
-from shardsmith.core.settings import check_feature_names
 from shardsmith.errors import UsageError
+from shardsmith.settings import check_feature_names
+from shardsmith.settings.flag import compose
 
 __all__ = ["UsageError", "add_build_arguments", "add_compact_arguments", "build_options_from",
            "compact_options_from", "normalize_flags", "own_flag_names", "reject_unknown_flags"]

@@ -1,6 +1,6 @@
-"""BuildOptions: `shardsmith build`'s options as the settings each stage takes whole (shardsmith/core/settings.py),
+"""BuildOptions: `shardsmith build`'s options as the settings each stage takes whole (shardsmith/settings/__init__.py),
 plus the flags only the launcher reads (inputs, output folder, its lock, scratch space), declared here on their
-fields like the settings' own (shardsmith/core/flag.py). Guarantee: `recorded()` is made from the declarations,
+fields like the settings' own (shardsmith/settings/flag.py). Guarantee: `recorded()` is made from the declarations,
 in metadata.json's order, so a new recorded flag needs no line here; `recorded_flags()` lists the recorded flags
 in that order.
 """
@@ -11,7 +11,17 @@ import os
 import re
 from dataclasses import MISSING, dataclass
 
-from shardsmith.core.flag import (
+from shardsmith.format.naming import NAME_MAX_BYTES, is_remote, longest_file_name
+from shardsmith.manifest import ManifestFormat
+from shardsmith.output_folder import LOCK_STALE_AFTER_S
+from shardsmith.settings import (
+    CheckSettings,
+    ManifestSettings,
+    PlacementSettings,
+    RecordSettings,
+    RetentionSettings,
+)
+from shardsmith.settings.flag import (
     GCS_FOLDER,
     GCS_PATH,
     Declared,
@@ -23,16 +33,6 @@ from shardsmith.core.flag import (
     option,
     recorded_values,
 )
-from shardsmith.core.manifest import ManifestFormat
-from shardsmith.core.settings import (
-    CheckSettings,
-    ManifestSettings,
-    PlacementSettings,
-    RecordSettings,
-    RetentionSettings,
-)
-from shardsmith.format.naming import NAME_MAX_BYTES, is_remote, longest_file_name
-from shardsmith.output_folder import LOCK_STALE_AFTER_S
 
 DEFAULT_MAX_REMOVED_FRACTION = 0.1  # --incremental: more removed rows than this look like a truncated manifest
 DATASET_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")  # the whole name: use fullmatch

@@ -1,8 +1,8 @@
-"""CompactOptions: `shardsmith compact`'s options, declared on their fields like the build's (shardsmith/core/flag.py),
-so that its argparse (pipeline/commands/compact.py), the compaction Flex Template's parameters (flex_template.py)
-and the template entry point (pipeline/entrypoint.py) come from one declaration each. The flags compaction shares with
-the build are declared once: --keep_builds by RetentionSettings (shardsmith/core/settings.py), which both
-commands hold, and --break_lock on BuildOptions' field, taken from there.
+"""CompactOptions: `shardsmith compact`'s options, declared on their fields like the build's
+(shardsmith/settings/flag.py), so that its argparse (pipeline/commands/compact.py), the compaction Flex Template's
+parameters (flex_template.py) and the template entry point (pipeline/entrypoint.py) come from one declaration each. The
+flags compaction shares with the build are declared once: --keep_builds by RetentionSettings
+(shardsmith/settings/__init__.py), which both commands hold, and --break_lock on BuildOptions' field, taken from there.
 
 Also the entry point's `command` parameter: the one template parameter that is no command's flag. The image
 has one entry file; the compaction template's spec declares `command` as required with `compact` its only
@@ -15,8 +15,8 @@ import dataclasses
 from dataclasses import MISSING, dataclass
 
 from pipeline.options.build_options import BuildOptions, output_folder
-from shardsmith.core.flag import COUNT, FLAG, GCS_FOLDER, Flag, Template, checked, nested, option
-from shardsmith.core.settings import RetentionSettings
+from shardsmith.settings import RetentionSettings
+from shardsmith.settings.flag import COUNT, FLAG, GCS_FOLDER, Flag, Template, checked, nested, option
 
 # The entry point's parameter that picks the command (`--command=compact`); absent, the command is `build`.
 COMMAND = "command"

@@ -1,5 +1,5 @@
 """The `build` and `compact` flags as data, read from their declarations (the fields of BuildOptions and of the
-settings it holds, and of CompactOptions; shardsmith/core/flag.py), the build's in the order `shardsmith build
+settings it holds, and of CompactOptions; shardsmith/settings/flag.py), the build's in the order `shardsmith build
 --help` has always listed them.
 
 Whoever needs to know which flags exist asks here instead of keeping a list: argparse (arguments.py), the Flex
@@ -16,7 +16,7 @@ from typing import Any
 
 from pipeline.options.build_options import BuildOptions
 from pipeline.options.compact_options import CompactOptions
-from shardsmith.core.flag import Declared, Template, declared
+from shardsmith.settings.flag import Declared, Template, declared
 
 LIST = "list"  # repeatable: one value each
 BOOLEAN = "boolean"  # a switch without a value

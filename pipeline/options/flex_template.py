@@ -27,7 +27,7 @@ from pathlib import Path
 from pipeline.options.compact_options import COMMAND as COMMAND_PARAMETER
 from pipeline.options.compact_options import COMMAND_TEMPLATE
 from pipeline.options.flags import BOOLEAN, LIST, BuildFlag, build_flags, compact_flags
-from shardsmith.core.flag import Template, comma_list
+from shardsmith.settings.flag import Template, comma_list
 
 HERE = Path(__file__).resolve().parent
 METADATA_FILE = HERE / "flex_template_metadata.json"

@@ -71,7 +71,7 @@ class Interrupts:
         self.seen = True
         _SEEN.set()
         # The module may be in sys.modules half imported (a Ctrl-C while the build imports it): no pool exists yet.
-        kill_all_writers = getattr(sys.modules.get("shardsmith.core.shard_worker"), "kill_all_writers", None)
+        kill_all_writers = getattr(sys.modules.get("shardsmith.shard_writer.shard_worker"), "kill_all_writers", None)
         if kill_all_writers is not None:
             kill_all_writers()
 

@@ -3,7 +3,7 @@ the same line for the other long commands (`Task`: compact's records copied, ver
 records indexed, a night's published rows paired), counted into ITEMS_DONE.
 
 Where the numbers come from: the steps that read rows and write images add to counter files in a scratch
-folder this module names in SHARDSMITH_PROGRESS_DIR (shardsmith/core/progress_signal.py), one byte per row or
+folder this module names in SHARDSMITH_PROGRESS_DIR (shardsmith/progress_signal.py), one byte per row or
 image; the writer processes inherit the variable. The total is the number of rows placed, known once placement
 is done and before any image is read. A watcher thread reads the counters and draws them:
 
@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass
 from typing import TextIO
 
-from shardsmith.core import progress_signal as signal
+from shardsmith import progress_signal as signal
 
 TTY_REFRESH_S = 0.25  # a live line redrawn a few times a second
 NON_TTY_INTERVAL_S = 5.0  # plain lines in a log: at most one this often

@@ -139,7 +139,7 @@ def image_files(s: Settings) -> list[tuple[str, int]]:
     resolved them (against the manifest's folder, --path_map applied); _Unavailable when they are not all there."""
     import shardsmith
     from shardsmith import storage
-    from shardsmith.core.manifest import ManifestFormat, resolve_uri
+    from shardsmith.manifest import ManifestFormat, resolve_uri
 
     records = shardsmith.records(s.output_dir, s.split, version=s.build_id)
     recorded = records.metadata.options or {}

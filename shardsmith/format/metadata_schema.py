@@ -198,7 +198,7 @@ class SplitEntry(_Entry):
 
 @dataclass(kw_only=True)
 class LookAlikeLabels(_Entry):
-    """One group of `look_alike_labels`: labels that print alike but are different strings (shardsmith/core/
+    """One group of `look_alike_labels`: labels that print alike but are different strings (shardsmith/manifest/
     look_alike_labels.py): `kind` "unicode" (equal once NFC-normalized) or "case" (equal but for case, where the
     other labels are all one case), and each label's records."""
 
@@ -258,8 +258,8 @@ class NearDuplicatesEntry(_Entry):
     max_bucket_members: int = 0
     capped_buckets: list[dict] = field(default_factory=list)
     max_bucket_candidates: int = 0  # 0: a build from before buckets were capped by their candidates too
-    # Rows with one signature, from this many on, are one group compared once (shardsmith/core/identical_signatures.py);
-    # 0 and no groups: a build from before.
+    # Rows with one signature, from this many on, are one group compared once
+    # (shardsmith/near_duplicates/identical_signatures.py); 0 and no groups: a build from before.
     identical_group_min_size: int = 0
     num_identical_groups: int = 0
     num_identical_images: int = 0  # rows in those groups
@@ -283,7 +283,7 @@ class NearDuplicatesEntry(_Entry):
 class ManifestDigestEntry(_Entry):
     """`incremental.manifest`: the one manifest file a version was built from, as read: its first `bytes` bytes
     (ending with a line end), their SHA-256, the lines they hold and the data rows among them. A night whose
-    manifest starts with these bytes reads only what follows them (and the rows that failed): shardsmith/core/
+    manifest starts with these bytes reads only what follows them (and the rows that failed): shardsmith/
     manifest/appended.py."""
 
     bytes: int

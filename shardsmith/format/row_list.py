@@ -3,13 +3,13 @@ record of the shard, in record order,
 
     ["<row identity>", <manifest lines>, "<label>", <source bytes>, "<uri>", "<sha256>"(, "<signature>")]\\n
 
-a JSON array: the row's identity (shardsmith/core/row_identity.py), how many manifest lines its record stands
+a JSON array: the row's identity (shardsmith/rows/row_identity.py), how many manifest lines its record stands
 for (one, or a detection image's box lines), the label its shard's `label_counts` counted it under (the one
 placement stratified by), the size of its image file as placement saw it, its URI as the manifest wrote it, the
 SHA-256 of its image file (the record's `image/key/sha256`: later versions' duplicate checks compare new
 images with it) and, from a build with --near_duplicates, its image's perceptual signature as text
-(shardsmith/core/perceptual_hash.py `signature_text`: later nights' near-duplicate searches compare new images
-with it). Lists written before the SHA-256 was listed have five fields and parse with `sha256` ""; a line
+(shardsmith/near_duplicates/perceptual_hash.py `signature_text`: later nights' near-duplicate searches compare
+new images with it). Lists written before the SHA-256 was listed have five fields and parse with `sha256` ""; a line
 without a signature (a build without --near_duplicates, a list rebuilt from its shard's records) parses with
 `signature` "", and its record is left out of near-duplicate comparisons.
 Line i describes record i, so a later build knows which records to keep when it rewrites the shard without

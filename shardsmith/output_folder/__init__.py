@@ -24,7 +24,7 @@ The modules, by concern:
 
 Guarantee: a build only deletes or replaces files a shardsmith build wrote: nothing at the top level but
 metadata.json, the lock, tags.json and retired.json, and in a build's folder only what its record lists.
-Imports shardsmith.format and shardsmith.storage only, never Beam or TensorFlow (the core's shard writers and
+Imports shardsmith.format and shardsmith.storage only, never Beam or TensorFlow (the shard writer, the settings and
 the read side import it). Outside it, code imports the names below from this package, never one of its modules.
 """
 

@@ -25,7 +25,7 @@ def image_bytes(record: dict) -> bytes:
     --image_mode path the file at its `image/uri` (local or gs://), which must still be there."""
     if record.get(IMAGE) is not None:
         return record[IMAGE]
-    from shardsmith.core.load_images import read_input_file
+    from shardsmith.images.load_images import read_input_file
 
     return read_input_file(record[URI].decode("utf-8"), 1 << 62)
 
@@ -71,7 +71,7 @@ def decode_reduced(data: bytes, size: tuple[int, int] | None = None, channels: i
     (simplejpeg's strict mode)."""
     if channels not in _MODES:
         raise ValueError(f"channels must be 1, 3 or 4, not {channels!r}")
-    from shardsmith.core.load_images import JPEG_START
+    from shardsmith.images.load_images import JPEG_START
 
     if data.startswith(JPEG_START):
         try:

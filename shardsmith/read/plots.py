@@ -131,8 +131,8 @@ def heatmap(metadata: Metadata, path: str) -> str:
 def manifest_order(metadata: Metadata) -> dict[str, list[tuple[int, int]]] | None:
     """URI as written -> [(source index, line)] from re-reading the manifests named in metadata.json, or None
     when they cannot be read."""
-    from shardsmith.core.manifest import ManifestFormat, ManifestParser, resolve_sources
-    from shardsmith.core.rows import ManifestRow
+    from shardsmith.manifest import ManifestFormat, ManifestParser, resolve_sources
+    from shardsmith.rows import ManifestRow
 
     try:
         recorded = metadata.options or {}

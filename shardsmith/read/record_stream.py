@@ -12,7 +12,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from shardsmith import storage
-from shardsmith.core.rows import placing_label_id
 from shardsmith.format.example import (
     BOX_KEYS,
     BOX_LABEL,
@@ -27,6 +26,7 @@ from shardsmith.format.example import (
 from shardsmith.format.metadata_schema import Metadata
 from shardsmith.format.record_file import RecordFileFormat, record_file
 from shardsmith.output_folder import dataset_dir, shard_file_path
+from shardsmith.rows import placing_label_id
 
 READ_CHUNK = 1 << 20  # bytes hashed at a time when the rest of a stream is read
 
@@ -130,7 +130,7 @@ def _image_bytes(values: dict[str, list]) -> bytes:
     """The record's image: its bytes, or (--image_mode path) the file at image/uri; b"" if that is gone."""
     if IMAGE in values:
         return values[IMAGE][0]
-    from shardsmith.core.load_images import ImageRejected, read_input_file
+    from shardsmith.images.load_images import ImageRejected, read_input_file
 
     try:
         return read_input_file(values[URI][0].decode(), 1 << 62)

@@ -27,7 +27,7 @@ from shardsmith.output_folder import build_dir, dataset_dir, retention_text, ret
 from shardsmith.read.load import DEFAULT_SHUFFLE_BUFFER
 
 if TYPE_CHECKING:
-    from shardsmith.core.failures import ReasonTally
+    from shardsmith.rows.failures import ReasonTally
 
 MAX_LABELS_SHOWN = 10  # per split in the build's summary; a dataset may have thousands
 
@@ -52,7 +52,7 @@ def shared_sections(metadata: Metadata, files_dir: str) -> list[str]:
 
 
 def look_alike_section(metadata: Metadata) -> list[str]:
-    """A warning per group of labels that look alike but are different classes (shardsmith/core/
+    """A warning per group of labels that look alike but are different classes (shardsmith/manifest/
     look_alike_labels.py), each label written as Python's ascii() writes it so the difference shows."""
     lines = []
     for group in metadata.look_alike_labels or ():
@@ -67,9 +67,9 @@ def look_alike_section(metadata: Metadata) -> list[str]:
 
 def errors_section(metadata: Metadata, files_dir: str) -> list[str]:
     """How many rows failed (and their share of the input rows), then every reason, most common first, with its
-    first row as an example (shardsmith/core/failures.py's reason_table), streamed from the build's errors.jsonl;
+    first row as an example (shardsmith/rows/failures.py's reason_table), streamed from the build's errors.jsonl;
     metadata.json's counts by reason, and why, when that file is missing or cannot be read."""
-    from shardsmith.core.failures import reason_table
+    from shardsmith.rows.failures import reason_table
 
     path = join(files_dir, ERRORS_FILE)
     try:
@@ -93,7 +93,7 @@ def _errors_file_tally(path: str) -> ReasonTally | None:
     """errors.jsonl's rows counted per reason, read a line at a time; None when there is no such file. Raises
     OSError or ValueError when it cannot be read or holds a line that is not an error row."""
     from shardsmith import storage
-    from shardsmith.core.failures import ReasonTally, error_row
+    from shardsmith.rows.failures import ReasonTally, error_row
 
     if not storage.exists(path):
         return None

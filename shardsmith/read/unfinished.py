@@ -1,5 +1,5 @@
 """What a folder without metadata.json holds when a build started there but did not finish (it failed its error
-budget, or was stopped): the newest such build's errors.jsonl, explained (shardsmith/core/failures.py).
+budget, or was stopped): the newest such build's errors.jsonl, explained (shardsmith/rows/failures.py).
 
 A failed build leaves its errors.jsonl in its own folder (`builds/<build_id>/`, shardsmith/output_folder/layout.py)
 and publishes nothing; `verify` and `inspect` given the top-level folder, or that build's folder, say so in one
@@ -8,9 +8,9 @@ line instead of only "no metadata.json".
 
 from __future__ import annotations
 
-from shardsmith.core.failures import error_rows, explain
 from shardsmith.format.naming import BUILDS_DIR, ERRORS_FILE, join
 from shardsmith.output_folder import scan
+from shardsmith.rows.failures import error_rows, explain
 from shardsmith.storage import read_bytes
 
 

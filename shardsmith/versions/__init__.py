@@ -1,8 +1,8 @@
 """Versions, Beam-free: what an --incremental night carries over from the published version and adds to it, how
 shards are rewritten without removed rows, and how compaction rewrites a version's generations into one
-(docs/versions.md). Imports shardsmith.output_folder, shardsmith.core, shardsmith.format and shardsmith.storage only,
-never Beam or TensorFlow: the shard writers that rewrite and copy records run it in processes of tens of
-megabytes (tests/test_import_rules.py checks both).
+(docs/versions.md). Imports shardsmith.output_folder, the Beam-free work (shardsmith.manifest, rows, images,
+shard_writer, ...), shardsmith.format and shardsmith.storage only, never Beam or TensorFlow: the shard writers that
+rewrite and copy records run it in processes of tens of megabytes (tests/test_import_rules.py checks both).
 
 The modules, by role:
 - carry_over: the model of a night: the published version it starts from (CarriedVersion, CarriedShard), rows

@@ -19,10 +19,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from shardsmith.core.manifest import AppendedPlan
-from shardsmith.core.perceptual_hash import ImageSignature
-from shardsmith.core.rows import ManifestRow, ShardResult
-from shardsmith.core.shard_file import STAGE as LOAD_STAGE
 from shardsmith.format.metadata_schema import (
     DuplicatesEntry,
     IncrementalEntry,
@@ -33,6 +29,10 @@ from shardsmith.format.metadata_schema import (
 )
 from shardsmith.format.naming import SPLITS, shard_generation
 from shardsmith.format.record_file import TFRECORD, RecordFileFormat
+from shardsmith.manifest import AppendedPlan
+from shardsmith.near_duplicates.perceptual_hash import ImageSignature
+from shardsmith.rows import ManifestRow, ShardResult
+from shardsmith.shard_writer.shard_file import STAGE as LOAD_STAGE
 
 
 @dataclass(frozen=True)
@@ -120,7 +120,7 @@ def merged_version(new: Metadata, version: CarriedVersion, rewritten: dict[int, 
     published version's order (rewritten ones in place of theirs), and the counts of the whole version
     (`removed_bytes`: the source bytes of the removed records, per split; `failed_again`: error lines that failed
     in the published version too, shardsmith/versions/failed_again.py; `manifest`: what the build read of its
-    one line manifest, which the next night compares its manifest with, shardsmith/core/manifest/appended.py;
+    one line manifest, which the next night compares its manifest with, shardsmith/manifest/appended.py;
     `appended`: the build parsed only the lines appended to the version's manifest and its failed ones).
 
     The counts, each with one meaning (docs/versions.md, "Counts"): rows are manifest lines; every row is carried

@@ -39,9 +39,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from shardsmith import storage
-from shardsmith.core.rows import ROWS_PER_BATCH, ManifestRow, RowBatch
-from shardsmith.core.settings import PlacementSettings
-from shardsmith.core.shard_file import ShardOutput
 from shardsmith.errors import UsageError
 from shardsmith.format.metadata_schema import Metadata, ShardEntry
 from shardsmith.format.naming import TEMP_PREFIX, index_file_name, join, row_list_name, shard_generation
@@ -49,6 +46,9 @@ from shardsmith.format.record_file import RecordFileFormat, record_file
 from shardsmith.format.record_index import RecordIndex
 from shardsmith.format.row_list import ListedRow, RowListError, parse_row_list
 from shardsmith.output_folder import build_dir, dataset_dir, shard_file_path
+from shardsmith.rows import ROWS_PER_BATCH, ManifestRow, RowBatch
+from shardsmith.settings import PlacementSettings
+from shardsmith.shard_writer.shard_file import ShardOutput
 from shardsmith.versions import row_check
 
 # The canonical manifest's first data row is its line 2 (line 1: its header).

@@ -24,9 +24,9 @@ import json
 from collections import Counter
 from collections.abc import Iterator
 
-from shardsmith.core.failures import error_row
-from shardsmith.core.rows import ErrorRow
 from shardsmith.format.metadata import stream_errors
+from shardsmith.rows import ErrorRow
+from shardsmith.rows.failures import error_row
 
 KEY_BYTES = 16
 

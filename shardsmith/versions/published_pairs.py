@@ -2,7 +2,7 @@
 other and against the published version's records, never two published records again (they were compared when
 one of them was new; a non-incremental `report` compares the whole version). The pure logic under
 transforms/near_duplicates.py; the candidates are confirmed as a full build's are
-(shardsmith/core/near_duplicate_search.py `confirmed`).
+(shardsmith/near_duplicates/near_duplicate_search.py `confirmed`).
 
 Bounds, as a full build's bucket (near_duplicate_search.py):
 - memory: a worker holds at most MAX_BUCKET_MEMBERS + 1 of a bucket's new images; its published records are read
@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
-from shardsmith.core.near_duplicate_search import (
+from shardsmith.near_duplicates.near_duplicate_search import (
     MAX_BUCKET_MEMBERS,
     HashedImage,
     NearPair,
@@ -81,7 +81,7 @@ def _published_chunks(published: Iterable[HashedImage], num_new: int) -> Iterato
 def _within(new: list[HashedImage], published: Iterable[HashedImage], max_distance: int) -> Iterator:
     """(chunk of published records, their indices, the new images' indices, distances) of each chunk's
     candidates."""
-    import numpy as np  # not at the top: shardsmith/core/settings.py reads the search's constants without numpy
+    import numpy as np  # not at the top: shardsmith/settings/__init__.py reads the search's constants without numpy
 
     hashes = np.array([m.phash for m in new], dtype=np.uint64)
     for chunk in _published_chunks(published, len(new)):

@@ -19,17 +19,16 @@ from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from shardsmith import storage
-from shardsmith.core import fault_injection
-from shardsmith.core.load_images import ordered_bounded_map
-from shardsmith.core.progress_signal import ITEMS_DONE, Tally
-from shardsmith.core.rows import PlacedRow, ShardResult
-from shardsmith.core.shard_file import ShardOutput, WriterConfig
+from shardsmith import fault_injection, storage
 from shardsmith.format.example import SHA256, parse_example
 from shardsmith.format.naming import shard_file_name
 from shardsmith.format.record_file import FramingError, RecordFileFormat
 from shardsmith.format.record_index import RecordIndex
 from shardsmith.format.row_list import ListedRow, RowListError
+from shardsmith.images.load_images import ordered_bounded_map
+from shardsmith.progress_signal import ITEMS_DONE, Tally
+from shardsmith.rows import PlacedRow, ShardResult
+from shardsmith.shard_writer.shard_file import ShardOutput, WriterConfig
 from shardsmith.versions import row_check
 from shardsmith.versions.compaction import RecordRef
 
@@ -135,7 +134,7 @@ class CopyRefused:
 
 def copy_in_writer_process(config: CompactionWriter, split: str, shard: int,
                            dealt: Iterable[list[PlacedRow]]) -> ShardResult | CopyRefused:
-    """write_compacted_shard as a shard writer process's job (shardsmith/core/shard_worker.py): the refusals
+    """write_compacted_shard as a shard writer process's job (shardsmith/shard_writer/shard_worker.py): the refusals
     that name what to fix come back as values (the pool reports any other failure with its traceback)."""
     try:
         return write_compacted_shard(config, split, shard, dealt)

@@ -26,8 +26,6 @@ from collections.abc import Iterator
 from typing import Any
 
 from shardsmith import storage
-from shardsmith.core.row_identity import row_identity
-from shardsmith.core.rows import ManifestRow
 from shardsmith.format.example import (
     BOX_LABEL_TEXT,
     FILENAME,
@@ -40,6 +38,8 @@ from shardsmith.format.example import (
 )
 from shardsmith.format.record_file import RecordFileFormat
 from shardsmith.format.row_list import ListedRow, RowListError
+from shardsmith.rows import ManifestRow
+from shardsmith.rows.row_identity import row_identity
 
 CHECKED_KEYS = (FILENAME, SHA256, LABEL_TEXT, BOX_LABEL_TEXT)
 REBUILD_KEYS = (FILENAME, SHA256, LABEL_TEXT, IMAGE, NUM_BYTES)

@@ -15,14 +15,13 @@ from __future__ import annotations
 
 from collections import Counter
 
-from shardsmith import storage
-from shardsmith.core import fault_injection
-from shardsmith.core.rows import ShardResult
-from shardsmith.core.shard_file import ShardOutput, WriterConfig
+from shardsmith import fault_injection, storage
 from shardsmith.format.example import SHA256, parse_example
 from shardsmith.format.naming import row_list_name
 from shardsmith.format.record_index import RecordIndex
 from shardsmith.format.row_list import RowListError, parse_row_list
+from shardsmith.rows import ShardResult
+from shardsmith.shard_writer.shard_file import ShardOutput, WriterConfig
 from shardsmith.versions import row_check
 
 

@@ -6,8 +6,8 @@ address-space cap (`--cap_gb`, as `prlimit --as`), and reports wall time, the pe
 
     python tests/benchmarks/blank_images.py --images 10000 --workdir /tmp/shardsmith-blank
 
-Before identical signatures were grouped (shardsmith/core/identical_signatures.py), 1,000 such images took 915 s
-and 11 GB (499,500 pairs), and 5,000 did not finish in 600 s.
+Before identical signatures were grouped (shardsmith/near_duplicates/identical_signatures.py), 1,000 such images took
+915 s and 11 GB (499,500 pairs), and 5,000 did not finish in 600 s.
 """
 
 from __future__ import annotations

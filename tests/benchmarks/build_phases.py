@@ -12,10 +12,10 @@ turns, with the moments below noted from inside the launcher:
     rows         the first row read to the first shard handed to the writers: every stage on rows, placement
                  included, on the launcher's one core (no shard can start before the last row is placed), but for
                  a large manifest's lines, which the writer processes parse once started
-                 (shardsmith/core/parallel_parse.py)
+                 (shardsmith/shard_writer/parallel_parse.py)
     writing      the first shard handed to the writers to the last shard written
     last shard   the last shard's end minus the one before it: the last shard handed out is written in parts by
-                 every writer at once, then joined in the launcher (shardsmith/core/split_shard.py)
+                 every writer at once, then joined in the launcher (shardsmith/shard_writer/split_shard.py)
     join         of which the join (0 when the last shard was written whole)
     after        the last shard to the command's return (summaries, the report, publishing)
 
@@ -44,7 +44,7 @@ import sys, time
 started = time.monotonic()
 marks = {{"done": []}}
 
-import shardsmith.core.shard_worker as shard_worker
+import shardsmith.shard_writer.shard_worker as shard_worker
 import transforms.read_manifest as read_manifest
 import transforms.write_shards as write_shards
 

@@ -34,10 +34,10 @@ NEW_BUILD_ID = "20260102T000000Z-00000000"  # the measured build's folder, where
 
 def make_inputs(folder: Path, rows: int) -> None:
     """manifest.csv (every row) and the version's row lists (every row but each NEW_EVERY-th)."""
-    from shardsmith.core.row_identity import row_identity
-    from shardsmith.core.rows import ManifestRow
     from shardsmith.format.naming import row_list_name
     from shardsmith.format.row_list import ListedRow, row_list_bytes
+    from shardsmith.rows import ManifestRow
+    from shardsmith.rows.row_identity import row_identity
 
     shutil.rmtree(folder, ignore_errors=True)
     build = folder / "out" / "builds" / BUILD_ID
@@ -72,8 +72,8 @@ def child(folder: Path) -> None:
 
     from pipeline.cli import _parser
     from pipeline.options.arguments import build_options_from
-    from shardsmith.core.manifest import resolve_sources
     from shardsmith.format.metadata_schema import ShardEntry
+    from shardsmith.manifest import resolve_sources
     from shardsmith.output_folder.target import BuildTarget
     from shardsmith.versions.carry_over import CarriedShard, CarriedVersion
     from transforms.place import assign_splits

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from PIL import Image
 
-from shardsmith.core.load_images import JPEG_VALIDATION_SCALE, ImageRejected, inspect_image
+from shardsmith.images.load_images import JPEG_VALIDATION_SCALE, ImageRejected, inspect_image
 
 PHOTOS = Path(__file__).resolve().parents[1] / "data" / "tfrecorder" / "images"
 TRUNCATION_POINTS = 20

@@ -20,7 +20,7 @@ import random
 import sys
 from pathlib import Path
 
-from shardsmith.core.rows import ManifestRow
+from shardsmith.rows import ManifestRow
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from shuffle_mix import batch_mix, read_like_tf_data, shardsmith_shards  # noqa: E402

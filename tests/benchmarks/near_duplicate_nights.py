@@ -192,8 +192,8 @@ def signature_cpu_ms() -> tuple[float, float, float]:
     """ms of CPU per image over the photos as JPEG q90, best of TIMING_RUNS: the signature in header mode (its own
     reduced decode), in decode mode (from the pixels validation decoded), and what a header-mode writer does to
     each image anyway (header parse and SHA-256), for scale."""
-    from shardsmith.core.load_images import inspect_image
-    from shardsmith.core.perceptual_hash import MIN_REDUCED_SIDE, signature_of_bytes, signature_of_image
+    from shardsmith.images.load_images import inspect_image
+    from shardsmith.near_duplicates.perceptual_hash import MIN_REDUCED_SIDE, signature_of_bytes, signature_of_image
 
     encoded = []
     for path in sorted(PHOTOS.rglob("*.jpg")):

@@ -24,7 +24,7 @@ Each image is saved as a JPEG (quality 90). Copies of --copies_of tiles (those o
 whole photo are made under each transform and compared with their original, through the same test the build
 applies (pHash distance, then the confirmation).
 
-The signature is shardsmith's own (shardsmith.core.perceptual_hash), computed from the encoded bytes as the
+The signature is shardsmith's own (shardsmith.near_duplicates.perceptual_hash), computed from the encoded bytes as the
 writer does. CPU figures are time.process_time per image, on this machine's shared cores: compare within a run.
 """
 
@@ -40,10 +40,11 @@ import matplotlib
 import numpy as np
 from PIL import Image, ImageEnhance, ImageOps
 
-import shardsmith.core.near_duplicate_search as near_duplicates_core
-from shardsmith.core.load_images import inspect_image
-from shardsmith.core.near_duplicate_search import DEFAULT_MAX_DISTANCE, LOW_DETAIL_BLOCKS, confirmed
-from shardsmith.core.perceptual_hash import MIN_REDUCED_SIDE, signature_of_bytes, signature_of_image
+import shardsmith.near_duplicates.near_duplicate_search as near_duplicates_core
+from shardsmith.images.load_images import inspect_image
+from shardsmith.near_duplicates.near_duplicate_search import LOW_DETAIL_BLOCKS, confirmed
+from shardsmith.near_duplicates.perceptual_hash import MIN_REDUCED_SIDE, signature_of_bytes, signature_of_image
+from shardsmith.settings import DEFAULT_MAX_DISTANCE
 
 ROOT = Path(__file__).resolve().parents[2]
 TILE_SIDES = (256, 192, 160, 128, 112, 96, 80, 64)
@@ -206,7 +207,8 @@ def _process_ms(work, repeats: int, n: int) -> float:
 
 
 def cpu_per_image(photos, repeats: int) -> tuple[float, float, float, float]:
-    """In ms per image, on full-size photos as JPEG, through the writer's own calls (shardsmith/core/shard_file.py):
+    """In ms per image, on full-size photos as JPEG, through the writer's own calls
+    (shardsmith/shard_writer/shard_file.py):
     header mode's extra (the signature decodes on its own), and decode mode's two extras: the signature of the
     pixels the validating decode made, and that decode made at MIN_REDUCED_SIDE pixels or more instead of 1/8
     scale (small photos); then the validating decode itself with the flag off."""

@@ -142,10 +142,10 @@ def unchanged_row_work(published: Path, manifest: Path, rows: int, repeats: int 
     import json
     import time
 
-    from shardsmith.core.manifest import AppendedPlan, ManifestParser, ManifestRead, Source
-    from shardsmith.core.manifest.settings import ManifestFormat
     from shardsmith.format.metadata_schema import ManifestDigestEntry
     from shardsmith.format.row_list import rows_with_sha256
+    from shardsmith.manifest import AppendedPlan, ManifestParser, ManifestRead, Source
+    from shardsmith.manifest.settings import ManifestFormat
 
     meta = json.loads((published / "metadata.json").read_text())
     digest = ManifestDigestEntry(**meta["incremental"]["manifest"])

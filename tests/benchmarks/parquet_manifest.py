@@ -1,4 +1,4 @@
-"""Memory: reading a Parquet manifest of many rows (shardsmith/core/manifest/parquet_file.py) with the parser the
+"""Memory: reading a Parquet manifest of many rows (shardsmith/manifest/parquet_file.py) with the parser the
 build's read stage runs, next to the same rows as CSV. Each read runs in a fresh process, which reports its peak
 RSS, its RSS before the first row (imports done) and rows/s. The peak should not grow with the number of rows: the
 reader holds one batch of one row group's columns at a time. No images are read. Not run by CI.
@@ -47,7 +47,7 @@ def write_manifests(folder: Path, num_rows: int, row_group_size: int) -> tuple[P
 
 def _read(path: str) -> None:
     """In this process: every row of one manifest through the build's parser; prints one JSON line."""
-    from shardsmith.core.manifest import ManifestFormat, ManifestParser, resolve_sources
+    from shardsmith.manifest import ManifestFormat, ManifestParser, resolve_sources
 
     if path.endswith(".parquet"):
         import pyarrow.parquet  # noqa: F401  (imported before the baseline: the library is not the reader's memory)

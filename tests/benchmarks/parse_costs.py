@@ -1,4 +1,4 @@
-"""What a line manifest's rows cost to parse, per row, on each side of shardsmith/core/parallel_parse.py: the
+"""What a line manifest's rows cost to parse, per row, on each side of shardsmith/shard_writer/parallel_parse.py: the
 launcher reads the lines, sends a chunk and takes its rows back; a writer process parses the chunk and looks up
 each row's file. Each step is timed alone in this process, on chunks of CHUNK_LINES lines (medians of
 `--repeats`). Not run by CI.
@@ -21,8 +21,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from shardsmith.core.manifest import ManifestFormat, ManifestParser, manifest_lines, resolve_sources  # noqa: E402
-from shardsmith.core.parallel_parse import CHUNK_LINES, parse_chunk  # noqa: E402
+from shardsmith.manifest import ManifestFormat, ManifestParser, manifest_lines, resolve_sources  # noqa: E402
+from shardsmith.shard_writer.parallel_parse import CHUNK_LINES, parse_chunk  # noqa: E402
 
 MAX_LINES = 20_480
 

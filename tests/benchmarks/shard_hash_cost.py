@@ -20,8 +20,8 @@ import os
 import tempfile
 import time
 
-from shardsmith.core.shard_file import HashedFile
 from shardsmith.format.tfrecord import frame, iter_records
+from shardsmith.shard_writer.shard_file import HashedFile
 
 
 def _records(args) -> list[bytes]:

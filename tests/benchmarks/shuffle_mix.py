@@ -20,7 +20,7 @@ import argparse
 import random
 from collections import Counter, deque
 
-from shardsmith.core.rows import ManifestRow
+from shardsmith.rows import ManifestRow
 from transforms.place import DealRowsFn, ShardSpec, group_key, make_plan
 
 BATCH = 32

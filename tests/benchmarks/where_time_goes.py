@@ -29,7 +29,8 @@ IMPORT_PROBES = {
     "from apache_beam.runners.portability.fn_api_runner import FnApiRunner",
     "import tensorflow": "import tensorflow",
     "import tensorflow_transform.beam": "import tensorflow_transform.beam",
-    "import the shard writer process's modules": "import shardsmith.core.shard_worker, shardsmith.core.shard_file",
+    "import the shard writer process's modules":
+        "import shardsmith.shard_writer.shard_worker, shardsmith.shard_writer.shard_file",
 }
 TRANSFORM_FN_STEP = """
 import tempfile, time
@@ -74,10 +75,10 @@ def _images(corpus: Path, count: int) -> list[bytes]:
 
 def per_image_costs(count: int, corpus: Path) -> None:
     sys.path.insert(0, str(REPO))
-    from shardsmith.core.encode import encode_image_example
-    from shardsmith.core.load_images import ImageInfo, inspect_image, read_input_file
-    from shardsmith.core.rows import ManifestRow
     from shardsmith.format.tfrecord import frame
+    from shardsmith.images.load_images import ImageInfo, inspect_image, read_input_file
+    from shardsmith.rows import ManifestRow
+    from shardsmith.shard_writer.encode import encode_image_example
 
     images = _images(corpus, count)
     with tempfile.TemporaryDirectory() as tmp:

@@ -24,9 +24,9 @@ from corpora import BUILD_DEADLINE_S  # noqa: E402
 REPO = Path(__file__).resolve().parents[2]
 PROBE = """
 import csv, os, sys, tempfile, time
-from shardsmith.core.rows import ManifestRow, PlacedRow
-from shardsmith.core.settings import RecordSettings
-from shardsmith.core.shard_file import WriterConfig, write_shard_file
+from shardsmith.rows import ManifestRow, PlacedRow
+from shardsmith.settings import RecordSettings
+from shardsmith.shard_writer.shard_file import WriterConfig, write_shard_file
 from transforms.place import order_key
 
 manifest, images, validate = sys.argv[1], int(sys.argv[2]), sys.argv[3]

@@ -1,4 +1,4 @@
-"""Each build flag is declared once, on the settings field it fills (shardsmith/core/flag.py): what argparse, the
+"""Each build flag is declared once, on the settings field it fills (shardsmith/settings/flag.py): what argparse, the
 settings objects and metadata.json's options are made from must agree with those declarations."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from pipeline.options.arguments import build_options_from, compact_options_from
 from pipeline.options.build_options import RECORDED_ORDER, BuildOptions
 from pipeline.options.compact_options import CompactOptions
 from pipeline.options.flags import HELP_ORDER, build_flags
-from shardsmith.core.flag import declared
-from shardsmith.core.manifest import ManifestFormat
-from shardsmith.core.settings import CheckSettings, ManifestSettings, RecordSettings, RetentionSettings
+from shardsmith.manifest import ManifestFormat
 from shardsmith.output_folder.target import BuildTarget
+from shardsmith.settings import CheckSettings, ManifestSettings, RecordSettings, RetentionSettings
+from shardsmith.settings.flag import declared
 from transforms.report import ReportConfig
 
 
@@ -41,7 +41,7 @@ def test_the_settings_objects_hold_the_declared_defaults():
         for name in flag.path:
             holder = getattr(holder, name)
         assert holder == flag.field.default, flag.name
-    # ManifestFormat (shardsmith/core/manifest.py) still spells its defaults; they must be the declared ones.
+    # ManifestFormat (shardsmith/manifest.py) still spells its defaults; they must be the declared ones.
     assert dataclasses.asdict(ManifestFormat()) == dataclasses.asdict(ManifestSettings())
 
 

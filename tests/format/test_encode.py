@@ -10,10 +10,10 @@ from pathlib import Path
 
 from PIL import Image
 
-from shardsmith.core.encode import encode_image_example
-from shardsmith.core.load_images import ImageInfo
-from shardsmith.core.rows import ManifestRow
 from shardsmith.format.example import EXAMPLE_KEYS, example_class
+from shardsmith.images.load_images import ImageInfo
+from shardsmith.rows import ManifestRow
+from shardsmith.shard_writer.encode import encode_image_example
 
 
 def _jpeg(size=(20, 10), colour=(200, 30, 90)) -> bytes:
@@ -121,9 +121,9 @@ def test_serialization_is_the_same_in_another_process():
     (with another hash seed)."""
     code = (
         "import sys, hashlib\n"
-        "from shardsmith.core.encode import encode_image_example\n"
-        "from shardsmith.core.load_images import ImageInfo\n"
-        "from shardsmith.core.rows import ManifestRow\n"
+        "from shardsmith.shard_writer.encode import encode_image_example\n"
+        "from shardsmith.images.load_images import ImageInfo\n"
+        "from shardsmith.rows import ManifestRow\n"
         "row = ManifestRow('/data/m.csv', 0, 7, 'a.jpg', '/data/a.jpg', 'train', 'cat', 1, 2)\n"
         "out = encode_image_example(row, b'\\xff\\xd8 bytes', ImageInfo('jpeg', 10, 20, 3))\n"
         "sys.stdout.write(hashlib.sha256(out).hexdigest())\n"

@@ -1,4 +1,4 @@
-"""shardsmith/core/load_images.py: inspect_image against real images made here with Pillow (and a few made byte by
+"""shardsmith/images/load_images.py: inspect_image against real images made here with Pillow (and a few made byte by
 byte), checked against TensorFlow's own decoder; read_input_file; ordered_bounded_map.
 
 The key contract: for every image inspect_image accepts, tf.io.decode_image(data, expand_animations=False) has
@@ -19,14 +19,14 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from shardsmith.core.load_images import (
-    DEFAULT_MAX_PIXELS,
+from shardsmith.images.load_images import (
     ImageInfo,
     ImageRejected,
     inspect_image,
     ordered_bounded_map,
     read_input_file,
 )
+from shardsmith.settings import DEFAULT_MAX_PIXELS
 
 WIDTH, HEIGHT = 37, 23  # odd sizes: BMP row padding, no accidental width/height swap
 
@@ -216,7 +216,7 @@ def _jpeg(mode: str, **save) -> bytes:
     ("CMYK", {}, None),  # four components: Pillow's rules decide
 ])
 def test_the_jpeg_header_fast_path_agrees_with_pillow_and_tensorflow(mode, save, expected, tf):
-    from shardsmith.core.load_images import _plain_jpeg_shape
+    from shardsmith.images.load_images import _plain_jpeg_shape
 
     data = _jpeg(mode, **save)
     assert _plain_jpeg_shape(data) == expected
@@ -227,7 +227,7 @@ def test_the_jpeg_header_fast_path_agrees_with_pillow_and_tensorflow(mode, save,
 
 
 def test_the_jpeg_header_fast_path_leaves_anything_unusual_to_pillow():
-    from shardsmith.core.load_images import _plain_jpeg_shape
+    from shardsmith.images.load_images import _plain_jpeg_shape
 
     data = _jpeg("RGB")
     assert _plain_jpeg_shape(b"GIF89a" + data[6:]) is None

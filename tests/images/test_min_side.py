@@ -1,6 +1,6 @@
 """--min_side N: an image whose shorter side is below N pixels is an error row that says so, counted in the error
 budget like any rejected image; the other images are records that tf.data reads back. The flag was added by
-declaring it on RecordSettings (shardsmith/core/settings.py) and checking it in the shard writer."""
+declaring it on RecordSettings (shardsmith/settings/__init__.py) and checking it in the shard writer."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from PIL import Image
 
 from shardsmith import load
-from shardsmith.core.load_images import ImageInfo, ImageRejected, check_min_side
+from shardsmith.images.load_images import ImageInfo, ImageRejected, check_min_side
 
 COUNTS = {"cat": {"train": 8, "validation": 2, "test": 2}, "dog": {"train": 8, "validation": 2, "test": 2}}
 TINY = "img/cat/tiny.png"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from shardsmith.core.load_images import JPEG_VALIDATION_SCALE, ImageRejected, inspect_image
+from shardsmith.images.load_images import JPEG_VALIDATION_SCALE, ImageRejected, inspect_image
 
 BENCHMARK = Path(__file__).parents[1] / "benchmarks" / "decode_agreement.py"
 

@@ -14,9 +14,10 @@ import pytest
 from PIL import Image
 
 from shardsmith import load
-from shardsmith.core.load_images import ImageInfo, ImageRejected
-from shardsmith.core.reencode import Reencoding, reencode
+from shardsmith.images.load_images import ImageInfo, ImageRejected
+from shardsmith.images.reencode import reencode
 from shardsmith.output_folder.layout import published_dir
+from shardsmith.settings import Reencoding
 
 
 def _photo(size: tuple[int, int], mode: str = "RGB", seed: int = 0) -> Image.Image:

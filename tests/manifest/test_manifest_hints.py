@@ -10,9 +10,9 @@ import time
 
 import pytest
 
-from shardsmith.core.failures import explain
-from shardsmith.core.manifest import ManifestFormat, ManifestParser, Source
-from shardsmith.core.rows import ErrorRow, ManifestRow
+from shardsmith.manifest import ManifestFormat, ManifestParser, Source
+from shardsmith.rows import ErrorRow, ManifestRow
+from shardsmith.rows.failures import explain
 
 
 def _build(shardsmith, tmp_path, manifest, *extra):
@@ -48,7 +48,7 @@ def test_swapped_columns_under_a_header_suggest_the_uri_column(shardsmith, tmp_p
 def test_paths_without_extensions_are_not_called_swapped(shardsmith, tmp_path):
     manifest = tmp_path / "m.csv"
     manifest.write_text("".join(f"train,gs://b/objects/{i},cat\n" for i in range(20)))
-    from shardsmith.core.manifest.csv_file import CsvManifest
+    from shardsmith.manifest.csv_file import CsvManifest
 
     assert CsvManifest().input_problem(str(manifest), ManifestFormat()) is None
 
@@ -106,13 +106,13 @@ def test_other_wrong_folder_layouts_are_refused(files, expected, shardsmith, tmp
 @pytest.mark.parametrize("files", [["cat/1.jpg", "dog/2.png"], ["train/cat/1.jpg", "test/dog/2.jpg"],
                                    ["cat/1.jpg", "stray/deep/x.jpg", "notes.txt"]])
 def test_class_folder_layouts_pass_the_check(files, tmp_path):
-    from shardsmith.core.manifest.class_folders import folder_problem
+    from shardsmith.manifest.class_folders import folder_problem
 
     assert folder_problem(str(_folder(tmp_path / "d", files))) is None
 
 
 def test_symlinked_class_folders_pass_and_a_symlink_loop_ends(tmp_path):
-    from shardsmith.core.manifest.class_folders import folder_problem
+    from shardsmith.manifest.class_folders import folder_problem
 
     elsewhere = _folder(tmp_path / "elsewhere", ["cat/1.jpg"])
     (tmp_path / "d").mkdir()

@@ -1,4 +1,4 @@
-"""Manifest parsing (shardsmith/core/manifest/) over real files in tmp_path, through the build's ReadSourceFn: CSV
+"""Manifest parsing (shardsmith/manifest/) over real files in tmp_path, through the build's ReadSourceFn: CSV
 (with and without a header, odd encodings and line ends), JSON Lines, class folders, URI resolution, and the
 ReadManifest stage in a TestPipeline (FnApiRunner). Parquet manifests: tests/manifest/test_parquet_manifests.py.
 
@@ -23,10 +23,10 @@ from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.testing import test_pipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from shardsmith.core.manifest import ManifestFormat, Source, resolve_uri, source_kind
-from shardsmith.core.manifest.csv_file import csv_fields
-from shardsmith.core.manifest.text_lines import MAX_MANIFEST_LINE_BYTES, bounded_lines
-from shardsmith.core.rows import ROWS_PER_BATCH, ErrorRow, ManifestRow
+from shardsmith.manifest import ManifestFormat, Source, resolve_uri, source_kind
+from shardsmith.manifest.csv_file import csv_fields
+from shardsmith.manifest.text_lines import MAX_MANIFEST_LINE_BYTES, bounded_lines
+from shardsmith.rows import ROWS_PER_BATCH, ErrorRow, ManifestRow
 from transforms import ERRORS
 from transforms.read_manifest import ReadManifest, ReadSourceFn
 
@@ -640,8 +640,8 @@ def test_every_manifest_reader_keeps_the_whole_protocol():
     LineFormatReader names (the appended night's `rows(..., read)` and the writers' `line_parser`)."""
     import inspect
 
-    from shardsmith.core.manifest import LINE_FORMATS
-    from shardsmith.core.manifest.formats import READERS, LineFormatReader, ManifestReader, line_reader
+    from shardsmith.manifest import LINE_FORMATS
+    from shardsmith.manifest.formats import READERS, LineFormatReader, ManifestReader, line_reader
 
     def members(protocol) -> dict[str, list[str]]:
         return {name: list(inspect.signature(member).parameters) for cls in protocol.__mro__

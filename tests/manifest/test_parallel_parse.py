@@ -1,4 +1,4 @@
-"""A line manifest parsed by the build's writer processes (shardsmith/core/parallel_parse.py) gives the rows and
+"""A line manifest parsed by the build's writer processes (shardsmith/shard_writer/parallel_parse.py) gives the rows and
 error rows one parse in the launcher gives, in file order, whatever its lines hold; each row found on disk comes
 with its size, which the LookupSizes stage then keeps; a writer process killed while it parses costs nothing; a
 build with writer processes publishes what a build without them does, and leaves no process behind."""
@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-import shardsmith.core.parallel_parse as parallel_parse
-from shardsmith.core import shard_worker
-from shardsmith.core.manifest import ManifestFormat, ManifestParser, ManifestRead, resolve_sources
-from shardsmith.core.parallel_parse import RowHelpers, parse_in_helpers
-from shardsmith.core.rows import ManifestRow
+import shardsmith.shard_writer.parallel_parse as parallel_parse
+from shardsmith.manifest import ManifestFormat, ManifestParser, ManifestRead, resolve_sources
+from shardsmith.rows import ManifestRow
+from shardsmith.shard_writer import shard_worker
+from shardsmith.shard_writer.parallel_parse import RowHelpers, parse_in_helpers
 from tests.conftest import files_dir, shard_bytes
 
 

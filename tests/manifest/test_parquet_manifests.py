@@ -1,4 +1,4 @@
-"""Parquet manifests (shardsmith/core/manifest/parquet_file.py) over real files written with pyarrow: the same rows
+"""Parquet manifests (shardsmith/manifest/parquet_file.py) over real files written with pyarrow: the same rows
 as a CSV build the same shards, byte for byte; bad rows are error rows naming their row number, across row groups;
 columns are matched as a CSV header's are; a file named .parquet that is not Parquet, or lacks the columns, is one
 line before Beam starts; `shardsmith schema` reads one. gs://: tests/storage/test_gcs_end_to_end.py."""
@@ -17,8 +17,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from shardsmith.core.manifest import ManifestFormat, ManifestParser, resolve_sources
-from shardsmith.core.rows import ErrorRow, ManifestRow
+from shardsmith.manifest import ManifestFormat, ManifestParser, resolve_sources
+from shardsmith.rows import ErrorRow, ManifestRow
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -176,7 +176,7 @@ def _hex_uri_manifest(path: Path, num_rows: int, uri_chars: int) -> Path:
 # Python's allocator. Each row is checked for its line number, in order, and the URIs hashed in that order.
 _READ_AND_MEASURE = """
 import hashlib, json, sys
-from shardsmith.core.manifest import ManifestFormat, ManifestParser, resolve_sources
+from shardsmith.manifest import ManifestFormat, ManifestParser, resolve_sources
 def parsed(path):
     (source,) = resolve_sources((path,))
     return ManifestParser(ManifestFormat()).parse(source)

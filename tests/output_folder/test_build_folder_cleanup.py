@@ -18,7 +18,7 @@ from pathlib import Path
 
 from pipeline import cli
 from shardsmith import load
-from shardsmith.core.fault_injection import FAULT_ENV
+from shardsmith.fault_injection import FAULT_ENV
 from shardsmith.format.naming import BUILDS_DIR, LOCK_FILE
 
 NUM_SHARDS = "train=2,validation=1,test=1"

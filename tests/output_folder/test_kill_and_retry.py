@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from shardsmith.core.fault_injection import FAULT_ENV, WRITER_KILLED
+from shardsmith.fault_injection import FAULT_ENV, WRITER_KILLED
 from shardsmith.format.naming import BUILDS_DIR, LOCK_FILE, NAMES_ITS_BUILD, TEMP_PREFIX
 from shardsmith.output_folder.layout import published_dir
 
@@ -93,9 +93,9 @@ def test_a_killed_writer_process_rewrites_its_shard_once_and_the_output_is_ident
 def test_retried_shard_attempts_write_each_record_once(label_sorted_set, tmp_path, monkeypatch):
     """Runs the shard writer DoFn the way a runner retries a bundle: a first attempt that dies half-way,
     then a second attempt, then a duplicate (speculative) attempt; compares with a single clean attempt."""
-    import shardsmith.core.shard_file as shard_file
-    from shardsmith.core.rows import ManifestRow, PlacedRow
-    from shardsmith.core.shard_file import WriterConfig
+    import shardsmith.shard_writer.shard_file as shard_file
+    from shardsmith.rows import ManifestRow, PlacedRow
+    from shardsmith.shard_writer.shard_file import WriterConfig
     from transforms.place import ShardSpec, group_key, make_plan, order_key, rank_key  # noqa: F401
     from transforms.write_shards import WriteShardFn
 

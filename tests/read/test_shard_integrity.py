@@ -16,13 +16,13 @@ from pathlib import Path
 import google_crc32c
 import pytest
 
-from shardsmith.core.rows import ManifestRow, PlacedRow
-from shardsmith.core.settings import RecordSettings
-from shardsmith.core.shard_file import WriterConfig, write_shard_file
 from shardsmith.format.example import SHA256, parse_example
 from shardsmith.format.tfrecord import iter_records
 from shardsmith.output_folder.layout import published_dir
 from shardsmith.read.load import DatasetChanged, load
+from shardsmith.rows import ManifestRow, PlacedRow
+from shardsmith.settings import RecordSettings
+from shardsmith.shard_writer.shard_file import WriterConfig, write_shard_file
 
 
 def _shard_entry(out: Path, split: str = "train", index: int = 0) -> dict:

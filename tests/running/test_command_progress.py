@@ -1,6 +1,6 @@
 """Progress of the long commands other than a build: `compact` (records copied), `verify` (records checked),
 `index` (records indexed), and a night's carry-over (published rows read), counted by the real steps into the
-real counters (shardsmith/core/progress_signal.py) and drawn as a build's line is (pipeline/running/progress.py)."""
+real counters (shardsmith/progress_signal.py) and drawn as a build's line is (pipeline/running/progress.py)."""
 
 from __future__ import annotations
 

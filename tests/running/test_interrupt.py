@@ -179,8 +179,9 @@ def test_ctrl_c_in_each_phase_exits_130_in_one_line_and_the_rerun_publishes(tmp_
     def while_writing(build: _TerminalBuild):
         # Once the progress line says the build is writing and its writer processes run, they are paused: a
         # build of 216 small images writes them all in less time than a progress line takes to show the first.
-        writers = build.wait_for("the writing phase and its writers",
-                                 lambda: "writing:" in build.text() and build.children("shardsmith.core.shard_worker"))
+        writers = build.wait_for(
+            "the writing phase and its writers",
+            lambda: "writing:" in build.text() and build.children("shardsmith.shard_writer.shard_worker"))
         _pause(writers)
         return lambda: _resume(writers)
 
@@ -226,11 +227,12 @@ def test_a_ctrl_c_whose_keyboard_interrupt_was_dropped_still_stops_the_build_bef
 
 
 def test_a_ctrl_c_while_the_writers_module_is_half_imported_stops_nothing_and_raises_nothing(monkeypatch):
-    """The state CI met once: SIGINT's watcher thread found shardsmith.core.shard_worker in sys.modules before
+    """The state CI met once: SIGINT's watcher thread found shardsmith.shard_writer.shard_worker in sys.modules before
     the main thread had run its body (so no pool can exist yet), and died with an AttributeError traceback."""
     import types
 
     from pipeline.running.interrupts import Interrupts
 
-    monkeypatch.setitem(sys.modules, "shardsmith.core.shard_worker", types.ModuleType("shardsmith.core.shard_worker"))
+    writer = "shardsmith.shard_writer.shard_worker"
+    monkeypatch.setitem(sys.modules, writer, types.ModuleType(writer))
     Interrupts()._stop_children()

@@ -9,10 +9,10 @@ import threading
 import time
 from pathlib import Path
 
-from shardsmith.core.fault_injection import FAULT_ENV, WRITER_KILLED_ALWAYS
-from shardsmith.core.rows import ManifestRow, PlacedRow
-from shardsmith.core.shard_file import WriterConfig, write_shard_file
-from shardsmith.core.shard_worker import ShardWriterPool
+from shardsmith.fault_injection import FAULT_ENV, WRITER_KILLED_ALWAYS
+from shardsmith.rows import ManifestRow, PlacedRow
+from shardsmith.shard_writer.shard_file import WriterConfig, write_shard_file
+from shardsmith.shard_writer.shard_worker import ShardWriterPool
 from transforms.place import order_key
 
 REPO = Path(__file__).resolve().parents[2]
@@ -60,7 +60,7 @@ def _placed_rows(image_set, count: int) -> list[PlacedRow]:
 
 
 def _writer_pids() -> list[int]:
-    return [pid for pid, argv in _children(os.getpid()).items() if b"shardsmith.core.shard_worker" in argv]
+    return [pid for pid, argv in _children(os.getpid()).items() if b"shardsmith.shard_writer.shard_worker" in argv]
 
 
 def test_a_writer_that_stops_answering_is_killed_at_its_deadline(label_sorted_set, tmp_path):
@@ -105,7 +105,7 @@ def test_a_reply_the_launcher_cannot_read_fails_its_shard_at_once_and_the_writer
     (site / "_only_in_the_writer.py").write_text("class Outcome:\n    pass\n")
     (site / "sitecustomize.py").write_text(
         "import _only_in_the_writer\n"
-        "import shardsmith.core.shard_file as shard_file\n"
+        "import shardsmith.shard_writer.shard_file as shard_file\n"
         "shard_file.write_shard_file = lambda *job: _only_in_the_writer.Outcome()\n")
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")])))
     pool = ShardWriterPool(1, shard_deadline_s=60)

@@ -1,7 +1,7 @@
 """Progress of a local build: a real build whose stderr is not a terminal prints plain progress lines (the
 interval made small) whose counts reach the total before the summary; the terminal line is drawn by tqdm on a
 stream that says it is a terminal. The counters are the real ones the build's steps write
-(shardsmith/core/progress_signal.py)."""
+(shardsmith/progress_signal.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from pipeline.running import progress
-from shardsmith.core import progress_signal
+from shardsmith import progress_signal
 
 ROOT = Path(__file__).resolve().parents[2]
 LINE = re.compile(r"shardsmith: progress: (\d+) rows read(?:; (\d+)(?: of (\d+))? images written)?")

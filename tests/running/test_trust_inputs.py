@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from shardsmith.core.fault_injection import FAULT_ENV
+from shardsmith.fault_injection import FAULT_ENV
 from shardsmith.format.naming import TEMP_PREFIX
 
 
@@ -33,8 +33,8 @@ def special_files(tmp_path) -> dict[str, str]:
 @pytest.mark.parametrize(("which", "words"), [("fifo", "named pipe"), ("zero", "device"), ("null", "device"),
                                               ("glob", "named pipe")])
 def test_a_manifest_that_is_not_a_regular_file_is_a_usage_error(which, words, special_files):
-    from shardsmith.core.manifest import resolve_sources
     from shardsmith.errors import UsageError
+    from shardsmith.manifest import resolve_sources
 
     with pytest.raises(UsageError, match=words) as raised:
         resolve_sources((special_files[which],))
@@ -72,7 +72,7 @@ def _shard_writers_of(pid: int) -> list[int]:
         except OSError:
             continue
         state = _process_state(int(entry.name))
-        if b"shardsmith.core.shard_worker" in command and state is not None and state[0] == pid:
+        if b"shardsmith.shard_writer.shard_worker" in command and state is not None and state[0] == pid:
             writers.append(int(entry.name))
     return writers
 

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from shardsmith.core.rows import ShardResult
-from shardsmith.core.settings import CheckSettings, RecordSettings
 from shardsmith.format.metadata import read_metadata
 from shardsmith.output_folder.layout import published_dir
 from shardsmith.output_folder.lock import acquire_lock, release_lock
 from shardsmith.output_folder.target import BuildTarget
+from shardsmith.rows import ShardResult
+from shardsmith.settings import CheckSettings, RecordSettings
 from transforms.duplicates import DuplicateSummary
 from transforms.error_parts import ErrorSummary
 from transforms.labels import Vocabulary

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from apache_beam.internal import cloudpickle_pickler
 
-from shardsmith.core.shard_file import WriterConfig
+from shardsmith.shard_writer.shard_file import WriterConfig
 from transforms.duplicates import ContentDigestFn
 from transforms.lookup_sizes import LookupSizesFn
 from transforms.write_shards import WriteShardFn

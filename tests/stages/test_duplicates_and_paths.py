@@ -183,7 +183,7 @@ def test_copies_groups_by_the_whole_hash_when_hashes_share_their_first_64_bits()
     hash: over sealed batches (as the GroupByKey hands them), it finds the same groups as grouping every digest."""
     import random
 
-    from shardsmith.core.rows import ImageDigest, ImageDigests, SealedBatch
+    from shardsmith.rows import ImageDigest, ImageDigests, SealedBatch
     from transforms.duplicates import _copies
 
     rng = random.Random(5)

@@ -1,5 +1,5 @@
 """A build that fails its error budget says why in its one line: the top reasons with counts and an example
-each, and the fix when one reason explains nearly every failure (shardsmith/core/failures.py)."""
+each, and the fix when one reason explains nearly every failure (shardsmith/rows/failures.py)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from shardsmith.core.failures import explain
-from shardsmith.core.rows import ErrorRow
+from shardsmith.rows import ErrorRow
+from shardsmith.rows.failures import explain
 
 
 def _manifest(root: Path, image_set, text: str) -> Path:

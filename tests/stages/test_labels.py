@@ -10,8 +10,8 @@ from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.testing import test_pipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from shardsmith.core.label_list import FixedLabels
-from shardsmith.core.rows import Annotation, ManifestRow
+from shardsmith.manifest.label_list import FixedLabels
+from shardsmith.rows import Annotation, ManifestRow
 from transforms.labels import (
     AttachLabelIds,
     ComputeVocabulary,

@@ -1,4 +1,4 @@
-"""Labels that look the same (shardsmith/core/look_alike_labels.py): `café` composed and decomposed, `Cat` beside
+"""Labels that look the same (shardsmith/manifest/look_alike_labels.py): `café` composed and decomposed, `Cat` beside
 `cat` in a manifest of lowercase labels. A build reports them in its summary and metadata.json, and
 `--normalize_labels nfc` merges the Unicode kind, for manifest rows, --label_file and class folders alike."""
 
@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from shardsmith.core.look_alike_labels import look_alike_groups
+from shardsmith.manifest.look_alike_labels import look_alike_groups
 
 COMPOSED, DECOMPOSED = "caf\u00e9", "cafe\u0301"
 

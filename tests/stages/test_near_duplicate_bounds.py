@@ -18,11 +18,12 @@ from pathlib import Path
 import pytest
 from PIL import Image, PngImagePlugin
 
-from shardsmith.core.identical_signatures import MAX_EXPANDED_GROUP, CollapsedRows, collapse_identical
-from shardsmith.core.load_images import DEFAULT_MAX_PIXELS, ImageRejected, open_image
-from shardsmith.core.near_duplicate_search import HashedImage, bucket_candidates
-from shardsmith.core.perceptual_hash import ImageSignature, signature_of_bytes
+from shardsmith.images.load_images import ImageRejected, open_image
+from shardsmith.near_duplicates.identical_signatures import MAX_EXPANDED_GROUP, CollapsedRows, collapse_identical
+from shardsmith.near_duplicates.near_duplicate_search import HashedImage, bucket_candidates
+from shardsmith.near_duplicates.perceptual_hash import ImageSignature, signature_of_bytes
 from shardsmith.output_folder.layout import published_dir
+from shardsmith.settings import DEFAULT_MAX_PIXELS
 
 ROOT = Path(__file__).resolve().parents[2]
 ADDRESS_SPACE_CAP = 4_000_000_000  # the build's own virtual memory: a quadratic build dies at this, not the host

@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from shardsmith.core.near_duplicate_search import (
+from shardsmith.format.metadata import parse_near_duplicates
+from shardsmith.format.metadata_schema import Metadata, NearDuplicatesEntry
+from shardsmith.near_duplicates.near_duplicate_search import (
     LOW_DETAIL_BLOCKS,
     LOW_DETAIL_MIN_STRUCTURE_SIMILARITY,
     MAX_BUCKET_MEMBERS,
@@ -28,9 +30,7 @@ from shardsmith.core.near_duplicate_search import (
     structure_similarity,
     take_bucket,
 )
-from shardsmith.core.perceptual_hash import MIN_REDUCED_SIDE, ImageSignature, signature_of_bytes
-from shardsmith.format.metadata import parse_near_duplicates
-from shardsmith.format.metadata_schema import Metadata, NearDuplicatesEntry
+from shardsmith.near_duplicates.perceptual_hash import MIN_REDUCED_SIDE, ImageSignature, signature_of_bytes
 from shardsmith.output_folder.layout import published_dir
 
 PHOTOS = Path(__file__).parents[1] / "data" / "tfrecorder" / "images"
@@ -281,9 +281,9 @@ def test_a_resized_photo_is_confirmed_and_another_photo_is_far():
 
 @pytest.mark.parametrize("validate", ["decode", "header"])
 def test_the_writer_hashes_only_when_asked_and_the_same_bytes_either_way(tmp_path, validate):
-    from shardsmith.core.rows import ManifestRow, PlacedRow
-    from shardsmith.core.settings import RecordSettings
-    from shardsmith.core.shard_file import WriterConfig, write_shard_file
+    from shardsmith.rows import ManifestRow, PlacedRow
+    from shardsmith.settings import RecordSettings
+    from shardsmith.shard_writer.shard_file import WriterConfig, write_shard_file
 
     row = ManifestRow(str(tmp_path / "m.csv"), 0, 2, "photo.jpg", str(PHOTO), "train", "cat", -1, 0)
     placed = [PlacedRow(row, 0, 1, (0, 0, 2))]

@@ -16,8 +16,8 @@ from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.testing import test_pipeline
 from apache_beam.testing.util import assert_that
 
-from shardsmith.core.rows import ManifestRow
-from shardsmith.core.settings import PlacementSettings
+from shardsmith.rows import ManifestRow
+from shardsmith.settings import PlacementSettings
 from transforms import place
 from transforms.place import (
     MIB,

@@ -8,8 +8,8 @@ import pickle
 import zlib
 from collections import Counter
 
-from shardsmith.core import rows
-from shardsmith.core.rows import Annotation, ImageDigest, ImageDigests, ManifestRow, PlacedRow, RowBatch, SealedBatch
+from shardsmith import rows
+from shardsmith.rows import Annotation, ImageDigest, ImageDigests, ManifestRow, PlacedRow, RowBatch, SealedBatch
 from transforms import read_manifest
 from transforms.row_coder import ImageDigestsCoder, RowBatchCoder, SealedBatchCoder
 

@@ -1,7 +1,7 @@
-"""A shard written in parts by several writers and joined (shardsmith/core/split_shard.py) is the shard one writer
-writes whole: the same bytes, index file, row list and outcome, whichever rows each part rejects; a part file
-changed before the join stops it with nothing renamed; a build whose last shard is split publishes the same
-folder as a build written in one process."""
+"""A shard written in parts by several writers and joined (shardsmith/shard_writer/split_shard.py) is the shard one
+writer writes whole: the same bytes, index file, row list and outcome, whichever rows each part rejects; a part file
+changed before the join stops it with nothing renamed; a build whose last shard is split publishes the same folder as a
+build written in one process."""
 
 from __future__ import annotations
 
@@ -18,14 +18,21 @@ import google_crc32c
 import pytest
 from PIL import Image
 
-from shardsmith.core.fault_injection import FAULT_ENV
-from shardsmith.core.rows import ManifestRow, PlacedRow, RowBatch, SealedBatch
-from shardsmith.core.settings import RecordSettings
-from shardsmith.core.shard_file import WriterConfig, write_shard_file
-from shardsmith.core.split_shard import MIN_ROWS_PER_PART, SplitShardError, cut, join_parts, num_parts, write_part
+from shardsmith.fault_injection import FAULT_ENV
 from shardsmith.format.file_checksum import crc32c_of_joined
 from shardsmith.format.naming import BUILDS_DIR, NAMES_ITS_BUILD, TEMP_PREFIX
 from shardsmith.output_folder.layout import published_dir
+from shardsmith.rows import ManifestRow, PlacedRow, RowBatch, SealedBatch
+from shardsmith.settings import RecordSettings
+from shardsmith.shard_writer.shard_file import WriterConfig, write_shard_file
+from shardsmith.shard_writer.split_shard import (
+    MIN_ROWS_PER_PART,
+    SplitShardError,
+    cut,
+    join_parts,
+    num_parts,
+    write_part,
+)
 from tests.conftest import write_manifest
 
 NUM_ROWS = 70

@@ -21,12 +21,12 @@ from apache_beam.testing import test_pipeline
 from apache_beam.testing.util import assert_that
 from PIL import Image
 
-from shardsmith.core.rows import ErrorRow, ImageDigest, ManifestRow, PlacedRow, ShardResult
-from shardsmith.core.settings import RecordSettings
-from shardsmith.core.shard_file import WriterConfig, write_shard_file
 from shardsmith.format.example import EXAMPLE_KEYS
 from shardsmith.format.naming import TEMP_PREFIX, shard_file_name
 from shardsmith.format.tfrecord import frame
+from shardsmith.rows import ErrorRow, ImageDigest, ManifestRow, PlacedRow, ShardResult
+from shardsmith.settings import RecordSettings
+from shardsmith.shard_writer.shard_file import WriterConfig, write_shard_file
 from transforms.place import ShardPlan, SplitPlan
 from transforms.write_shards import SMALL_BUILD_BYTES, SMALL_BUILD_IMAGES, WriteShardFn, WriteShards
 
@@ -226,7 +226,7 @@ def test_rewriting_a_shard_gives_identical_bytes(tmp_path):
 
 def test_the_shard_writer_processes_import_neither_beam_nor_tensorflow():
     """Each local writer process costs tens of MB because of this; importing either would cost 0.2-0.7 GB."""
-    probe = ("import sys, shardsmith.core.shard_worker, shardsmith.core.shard_file; "
+    probe = ("import sys, shardsmith.shard_writer.shard_worker, shardsmith.shard_writer.shard_file; "
              "print(sorted(m for m in ('apache_beam', 'tensorflow') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,
                           cwd=Path(__file__).resolve().parents[2])
@@ -234,7 +234,7 @@ def test_the_shard_writer_processes_import_neither_beam_nor_tensorflow():
 
 
 def test_a_writer_process_killed_between_shards_is_replaced_and_the_next_shard_written(tmp_path):
-    from shardsmith.core.shard_worker import ShardWriterPool
+    from shardsmith.shard_writer.shard_worker import ShardWriterPool
 
     data = _image_bytes("jpeg", 11)
     rows = [_placed(tmp_path, f"{i}.jpg", data, "cat", i, 0, i) for i in range(3)]

@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from shardsmith.core.load_images import ImageRejected, read_input_file
-from shardsmith.core.manifest import ManifestFormat
-from shardsmith.core.manifest.csv_file import header_problem
 from shardsmith.errors import UsageError
+from shardsmith.images.load_images import ImageRejected, read_input_file
+from shardsmith.manifest import ManifestFormat
+from shardsmith.manifest.csv_file import header_problem
 
 OUTSIDE = "image URI is outside --allowed_prefixes"
 NOT_REGULAR = "file is not a regular file"
@@ -121,7 +121,7 @@ def test_files_swapped_after_the_manifest_and_size_lookup_are_rejected_by_the_wr
         f.write("train,pipe.jpg,a\n")
     becomes_fifo = kept.path_of(kept.rows[0][1])
 
-    from shardsmith.core import shard_worker
+    from shardsmith.shard_writer import shard_worker
 
     submit = shard_worker.ShardWriterPool.submit
 

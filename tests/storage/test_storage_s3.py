@@ -115,7 +115,7 @@ def test_hashed_shard_writer_on_s3_keeps_the_gs_gzip_bytes_and_the_checksum(s3_b
     the checksum taken on the way is the stored object's."""
     from apache_beam.io.filesystem import CompressedFile, CompressionTypes
 
-    from shardsmith.core.shard_file import HashedFile
+    from shardsmith.shard_writer.shard_file import HashedFile
 
     payload = random.Random(1).randbytes(300_000)
     class Kept(io.BytesIO):

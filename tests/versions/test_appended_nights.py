@@ -1,5 +1,5 @@
 """A night whose manifest only had rows appended parses only those and the rows that failed, and publishes the same
-version, byte for byte, as the full pairing of every row (shardsmith/core/manifest/appended.py)."""
+version, byte for byte, as the full pairing of every row (shardsmith/manifest/appended.py)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from shardsmith.core.manifest import AppendedPlan, ManifestChanged, ManifestRead, valid_digest
-from shardsmith.core.manifest.text_lines import manifest_lines
 from shardsmith.format.metadata_schema import ManifestDigestEntry
 from shardsmith.format.naming import BUILDS_DIR, METADATA_FILE, NAMES_ITS_BUILD
+from shardsmith.manifest import AppendedPlan, ManifestChanged, ManifestRead, valid_digest
+from shardsmith.manifest.text_lines import manifest_lines
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -207,7 +207,7 @@ def test_skipped_lines_are_counted_as_rows_exactly_when_they_hold_text(tmp_path)
     import codecs
     import random
 
-    from shardsmith.core.manifest.appended import LineSelection, lines_of, skipped_line_counts
+    from shardsmith.manifest.appended import LineSelection, lines_of, skipped_line_counts
 
     kinds = [b"train,a.jpg,cat", b"", b"   ", b"\t", b"\tx,y,z", b" lead,a.jpg,cat", "\u3000".encode(),
              "\u3000x".encode(), "é,a.jpg,cat".encode(), b"\x7f", b"~x", None, codecs.BOM_UTF8, codecs.BOM_UTF8 + b"a"]

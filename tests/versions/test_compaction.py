@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from shardsmith import load, records
-from shardsmith.core.fault_injection import FAULT_ENV
+from shardsmith.fault_injection import FAULT_ENV
 from shardsmith.format.naming import BUILDS_DIR, LOCK_FILE, METADATA_FILE
 from shardsmith.format.row_list import parse_row_list
 

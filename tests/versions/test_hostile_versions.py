@@ -267,10 +267,10 @@ def test_a_lost_row_list_that_records_cannot_give_back_names_the_fix(rows, shard
 
 
 def test_a_row_list_line_is_rebuilt_only_from_a_record_that_holds_its_files_bytes():
-    from shardsmith.core.row_identity import row_identity
-    from shardsmith.core.rows import ManifestRow
     from shardsmith.format.example import ImageRecord, encode_example
     from shardsmith.format.row_list import RowListError
+    from shardsmith.rows import ManifestRow
+    from shardsmith.rows.row_identity import row_identity
     from shardsmith.versions.row_check import listed_row
 
     image = b"\xff\xd8 not really a jpeg"

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from shardsmith import load, records
-from shardsmith.core.fault_injection import FAULT_ENV
+from shardsmith.fault_injection import FAULT_ENV
 from shardsmith.format.naming import BUILDS_DIR, LOCK_FILE, METADATA_FILE
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -313,8 +313,8 @@ def test_row_lists_read_back_what_was_written_and_name_the_bad_line():
 def test_a_row_identity_is_its_content_not_its_place_in_the_manifest():
     import dataclasses
 
-    from shardsmith.core.row_identity import row_identity
-    from shardsmith.core.rows import ManifestRow
+    from shardsmith.rows import ManifestRow
+    from shardsmith.rows.row_identity import row_identity
     from shardsmith.versions.carry_over import RecordPlace, pair_rows
 
     row = ManifestRow("a.csv", 0, 2, "img/1.jpg", "/data/img/1.jpg", "train", "cat")

@@ -15,11 +15,16 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from shardsmith.core.near_duplicate_search import MAX_BUCKET_CANDIDATES, HashedImage, leaked_copy, pair_of
-from shardsmith.core.perceptual_hash import ImageSignature, signature_from_text, signature_of_bytes, signature_text
 from shardsmith.format.metadata import parse_near_duplicates
 from shardsmith.format.naming import BUILDS_DIR
 from shardsmith.format.row_list import ListedRow, RowListError, parse_row_list, row_list_bytes
+from shardsmith.near_duplicates.near_duplicate_search import MAX_BUCKET_CANDIDATES, HashedImage, leaked_copy, pair_of
+from shardsmith.near_duplicates.perceptual_hash import (
+    ImageSignature,
+    signature_from_text,
+    signature_of_bytes,
+    signature_text,
+)
 from shardsmith.output_folder.layout import published_dir
 
 ROOT = Path(__file__).resolve().parents[2]

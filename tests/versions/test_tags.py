@@ -234,7 +234,7 @@ def test_a_tag_killed_between_its_temporary_file_and_the_rename_changes_nothing_
     import subprocess
     import sys
 
-    from shardsmith.core.fault_injection import BEFORE_TAGS_RENAME, FAULT_ENV
+    from shardsmith.fault_injection import BEFORE_TAGS_RENAME, FAULT_ENV
 
     out = tmp_path / "out"
     first = build(shardsmith, tmp_path, out, "day1", rows[:40])

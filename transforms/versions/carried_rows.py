@@ -28,16 +28,15 @@ from contextlib import contextmanager
 import apache_beam as beam
 from apache_beam.transforms.window import GlobalWindows
 
-from shardsmith import storage
-from shardsmith.core import progress_signal
-from shardsmith.core.near_duplicate_search import HashedImage
-from shardsmith.core.perceptual_hash import ImageSignature, signature_from_text
-from shardsmith.core.row_identity import row_identity
-from shardsmith.core.rows import ROWS_PER_BATCH, ImageDigest, ImageDigests, ManifestRow, RowBatch
-from shardsmith.core.shard_file import WriterConfig
+from shardsmith import progress_signal, storage
 from shardsmith.format.naming import row_list_name, shard_generation
 from shardsmith.format.row_list import ListedRow, RowListError, parse_row_list, rows_with_sha256
+from shardsmith.near_duplicates.near_duplicate_search import HashedImage
+from shardsmith.near_duplicates.perceptual_hash import ImageSignature, signature_from_text
 from shardsmith.output_folder import BuildTarget, build_dir, carry_over_scratch
+from shardsmith.rows import ROWS_PER_BATCH, ImageDigest, ImageDigests, ManifestRow, RowBatch
+from shardsmith.rows.row_identity import row_identity
+from shardsmith.shard_writer.shard_file import WriterConfig
 from shardsmith.versions import row_check
 from shardsmith.versions.carry_over import CarriedShard, CarriedVersion, RecordPlace, pair_rows
 from shardsmith.versions.shard_rewrite import rewrite_shard

@@ -26,11 +26,7 @@ from dataclasses import dataclass, replace
 
 import apache_beam as beam
 
-from shardsmith import storage
-from shardsmith.core import fault_injection
-from shardsmith.core.rows import RowBatch, ShardResult
-from shardsmith.core.settings import CheckSettings, RecordSettings, RetentionSettings
-from shardsmith.core.shard_file import WriterConfig
+from shardsmith import fault_injection, storage
 from shardsmith.format.build_record import COPY_CHUNK_BYTES, write_atomically, write_atomically_from
 from shardsmith.format.metadata import labels_bytes
 from shardsmith.format.metadata_schema import IncrementalEntry, Metadata
@@ -38,6 +34,9 @@ from shardsmith.format.naming import ERRORS_FILE, LABELS_FILE, NEAR_DUPLICATES_F
 from shardsmith.format.tfds import tfds_metadata_files
 from shardsmith.format.transform_fn import write_transform_fn
 from shardsmith.output_folder import BuildTarget, build_dir, publish_version
+from shardsmith.rows import RowBatch, ShardResult
+from shardsmith.settings import CheckSettings, RecordSettings, RetentionSettings
+from shardsmith.shard_writer.shard_file import WriterConfig
 from shardsmith.versions.compaction import CompactionSource, readable_path, record_rows, row_list_path
 from shardsmith.versions.record_copy import CompactionWriter, CopyRefused, copy_in_writer_process, write_compacted_shard
 from transforms.error_parts import ErrorSummary
@@ -193,7 +192,7 @@ class CopyRecordsFn(beam.DoFn):
 
     def setup(self):
         if self._processes > 0:
-            from shardsmith.core.shard_worker import build_pool
+            from shardsmith.shard_writer.shard_worker import build_pool
 
             self._pool = build_pool(self._config.writer.output_dir, self._processes)
 
@@ -222,7 +221,7 @@ class CopyRecordsFn(beam.DoFn):
 
     def teardown(self):
         if self._processes > 0:
-            from shardsmith.core.shard_worker import close_build_pool
+            from shardsmith.shard_writer.shard_worker import close_build_pool
 
             close_build_pool(self._config.writer.output_dir)
         self._pool = None

@@ -31,8 +31,8 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from shardsmith.core.progress_signal import set_total
 from shardsmith.output_folder import dataset_dir
+from shardsmith.progress_signal import set_total
 from shardsmith.read.dataset_checks.folder import check_folder, load_metadata
 from shardsmith.read.dataset_checks.report import MAX_PROBLEMS_PER_SHARD, Problem, ShardCheck, VerifyReport, shard_line
 from shardsmith.read.dataset_checks.shards import check_shard, decode_indices

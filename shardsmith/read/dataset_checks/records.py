@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import hashlib
 
-from shardsmith.core.load_images import JPEG_START
-from shardsmith.core.rows import placing_label_id
 from shardsmith.format.example import (
     BOX_KEYS,
     BOX_LABEL,
@@ -27,7 +25,9 @@ from shardsmith.format.example import (
     WIDTH,
 )
 from shardsmith.format.metadata_schema import Metadata
+from shardsmith.images.load_images import JPEG_START
 from shardsmith.read.dataset_checks.report import ShardCheck
+from shardsmith.rows import placing_label_id
 
 _SIGNATURES = {"jpeg": (JPEG_START,), "png": (b"\x89PNG\r\n\x1a\n",), "gif": (b"GIF87a", b"GIF89a"),
                "bmp": (b"BM",), "webp": (b"RIFF",)}
@@ -119,7 +119,7 @@ def _check_labels(check: ShardCheck, index: int, values: dict, metadata: Metadat
 
 def _image_at(values: dict, check: ShardCheck, index: int) -> bytes | None:
     """--image_mode path: the bytes at the record's image/uri, which must still be the ones it was built from."""
-    from shardsmith.core.load_images import read_input_file
+    from shardsmith.images.load_images import read_input_file
 
     uri = values[URI].decode("utf-8", "replace")
     try:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import zlib
 
 from shardsmith import storage
-from shardsmith.core.progress_signal import ITEMS_DONE, Tally
 from shardsmith.format.example import SHA256, parse_example
 from shardsmith.format.file_checksum import ShardChecksum
 from shardsmith.format.metadata_schema import Metadata, ShardEntry
@@ -19,6 +18,7 @@ from shardsmith.format.naming import index_file_name
 from shardsmith.format.record_file import FramingError, record_file
 from shardsmith.format.record_index import IndexFileError, RecordIndex
 from shardsmith.output_folder import shard_file_path
+from shardsmith.progress_signal import ITEMS_DONE, Tally
 from shardsmith.read.dataset_checks.records import check_example
 from shardsmith.read.dataset_checks.report import ShardCheck
 from shardsmith.read.record_stream import HashingReader, decompressed, open_raw
