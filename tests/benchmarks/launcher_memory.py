@@ -9,7 +9,9 @@ local runner and, after every bundle the runner executes, records the launcher's
 buffers between stages hold: for each PCollection buffered, its encoded bytes (a ListBuffer: elements waiting
 for the next stage) or its decoded values (a GroupingBuffer: a GroupByKey's table, which keeps what it groups as
 Python objects until the group is read; counted, and sized with sys.getsizeof one level deep). Prints the stages
-in the order they ran with the RSS after each, and the largest buffers at the moment RSS peaked. Writer
+in the order they ran with the RSS as each started and its peak while it ran (the rise is what the stage holds:
+its input, in about three copies, and its output; the runner takes a stage's inputs out of its buffers as it
+starts, so they are not among the buffers listed), and the largest buffers at the moment RSS peaked. Writer
 processes are not counted: this is the launcher's share.
 """
 
@@ -71,7 +73,7 @@ def main() -> int:
     from pipeline import cli
 
     process = psutil.Process()
-    timeline: list[tuple[str, float]] = []
+    timeline: list[tuple[str, float, float]] = []  # (stage, RSS as it started, peak while it ran)
     peak: dict = {"rss": 0.0, "stage": "", "buffers": []}
     original = fn_runner.FnApiRunner._execute_bundle
     traced: dict = {"stages": {}, "most": 0, "snapshot": None, "after": ""}
@@ -81,6 +83,7 @@ def main() -> int:
         tracemalloc.start(8)
 
     def execute_bundle(self, context, bundle_context_manager, bundle_input):
+        before = process.memory_info().rss / 2**20
         during = {"rss": 0.0}
         done = threading.Event()
 
@@ -105,9 +108,9 @@ def main() -> int:
             if current > traced["most"]:
                 traced.update(most=current, snapshot=tracemalloc.take_snapshot(), after=stage)
         if not timeline or timeline[-1][0] != stage:
-            timeline.append((stage, rss))
+            timeline.append((stage, before, rss))
         else:
-            timeline[-1] = (stage, max(rss, timeline[-1][1]))
+            timeline[-1] = (stage, timeline[-1][1], max(rss, timeline[-1][2]))
         if rss > peak["rss"]:
             peak.update(rss=rss, stage=stage, buffers=_buffers(context))
         return result
@@ -122,9 +125,11 @@ def main() -> int:
         else:
             cli.run(["build", "--manifest", str(args.manifest), "--output_dir", f"{folder}/out", "--name", "probe",
                      *args.extra])
-    print("\nlauncher peak RSS while each stage ran (MB), in the order they ran:")
-    for stage, rss in timeline:
-        print(f"  {rss:8.0f}  {stage[:110]}")
+    # The runner takes a stage's inputs out of its buffers as the stage starts: what a stage holds shows as the
+    # rise from its start to its peak, not in the buffers listed below.
+    print("\nlauncher RSS as each stage started -> its peak while it ran (MB), in the order they ran:")
+    for stage, before, rss in timeline:
+        print(f"  {before:6.0f} -> {rss:6.0f}  {stage[:100]}")
     print(f"\npeak {peak['rss']:.0f} MB after {peak['stage'][:110]}; buffers then:")
     for name, kind, size in sorted(peak["buffers"], key=lambda b: -b[2])[:12]:
         print(f"  {size / 2**20:8.1f} MB  {kind:<28} {name}")
