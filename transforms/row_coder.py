@@ -21,25 +21,24 @@ from __future__ import annotations
 
 import pickle
 import struct
-import zlib
 
 import apache_beam as beam
 from apache_beam.typehints import Any, Iterable, Tuple
 
-from shardsmith.rows import SEALED_COMPRESSION, ImageDigests, RowBatch, SealedBatch
+from shardsmith.rows import ImageDigests, RowBatch, SealedBatch, sealed_bytes, unsealed
 
 
 class RowBatchCoder(beam.coders.Coder):
-    """A RowBatch as one pickle, compressed (SEALED_COMPRESSION): the local runner holds a stage's input in
+    """A RowBatch as one pickle, compressed (`sealed_bytes`): the local runner holds a stage's input in
     several copies (shardsmith/rows/__init__.py, SealedBatch). Its size estimate is the first item's pickled size times
     the item count, before compression: a metric's input (Beam's MeanByteCount), never used to frame or split
     data."""
 
     def encode(self, batch: list) -> bytes:
-        return zlib.compress(pickle.dumps(batch, protocol=pickle.HIGHEST_PROTOCOL), SEALED_COMPRESSION)
+        return sealed_bytes(batch)
 
     def decode(self, encoded: bytes) -> list:
-        return pickle.loads(zlib.decompress(encoded))
+        return unsealed(encoded)
 
     def estimate_size(self, batch: list) -> int:
         if not batch:

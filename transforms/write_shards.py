@@ -153,8 +153,13 @@ class WriteShardFn(beam.DoFn):
 def is_small(plan: ShardPlan) -> bool:
     """Whether the build `plan` places is written faster in one process than by starting writer processes."""
     splits = plan.splits.values()
-    return (sum(s.num_examples for s in splits) <= SMALL_BUILD_IMAGES
-            and sum(s.num_bytes for s in splits) <= SMALL_BUILD_BYTES)
+    return is_small_size(sum(s.num_examples for s in splits), sum(s.num_bytes for s in splits))
+
+
+def is_small_size(num_images: int, num_bytes: int) -> bool:
+    """Whether that many images of that many source bytes are written faster in one process (a build's shards,
+    or a compaction's) than by starting writer processes."""
+    return num_images <= SMALL_BUILD_IMAGES and num_bytes <= SMALL_BUILD_BYTES
 
 
 def num_shards(plan: ShardPlan) -> int:

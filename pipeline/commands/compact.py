@@ -146,13 +146,12 @@ def copying_processes(beam_options, published: Metadata, requested: int) -> int:
     per core, never more than its shards), none for a version a build would write in its own process
     (transforms/write_shards.py, is_small)."""
     from pipeline.running.runner import writer_processes
-    from transforms.write_shards import SMALL_BUILD_BYTES, SMALL_BUILD_IMAGES
+    from transforms.write_shards import is_small_size
 
     splits = published.splits.values()
     if requested >= 0:
         return writer_processes(beam_options, requested)
-    if (sum(s.num_examples for s in splits) <= SMALL_BUILD_IMAGES
-            and sum(s.num_bytes or 0 for s in splits) <= SMALL_BUILD_BYTES):
+    if is_small_size(sum(s.num_examples for s in splits), sum(s.num_bytes or 0 for s in splits)):
         return 0
     return min(writer_processes(beam_options, -1), sum(s.num_shards or 0 for s in splits))
 

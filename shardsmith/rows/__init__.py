@@ -142,11 +142,10 @@ class SealedBatch:
     @classmethod
     def of(cls, batch: Sequence) -> SealedBatch:
         rows = batch if isinstance(batch, RowBatch) else RowBatch(batch)
-        return cls(zlib.compress(pickle.dumps(rows, protocol=pickle.HIGHEST_PROTOCOL), SEALED_COMPRESSION),
-                   len(rows))
+        return cls(sealed_bytes(rows), len(rows))
 
     def rows(self) -> RowBatch:
-        return pickle.loads(zlib.decompress(self.data))
+        return unsealed(self.data)
 
     def __iter__(self):
         return iter(self.rows())
@@ -286,3 +285,13 @@ def _unpickled_rows(batch_type: type, kind: type, values: list[tuple]) -> list:
         return batch_type(PlacedRow(ManifestRow(*row), shard, num_shards, order_key)
                           for row, shard, num_shards, order_key in values)
     return batch_type(kind(*row) for row in values)
+
+
+def sealed_bytes(value) -> bytes:
+    """`value`'s pickle, compressed (SEALED_COMPRESSION): how a batch crosses a stage boundary or waits sealed."""
+    return zlib.compress(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL), SEALED_COMPRESSION)
+
+
+def unsealed(data: bytes):
+    """The value `sealed_bytes` made `data` from."""
+    return pickle.loads(zlib.decompress(data))

@@ -125,11 +125,11 @@ class CopyRefused:
     is not what metadata.json says: the error's class name and message, raised again by the launcher as they
     are raised where the shard is copied in the launcher's own process."""
 
-    error: str  # "RowListError" or "SourceRecordError"
+    error: type[RowListError | SourceRecordError]  # pickled by reference: the same class in the launcher
     message: str
 
     def raise_again(self) -> None:
-        raise (RowListError if self.error == "RowListError" else SourceRecordError)(self.message)
+        raise self.error(self.message)
 
 
 def copy_in_writer_process(config: CompactionWriter, split: str, shard: int,
@@ -139,5 +139,5 @@ def copy_in_writer_process(config: CompactionWriter, split: str, shard: int,
     try:
         return write_compacted_shard(config, split, shard, dealt)
     except (RowListError, SourceRecordError) as e:
-        return CopyRefused(type(e).__name__, str(e))
+        return CopyRefused(type(e), str(e))
 
