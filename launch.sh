@@ -22,7 +22,7 @@ commands:
   local ARGS...   run `shardsmith build ARGS...` on the local runner (Beam's FnApiRunner)
   test [ARGS...]  ruff, then the test suite (extra ARGS go to pytest)
   install         only create .venv and install shardsmith with its test tools
-  airflow-env     create the Airflow virtualenv (.venv-airflow) that tests/cloud/test_airflow_dags.py uses
+  airflow-env     create the Airflow virtualenv (.venv-airflow) that tests/examples/airflow/test_airflow_dags.py uses
   readers-env     create .venv-readers: the readers and torch, without Beam, TensorFlow or tf.transform
   -h, --help      this help
 

@@ -1,7 +1,7 @@
 """Fixtures the tests of more than one part share: real image files, real builds through the CLI (on Beam's
 FnApiRunner, pinned by pipeline.running.runner for every local run), shards read back with tf.data, a local
-Cloud Storage server and a local S3 server (moto). A fixture only one part's tests use lives in that folder's
-conftest.py (tests/read/).
+Cloud Storage server and a local S3 server (moto). A fixture that only the tests under one folder use lives in
+that folder's conftest.py (tests/shardsmith/conftest.py: the readers').
 
 pytest runs with --import-mode=importlib and apache-beam installs a top-level package named `tests`, so
 helpers live here as fixtures rather than in an importable module.
@@ -187,6 +187,12 @@ def version_rows(label_sorted_set):
         return sorted(picked, key=lambda r: r[1])
 
     return pick
+
+
+@pytest.fixture
+def rows(version_rows) -> list[tuple[str, str, str]]:
+    """90 rows (30 per label, all three splits) with absolute URIs, in URI order."""
+    return version_rows()
 
 
 NUM_SHARDS = "train=4,validation=2,test=2"

@@ -5,7 +5,7 @@ Beam measures every PCollection's mean element size by encoding a sample of its 
 first 10 elements of every output, then about 10 in each doubling (apache_beam/runners/worker/opcounters.py).
 Rows travel in batches of up to ROWS_PER_BATCH, so a build of tens of thousands of rows has few enough elements
 that nearly every batch is sampled, at every ParDo output it passes: with Beam's default coder each sample
-pickles the whole batch to count its bytes (tests/stages/test_row_coder.py counts the pickles a row takes in a real
+pickles the whole batch to count its bytes (tests/transforms/test_row_coder.py counts the pickles a row takes in a real
 build). RowBatchCoder encodes as the default coder does for a RowBatch (one pickle), and estimates a batch's size
 from its first row.
 

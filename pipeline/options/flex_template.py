@@ -14,8 +14,8 @@ Each flag's declaration (pipeline/options/flags.py reads them) says whether it e
 required, its default and choices, whether it is a list or a switch, and its Template: the console's label and
 help text ("{default}" is filled in) and the regex of a free-text value. Regexes of flags with choices and of
 switches are generated; a list flag's regex is its item's, repeated with commas. Guarantees: generation fails on
-a flag that is neither local-only (template=None) nor given a regex it needs, and tests/cloud/test_launch.py fails
-while the committed files differ from what `--write` would write.
+a flag that is neither local-only (template=None) nor given a regex it needs, and tests/pipeline/cloud/test_launch.py
+fails while the committed files differ from what `--write` would write.
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@
 
 Building the message costs about 70 us a record on a 57 KB photo (the image is copied into the message, the
 map is sorted, and each of a dozen features takes several Python-to-C calls); these functions cost under 10 us.
-tests/format/test_example_wire.py compares both encoders' bytes on every record shape the writer makes and on random
-values, the edge cases included (empty lists, negative and 64-bit ints, floats beyond float32's range, NaN).
+tests/shardsmith/format/test_example_wire.py compares both encoders' bytes on every record shape the writer makes and on
+random values, the edge cases included (empty lists, negative and 64-bit ints, floats beyond float32's range, NaN).
 
 The layout (TensorFlow's example.proto and feature.proto, proto3): Example.features (1) -> Features.feature (1),
 a map<string, Feature> whose entries are written in key order, each entry holding its key (1) and its value (2);

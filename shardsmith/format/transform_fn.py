@@ -2,8 +2,8 @@
 
 `tft.TFTransformOutput(folder)` loads what `write_transform_fn` writes, and it maps each label to its id (its
 line in labels.txt) and any other string to -1, as tensorflow-transform's own `compute_and_apply_vocabulary`
-output does (tests/format/test_transform_fn.py compares the two on the same vocabularies). The SavedModel is a template
-made once by tft (shardsmith/format/transform_fn_template.py), in which the two values that depend on the
+output does (tests/shardsmith/format/test_transform_fn.py compares the two on the same vocabularies). The SavedModel is
+a template made once by tft (shardsmith/format/transform_fn_template.py), in which the two values that depend on the
 vocabulary have fixed-length encodings; each build writes the vocabulary file and the template with those values
 overwritten in place. A build thus never imports TensorFlow for its labels (7-10 s of CPU per build on a
 2-core machine), and the same vocabulary gives the same bytes.

@@ -8,8 +8,8 @@ name set to `TABLE_NAME_PLACEHOLDER`: values whose encodings have fixed lengths,
 shardsmith/format/transform_fn.py overwrites in place for each build without importing TensorFlow.
 
 Regenerate after upgrading tensorflow or tensorflow-transform:
-`python -m shardsmith.format.transform_fn_template` (tests/format/test_transform_fn.py checks the files it writes
-against a fresh tft run). Needs TensorFlow and tensorflow-transform; nothing in a build imports this module.
+`python -m shardsmith.format.transform_fn_template` (tests/shardsmith/format/test_transform_fn.py checks the files it
+writes against a fresh tft run). Needs TensorFlow and tensorflow-transform; nothing in a build imports this module.
 """
 
 from __future__ import annotations

@@ -4,15 +4,15 @@
 `header` parses the header only (about 22 us); `decode` also decodes the image data, which is the only check
 that catches a truncated file. A JPEG is decoded at 1/8 scale (libjpeg's DCT scaling, Pillow's `draft`): every
 entropy-coded block is still read and Huffman-decoded, so truncated and corrupt data fail exactly as in a full
-decode (tests/images/test_reduced_decode.py and tests/benchmarks/decode_agreement.py compare the verdicts on damaged
-files), while the inverse DCT, upsampling and colour conversion run on 1/64 of the pixels: about half the CPU of
+decode (tests/shardsmith/images/test_reduced_decode.py and tests/benchmarks/decode_agreement.py compare the verdicts on
+damaged files), while the inverse DCT, upsampling and colour conversion run on 1/64 of the pixels: about half the CPU of
 a full decode of a 0.4 MP photo. Other formats have no such shortcut and are decoded in full.
 
 The channel count is what TensorFlow's decoder returns, which differs from Pillow's mode in places (GIF is
 always RGB; a palette PNG with transparency is RGBA; a 16-bit grey+alpha PNG has 2 channels where Pillow says
 RGBA; a 32-bit BMP is RGBA even where Pillow says RGB), and a GIF's size is its largest frame, not the logical
 screen Pillow reports: the rules below were measured with TensorFlow 2.21 and are checked by
-tests/images/test_load_images.py.
+tests/shardsmith/images/test_load_images.py.
 
 Reads may run in a thread pool with at most `max_in_flight` images held at once, and results come back in
 input order, so memory is bounded by that window and not by the shard or the dataset. This module does not

@@ -3,9 +3,9 @@
 hash alike. Computed from a reduced decode; about 90 bytes, never pixels.
 
 - `phash`: the pHash of imagehash 4.3.2 (DCT of a 32x32 grey thumbnail, its 8x8 lowest frequencies against
-  their median), bit for bit (tests/stages/test_near_duplicates.py compares them). It is computed here rather than by
-  calling imagehash because the confirming parts need the same thumbnail and DCT: calling imagehash as well
-  cost a second resize and DCT per image (decode-mode CPU 0.37 ms against a 0.3 ms budget). Resized,
+  their median), bit for bit (tests/shardsmith/near_duplicates/test_near_duplicates.py compares them). It is computed
+  here rather than by calling imagehash because the confirming parts need the same thumbnail and DCT: calling imagehash
+  as well cost a second resize and DCT per image (decode-mode CPU 0.37 ms against a 0.3 ms budget). Resized,
   re-encoded, brightened and slightly cropped copies land a few bits apart; distinct photos about 32.
   But low-detail images (a dark corner, a blank wall) land close to each other whatever they show.
 - `structure`: the same 63 low-frequency DCT coefficients (without the mean), as signed bytes. Two copies keep

@@ -6,7 +6,7 @@ resize with it. `decode_reduced` only decodes, as small as the target allows: a 
 scaled decode (simplejpeg, in the torch and grain extras: about 1.2x Pillow's draft decode, at finer scales, n/8,
 and none of Pillow's copies between image and array), anything else with Pillow; `shardsmith.torch` resizes its
 result with torch, `decode_resized` (`shardsmith.grain`'s) with Pillow: the two agree within one level on every
-pixel (tests/read/test_grain_decode.py).
+pixel (tests/shardsmith/test_grain_decode.py).
 """
 
 from __future__ import annotations

@@ -254,9 +254,9 @@ def load(
       published one: a model trained on a version is re-read exactly as it was for as long as --keep_builds
       keeps it, or for as long as a tag (`shardsmith tag OUT ID NAME`) pins it.
     Resuming mid-epoch (a preempted job): the iterator saves and restores with `tf.train.Checkpoint(iterator=it)`
-    (tests/read/test_load_resume.py): a new `load()` with the same arguments, its iterator restored, reads the rest of
-    the epoch, each record once. A checkpoint restored into a `load()` of another version or split stops with an
-    InvalidArgumentError naming the `version=` that resumes it (pass it, with the same split, while the build is
+    (tests/shardsmith/read/test_load_resume.py): a new `load()` with the same arguments, its iterator restored, reads
+    the rest of the epoch, each record once. A checkpoint restored into a `load()` of another version or split stops
+    with an InvalidArgumentError naming the `version=` that resumes it (pass it, with the same split, while the build is
     kept or tagged). The checkpoint holds the shuffle buffer's records (`shuffle_buffer` times the
     record size: 1024 photos of 60 KB are 60 MB).
     The dataset's `cardinality()` is known (records from metadata.json, or batches of them), so `model.fit`

@@ -18,10 +18,10 @@ Each record takes one branch of a `switch_case` of decodes, then one of a `switc
 branches, since a tf.data map walks every node of the branches not taken (one `switch_case` over 13
 decode-and-resize branches cost 200 us a record more than one over 2, a sixth of the decode itself).
 
-Guarantee (tests/read/test_load_decode.py): on JPEG, PNG, grayscale, RGBA, tiny and upscaled images the pixels are
-within MAX_MEAN_LEVELS_FROM_REFERENCE mean absolute levels (0-255) of a full decode followed by an antialiased
-resize of the same bytes, over a set of images, and within MAX_LEVELS_ONE_IMAGE on any one. A JPEG asked for 4
-channels gets an opaque alpha channel (`decode_image` refuses it).
+Guarantee (tests/shardsmith/read/test_load_decode.py): on JPEG, PNG, grayscale, RGBA, tiny and upscaled images the
+pixels are within MAX_MEAN_LEVELS_FROM_REFERENCE mean absolute levels (0-255) of a full decode followed by an
+antialiased resize of the same bytes, over a set of images, and within MAX_LEVELS_ONE_IMAGE on any one. A JPEG asked for
+4 channels gets an opaque alpha channel (`decode_image` refuses it).
 """
 
 from __future__ import annotations

@@ -9,9 +9,9 @@ written, `join_parts` copies the later parts' bytes onto the end of the first's 
 files are removed.
 
 Guarantees: the shard's bytes, index file, row list and outcome are those `write_shard_file` writes from the same
-rows (tests/stages/test_split_shard.py); each image is read once. The later parts' records are written twice: into
-their part file, then copied by the kernel into the shard's, and the part file is removed at once (locally, usually
-before its pages reach the disk); only the last shard of a build is written so. `join_parts` checks the files it
+rows (tests/shardsmith/shard_writer/test_split_shard.py); each image is read once. The later parts' records are written
+twice: into their part file, then copied by the kernel into the shard's, and the part file is removed at once (locally,
+usually before its pages reach the disk); only the last shard of a build is written so. `join_parts` checks the files it
 opened: each must be as long as its part's writer left it, else nothing is renamed. A failed part or join leaves
 temporary files only, removed when the build is published, and the build fails as when a whole shard fails. Only a
 local, uncompressed shard of a record format with an index is split (`num_parts`): an object store cannot append,

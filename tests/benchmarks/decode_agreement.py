@@ -1,5 +1,5 @@
 """Does the reduced-scale JPEG decode of `--validate decode` reject everything a full decode rejects? Not run by
-CI in full (tests/images/test_reduced_decode.py runs a small corpus through the same code).
+CI in full (tests/shardsmith/images/test_reduced_decode.py runs a small corpus through the same code).
 
     python tests/benchmarks/decode_agreement.py [--tensorflow] [--json results.json]
 

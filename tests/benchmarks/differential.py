@@ -18,7 +18,7 @@ version (tagged or within --keep_builds) must still read the records it had when
     python tests/benchmarks/differential.py --histories 500 --steps 8 --seed 1 --jobs 2
 
 Prints a line per history that differs (and a summary); exits 1 when any did. `--json FILE` writes every history.
-The suite runs a seeded set (tests/versions/test_differential.py).
+The suite runs a seeded set (tests/shardsmith/versions/test_differential.py).
 """
 
 from __future__ import annotations

@@ -23,9 +23,9 @@ OPTIONS = ROOT / "pipeline" / "options"
 
 
 def _compaction_tests():
-    """tests/versions/test_compaction.py as a module: its incremental-build helpers (the suite imports test files by
-    path, never as a `tests` package)."""
-    compaction_tests = Path(__file__).parents[1] / "versions" / "test_compaction.py"
+    """tests/pipeline/commands/test_compaction.py as a module: its incremental-build helpers (the suite imports test
+    files by path, never as a `tests` package)."""
+    compaction_tests = Path(__file__).parent / "commands" / "test_compaction.py"
     spec = importlib.util.spec_from_file_location("compaction_tests", compaction_tests)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -1,7 +1,8 @@
-"""Fixtures of the read side's tests: every kind of image a reader decodes, a build's gzip-compressed copy, two
-builds whose shards are of equal sizes with other images inside, and a fresh interpreter's imports. The suite's
-shared fixtures (real builds, metadata helpers) are in tests/conftest.py; these take them as fixtures, since
-pytest's importlib mode makes no conftest importable.
+"""Fixtures of the readers' tests (load, records, torch, grain, verify, index files, TFDS: in this folder and its
+read/ and format/): every kind of image a reader decodes, a build's gzip-compressed copy, two builds whose shards
+are of equal sizes with other images inside, and a fresh interpreter's imports. The suite's shared fixtures (real
+builds, metadata helpers) are in tests/conftest.py; these take them as fixtures, since pytest's importlib mode
+makes no conftest importable.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 DAGS = ROOT / "examples" / "airflow"
 LOGICAL_DATE = "2026-03-15T03:00:00+00:00"
 SETTINGS = {

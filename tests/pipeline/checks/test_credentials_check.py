@@ -16,7 +16,7 @@ import pytest
 
 from pipeline.checks.credentials import credentials_needed_for, credentials_problem
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 FIX = "gcloud auth application-default login"
 
 

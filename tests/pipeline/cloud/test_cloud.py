@@ -1,6 +1,6 @@
 """pipeline/cloud/ piece by piece: the config file, the command line, settings precedence and checks, run-template's
 parameters and gcloud's list escaping, shell quoting of dry runs, running steps, and the `shardsmith` entry.
-The commands' end-to-end output through `bash launch.sh` is tests/cloud/test_launch.py's.
+The commands' end-to-end output through `bash launch.sh` is tests/pipeline/cloud/test_launch.py's.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from pipeline.cloud.settings import KEYS, gather, parse_command_line, resolve
 from pipeline.cloud.steps import run_steps, show
 from pipeline.cloud.template_parameters import Template, parameters_flag, template_parameters
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 REQUIRED = {"PROJECT": "my-project", "REGION": "europe-west4", "BUCKET": "my-bucket"}
 
 

@@ -10,7 +10,7 @@ import shlex
 import subprocess
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 IMAGE = "europe-west4-docker.pkg.dev/my-project/shardsmith/shardsmith:abc123"
 NO_DAEMON = "Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?"
 

@@ -1,5 +1,5 @@
 """The Dataflow commands (image, dataflow, template, run-template) as `bash launch.sh COMMAND` runs them (it hands
-over to pipeline/cloud/, unit-tested in tests/cloud/test_cloud.py), proved by their --dry-run output: the exact
+over to pipeline/cloud/, unit-tested in tests/pipeline/cloud/test_cloud.py), proved by their --dry-run output: the exact
 commands, one a line, with nothing run and no .venv made. Also the Flex Template metadata (generated from the build
 flags, every parameter validated by a regex), the entry point that the template and Airflow call, and the Dockerfile's
 pins.
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 LAUNCH = ROOT / "launch.sh"
 METADATA = ROOT / "pipeline" / "options" / "flex_template_metadata.json"
 IMAGE = "europe-west4-docker.pkg.dev/my-project/shardsmith/shardsmith:abc123"
@@ -151,7 +151,7 @@ def test_usage_mistakes_exit_2_with_one_line():
 
 def test_template_dry_run_builds_the_specs_from_the_image_and_the_metadata_files():
     """Two specs of the one image: the build's, and the compaction's beside it
-    (tests/cloud/test_entrypoint_compact.py)."""
+    (tests/pipeline/test_entrypoint_compact.py)."""
     result = launch("template", "--dry-run", *SETTINGS, "--max_workers", "40", "--no_public_ips")
     assert result.returncode == 0, result.stderr
     commands = [shlex.split(line) for line in result.stdout.splitlines()]
@@ -401,7 +401,7 @@ def test_entrypoint_turns_one_value_parameters_into_build_flags():
 def test_build_can_skip_waiting_for_a_remote_job():
     """Waiting until the job finishes is the default (Airflow relies on it); Beam's --no_wait_until_finish
     passes through shardsmith to return once the job is submitted. The job id and console URL in the log, and
-    both modes against a Dataflow API stand-in: tests/storage/test_gcs_end_to_end.py."""
+    both modes against a Dataflow API stand-in: tests/pipeline/commands/test_gcs_end_to_end.py."""
     from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
     from pipeline import cli

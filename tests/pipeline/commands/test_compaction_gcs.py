@@ -1,6 +1,6 @@
 """`shardsmith compact` on gs:// against a real local Cloud Storage server (gcp-storage-emulator, see
-tests/storage/test_gcs_end_to_end.py for how Beam's client is pointed at it): row lists and index files read from two
-builds' folders, records read at their offsets with ranged reads, the version published and read back."""
+tests/pipeline/commands/test_gcs_end_to_end.py for how Beam's client is pointed at it): row lists and index files read
+from two builds' folders, records read at their offsets with ranged reads, the version published and read back."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from pipeline.options import beam_flags
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_a_typod_flag_exits_2_with_the_closest_flag_and_builds_nothing(shardsmith, tmp_path, image_set_factory):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 TERMINAL_DEADLINE_S = 300  # a command on the terminal ends within this, or the test fails saying so
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from pipeline.running import progress
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _env() -> dict[str, str]:

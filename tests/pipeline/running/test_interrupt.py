@@ -32,7 +32,7 @@ import pytest
 
 from shardsmith.format.naming import LOCK_FILE
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 PHASE_DEADLINE_S = 240.0
 PHASE_ATTEMPTS = 3  # builds started to catch a phase that a loaded machine let slip by
 EXIT_DEADLINE_S = 120.0

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SERVICE_START_TIMEOUT_S = 120  # Beam's imports on a busy machine take tens of seconds
 COUNTS = {"cat": {"train": 10, "validation": 2, "test": 2}, "dog": {"train": 10, "validation": 2, "test": 2}}
 NUM_SHARDS = "train=2,validation=1,test=1"

@@ -15,7 +15,7 @@ from pathlib import Path
 from pipeline.running import progress
 from shardsmith import progress_signal
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 LINE = re.compile(r"shardsmith: progress: (\d+) rows read(?:; (\d+)(?: of (\d+))? images written)?")
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from PIL import Image, ImageCms
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 TF_NOISE = ("cuda", "cuinit", "onednn", "absl::initializelog", "png warning", "cpu_feature_guard")
 
 

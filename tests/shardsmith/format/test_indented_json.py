@@ -13,7 +13,7 @@ import pytest
 from shardsmith.format.indented_json import dumps_indented
 from shardsmith.format.metadata_schema import metadata_bytes, parse_metadata
 
-METADATA_LAYOUTS = Path(__file__).parents[1] / "data" / "metadata"
+METADATA_LAYOUTS = Path(__file__).parents[2] / "data" / "metadata"
 SCALARS = ["", "label", "a \"quoted\"\nline\t\\", "ünïcødé ✓ \u2028 \x00 \ud7ff", 0, -1, 2**70, 1.5, -0.0, 1e300,
            math.inf, -math.inf, math.nan, True, False, None]
 

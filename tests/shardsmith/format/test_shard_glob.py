@@ -11,7 +11,7 @@ import pytest
 
 import shardsmith
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SHARDS_ONLY = "{name}-{split}.tfrecord-*-of-?????"
 
 

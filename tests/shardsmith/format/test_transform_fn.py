@@ -23,7 +23,7 @@ from shardsmith.format.transform_fn import (
 )
 from shardsmith.format.transform_fn_template import TEMPLATE_FILES, make_template
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 # Not alphabetical (ids are the tuple's order), unicode, spaces, and more labels than a 1-byte varint holds.
 LABELS = ("zebra", "Äpfel", "sea lion", "ñu", "ant") + tuple(f"class {i:03d}" for i in range(200))
 

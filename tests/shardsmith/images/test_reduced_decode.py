@@ -11,7 +11,7 @@ import pytest
 
 from shardsmith.images.load_images import JPEG_VALIDATION_SCALE, ImageRejected, inspect_image
 
-BENCHMARK = Path(__file__).parents[1] / "benchmarks" / "decode_agreement.py"
+BENCHMARK = Path(__file__).parents[2] / "benchmarks" / "decode_agreement.py"
 
 
 @pytest.fixture(scope="module")

@@ -65,7 +65,7 @@ def test_paths_without_extensions_are_not_called_swapped(shardsmith, tmp_path):
     ],
 )
 def test_a_binary_manifest_is_one_line_naming_what_it_is(content, expected, shardsmith, tmp_path):
-    for name in ("m.csv", "m.jsonl"):  # named .parquet: tests/manifest/test_parquet_manifests.py
+    for name in ("m.csv", "m.jsonl"):  # named .parquet: tests/shardsmith/manifest/test_parquet_manifests.py
         manifest = tmp_path / name
         manifest.write_bytes(content)
         error = _usage_error(*_build(shardsmith, tmp_path, manifest), tmp_path)

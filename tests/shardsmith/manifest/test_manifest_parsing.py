@@ -1,6 +1,7 @@
 """Manifest parsing (shardsmith/manifest/) over real files in tmp_path, through the build's ReadSourceFn: CSV
 (with and without a header, odd encodings and line ends), JSON Lines, class folders, URI resolution, and the
-ReadManifest stage in a TestPipeline (FnApiRunner). Parquet manifests: tests/manifest/test_parquet_manifests.py.
+ReadManifest stage in a TestPipeline (FnApiRunner). Parquet manifests:
+tests/shardsmith/manifest/test_parquet_manifests.py.
 
 Every data row must leave exactly once: as a ManifestRow, or as an ErrorRow of stage "manifest".
 """

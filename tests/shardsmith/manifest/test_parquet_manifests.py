@@ -1,7 +1,7 @@
 """Parquet manifests (shardsmith/manifest/parquet_file.py) over real files written with pyarrow: the same rows
 as a CSV build the same shards, byte for byte; bad rows are error rows naming their row number, across row groups;
 columns are matched as a CSV header's are; a file named .parquet that is not Parquet, or lacks the columns, is one
-line before Beam starts; `shardsmith schema` reads one. gs://: tests/storage/test_gcs_end_to_end.py."""
+line before Beam starts; `shardsmith schema` reads one. gs://: tests/pipeline/commands/test_gcs_end_to_end.py."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ import pytest
 from shardsmith.manifest import ManifestFormat, ManifestParser, resolve_sources
 from shardsmith.rows import ErrorRow, ManifestRow
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _parquet(path, columns: dict, row_group_size: int = 2):

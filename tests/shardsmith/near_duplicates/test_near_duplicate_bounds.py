@@ -25,7 +25,7 @@ from shardsmith.near_duplicates.perceptual_hash import ImageSignature, signature
 from shardsmith.output_folder.layout import published_dir
 from shardsmith.settings import DEFAULT_MAX_PIXELS
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 ADDRESS_SPACE_CAP = 4_000_000_000  # the build's own virtual memory: a quadratic build dies at this, not the host
 THREAD_STACK = 2 << 20  # glibc sizes thread stacks by RLIMIT_STACK: 8 MB each would spend the cap on stacks
 DEADLINE_S = 1800  # a hung build fails the test instead of hanging it; no assertion on time is made

@@ -27,7 +27,7 @@ from shardsmith.near_duplicates.perceptual_hash import (
 )
 from shardsmith.output_folder.layout import published_dir
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 PHOTOS = ROOT / "tests" / "data" / "tfrecorder" / "images"
 CAT = PHOTOS / "TRAIN" / "cat" / "cat-640x853-1.jpg"
 CAT_ON_FLOOR = PHOTOS / "TEST" / "cat" / "cat-800x600-3.jpg"

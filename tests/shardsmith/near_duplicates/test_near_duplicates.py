@@ -33,7 +33,7 @@ from shardsmith.near_duplicates.near_duplicate_search import (
 from shardsmith.near_duplicates.perceptual_hash import MIN_REDUCED_SIDE, ImageSignature, signature_of_bytes
 from shardsmith.output_folder.layout import published_dir
 
-PHOTOS = Path(__file__).parents[1] / "data" / "tfrecorder" / "images"
+PHOTOS = Path(__file__).parents[2] / "data" / "tfrecorder" / "images"
 PHOTO = PHOTOS / "TRAIN" / "cat" / "cat-640x853-1.jpg"
 CAT_ON_FLOOR = PHOTOS / "TEST" / "cat" / "cat-800x600-3.jpg"
 GOATS = PHOTOS / "TEST" / "goat" / "goat-640x427-3.jpg"
@@ -133,7 +133,7 @@ def test_drop_turns_the_test_copy_into_an_error_row(leaky_set, shardsmith, tmp_p
 def test_uniform_images_are_one_group_compared_once_not_a_capped_bucket(tmp_path, shardsmith, metadata_of,
                                                                         monkeypatch):
     """Identical signatures are grouped before the bands: a full bucket is never made of them (the bounds on
-    1,000 of them under a memory cap: tests/stages/test_near_duplicate_bounds.py)."""
+    1,000 of them under a memory cap: tests/shardsmith/near_duplicates/test_near_duplicate_bounds.py)."""
     import transforms.near_duplicates
 
     cap = 200

@@ -1,7 +1,7 @@
 """`shardsmith tag` on gs:// against a real local Cloud Storage server (gcp-storage-emulator, see
-tests/storage/test_gcs_end_to_end.py for how Beam's client is pointed at it): the tag is written under the folder's lock
-object, retention on Cloud Storage keeps the tagged version and records the one it retires, and readers take the
-tag's name and say the retired version is no longer kept."""
+tests/pipeline/commands/test_gcs_end_to_end.py for how Beam's client is pointed at it): the tag is written under the
+folder's lock object, retention on Cloud Storage keeps the tagged version and records the one it retires, and readers
+take the tag's name and say the retired version is no longer kept."""
 
 from __future__ import annotations
 

@@ -245,7 +245,7 @@ def test_load_raises_on_a_cut_empty_or_escaping_shard(built, tmp_path, files_of_
 
 def test_labels_with_unicode_line_separators_verify(tmp_path, image_set_factory, shardsmith):
     # Line breaks to str.splitlines(), not to a "\n"-separated file; control characters (\x0c, \x85) are error rows
-    # (tests/cli/test_input_text_shown.py), these separators are labels.
+    # (tests/shardsmith/test_input_text_shown.py), these separators are labels.
     labels = ("a\u2028b", "c\u2029d")
     images = image_set_factory(tmp_path / "img", {label: {"train": 4} for label in labels})
     out = tmp_path / "out"

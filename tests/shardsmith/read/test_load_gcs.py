@@ -29,7 +29,7 @@ import pytest
 
 pytest.importorskip("gcp_storage_emulator", reason="gcp-storage-emulator is not installed")
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 TLS_HOSTS = ("www.googleapis.com", "storage.googleapis.com")
 MEDIA_HOST = "storage.googleapis.com"  # where TensorFlow's GCS file system reads an object's bytes
 

@@ -18,7 +18,7 @@ import shardsmith
 from shardsmith.output_folder.layout import published_dir
 from shardsmith.read.record_sequence import CorruptRecord
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_records_are_the_records_tf_data_reads_in_shard_order(built, read_records):

@@ -128,7 +128,7 @@ def test_serialization_is_the_same_in_another_process():
         "out = encode_image_example(row, b'\\xff\\xd8 bytes', ImageInfo('jpeg', 10, 20, 3))\n"
         "sys.stdout.write(hashlib.sha256(out).hexdigest())\n"
     )
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     result = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True,
                             env={"PYTHONHASHSEED": "12345", "PATH": "/usr/bin:/bin"}, check=True)
     row = ManifestRow("/data/m.csv", 0, 7, "a.jpg", "/data/a.jpg", "train", "cat", 1, 2)

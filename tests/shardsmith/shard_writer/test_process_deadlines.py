@@ -15,7 +15,7 @@ from shardsmith.shard_writer.shard_file import WriterConfig, write_shard_file
 from shardsmith.shard_writer.shard_worker import ShardWriterPool
 from transforms.place import order_key
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def _children(parent: int) -> dict[int, list[bytes]]:

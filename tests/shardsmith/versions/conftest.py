@@ -1,14 +1,8 @@
-"""Fixtures the tests of versions share."""
+"""Fixtures of the versions' tests: the differential checker's seeded histories."""
 
 from __future__ import annotations
 
 import pytest
-
-
-@pytest.fixture
-def rows(version_rows) -> list[tuple[str, str, str]]:
-    """90 rows (30 per label, all three splits) with absolute URIs, in URI order."""
-    return version_rows()
 
 
 @pytest.fixture
@@ -31,7 +25,7 @@ def differential_checker():
     import sys
     from pathlib import Path
 
-    path = Path(__file__).parents[1] / "benchmarks" / "differential.py"
+    path = Path(__file__).parents[2] / "benchmarks" / "differential.py"
     spec = importlib.util.spec_from_file_location("differential", path)
     checker = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = checker  # its dataclasses look their module up

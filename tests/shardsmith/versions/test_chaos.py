@@ -11,7 +11,7 @@ import importlib.util
 import sys
 from pathlib import Path
 
-CHAOS = Path(__file__).parents[1] / "benchmarks" / "chaos.py"
+CHAOS = Path(__file__).parents[2] / "benchmarks" / "chaos.py"
 
 
 def test_each_disturbance_and_tamper_leaves_a_folder_the_next_night_can_use(tmp_path):

@@ -1,6 +1,6 @@
 """`--incremental` on gs:// against a real local Cloud Storage server (gcp-storage-emulator, see
-tests/storage/test_gcs_end_to_end.py for how Beam's client is pointed at it): row lists, carried shards in another
-build's folder, shards rewritten without removed rows, and the version read back through shardsmith.storage."""
+tests/pipeline/commands/test_gcs_end_to_end.py for how Beam's client is pointed at it): row lists, carried shards in
+another build's folder, shards rewritten without removed rows, and the version read back through shardsmith.storage."""
 
 from __future__ import annotations
 

@@ -172,7 +172,7 @@ def test_a_folder_without_a_dataset_is_a_usage_error(tmp_path, shardsmith):
 def test_verify_and_inspect_read_gs_paths(built, tmp_path, shardsmith, monkeypatch):
     """Against gcp-storage-emulator (a local Cloud Storage server on 127.0.0.1): verify and inspect read through
     Beam's FileSystems, as the build writes. Beam's GCS client talks to it anonymously (see
-    tests/storage/test_gcs_end_to_end.py for why the credential cache is settled up front)."""
+    tests/pipeline/commands/test_gcs_end_to_end.py for why the credential cache is settled up front)."""
     import socket
     import subprocess
     import sys
