@@ -2,9 +2,9 @@
 over its final name when complete (`ShardOutput`, `HashedFile`), and the index file and row list written beside it.
 
 Guarantees: readers never see a partial file under a final name (a temporary name of its own per attempt, then a
-rename); a shard under its final name always has its index file (but a gzip shard's) and, when asked, its row list,
-each written atomically and listed in the build's record before it is written; the file's CRC32C is computed from
-the bytes as they are written, never by reading the file back.
+rename); a shard under its final name always has its index file (unless it is gzip, or of a record file that cannot
+be read at an offset) and, when asked, its row list, each written atomically and listed in the build's record
+before it is written; the file's CRC32C is computed from the bytes as they are written, never read back.
 """
 
 from __future__ import annotations
