@@ -70,7 +70,7 @@ def decoded_tensor(data: bytes, size: tuple[int, int] | None, channels: int) -> 
     """The image in `data` as a CHW uint8 tensor, resized to `size` when given: decoded as small as `size` allows
     (`decode_reduced`: a JPEG at libjpeg-turbo's reduced scale), then resized by torch's bilinear filter with
     antialiasing (its uint8 kernels, on channels-last pixels, the layout the decoder gives). Within a few levels
-    of a full decode and an antialiased resize (tests/read/test_torch_decode.py)."""
+    of a full decode and an antialiased resize (tests/shardsmith/torch/test_torch_decode.py)."""
     pixels = torch.from_numpy(decode_reduced(data, size, channels)).permute(2, 0, 1)  # CHW view of HWC
     if size is not None and tuple(pixels.shape[1:]) != size:
         pixels = torch.nn.functional.interpolate(pixels[None], size=size, mode="bilinear", antialias=True,

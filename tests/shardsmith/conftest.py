@@ -1,6 +1,6 @@
 """Fixtures of the readers' tests (load, records, torch, grain, verify, index files, TFDS: in this folder and its
-read/ and format/): every kind of image a reader decodes, a build's gzip-compressed copy, two builds whose shards
-are of equal sizes with other images inside, and a fresh interpreter's imports. The suite's shared fixtures (real
+torch/, read/ and format/): every kind of image a reader decodes, a build's gzip-compressed copy, two builds whose
+shards are of equal sizes with other images inside, and a fresh interpreter's imports. The suite's shared fixtures (real
 builds, metadata helpers) are in tests/conftest.py; these take them as fixtures, since pytest's importlib mode
 makes no conftest importable.
 """

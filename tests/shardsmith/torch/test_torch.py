@@ -18,7 +18,7 @@ from torch.utils.data import DataLoader, DistributedSampler  # noqa: E402
 import shardsmith  # noqa: E402
 from shardsmith.torch import ShardDataset, StreamingShardDataset, as_text  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 KEY = "image/key/sha256"
 
 

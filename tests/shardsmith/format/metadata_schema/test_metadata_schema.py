@@ -17,7 +17,7 @@ from shardsmith.read.load import feature_spec
 from shardsmith.read.summary import build_summary, inspect_report
 from shardsmith.read.version_files import split_shards
 
-LAYOUTS = Path(__file__).parents[2] / "data" / "metadata"
+LAYOUTS = Path(__file__).parents[3] / "data" / "metadata"
 FILES = sorted(p for p in LAYOUTS.glob("*.json") if not p.name.endswith("-own-copy.json"))
 
 
