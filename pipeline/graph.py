@@ -22,7 +22,7 @@ from shardsmith import progress_signal
 from shardsmith.manifest import LINE_FORMATS, FixedLabels
 from shardsmith.output_folder import BuildTarget
 from shardsmith.shard_writer.parallel_parse import RowHelpers
-from shardsmith.shard_writer.shard_file import WriterConfig
+from shardsmith.shard_writer.writer_config import WriterConfig
 from shardsmith.versions import CarriedVersion
 from transforms.duplicates import DropDuplicates, SummarizeDuplicates, with_published
 from transforms.feature_stats import AnalyzeRows
@@ -109,9 +109,8 @@ def build_graph(pipeline: beam.Pipeline, options: BuildOptions, sources: list[So
         vocabulary = gated(vocabulary, changes["removed_lines"], "AfterRemovalCheck")
     labelled = candidates | "AttachLabelIds" >> AttachLabelIds(vocabulary)
     shard_groups, plan = labelled.rows | "PlaceRows" >> PlaceRows(placement, label_counts)
-    writer = WriterConfig(output_dir=files_dir, name=options.name, records=records,
-                          allowed_prefixes=manifest.allowed_prefixes, lock=target.lock, list_rows=carried is not None,
-                          generation=carried.generation if carried is not None else 1)
+    writer = WriterConfig(target, name=options.name, records=records, allowed_prefixes=manifest.allowed_prefixes,
+                          list_rows=carried is not None, generation=carried.generation if carried is not None else 1)
     default_writers = options.writer_processes < 0  # one per core, unless the build is small (write_shards.py)
     written = shard_groups | "WriteShards" >> WriteShards(writer, writer_processes, plan if default_writers else None)
     if manifest.features:

@@ -30,8 +30,9 @@ from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
 from shardsmith.rows import SealedBatch
-from shardsmith.shard_writer.shard_file import ShardOutcome, WriterConfig, write_shard_file
+from shardsmith.shard_writer.shard_file import ShardOutcome, write_shard_file
 from shardsmith.shard_writer.split_shard import cut, join_parts, num_parts, write_part
+from shardsmith.shard_writer.writer_config import WriterConfig
 from transforms import ERRORS
 from transforms.metrics import count_written, rejected
 from transforms.place import ShardPlan
@@ -86,7 +87,7 @@ class WriteShardFn(beam.DoFn):
     def _start_pool(self, processes: int) -> None:
         from shardsmith.shard_writer.shard_worker import build_pool
 
-        self._pool = build_pool(self._config.output_dir, processes)  # started as the manifest was read, or now
+        self._pool = build_pool(self._config.files_dir, processes)  # started as the manifest was read, or now
 
     def process(self, keyed_rows, plan: ShardPlan | None = None):
         (split, shard), dealt = keyed_rows
@@ -142,7 +143,7 @@ class WriteShardFn(beam.DoFn):
         if self._processes > 0:  # the build's pool, also when ReadManifest started it for a build written here
             from shardsmith.shard_writer.shard_worker import close_build_pool
 
-            close_build_pool(self._config.output_dir)
+            close_build_pool(self._config.files_dir)
         self._pool = None
 
     def __getstate__(self):

@@ -1,7 +1,7 @@
 """The dataset's side files, read and written here only: metadata.json, labels.txt, errors.jsonl and
 near_duplicates.jsonl.
 
-metadata.json's schema, its JSON and its parsing are shardsmith/format/metadata_schema.py; `read_metadata` is the
+metadata.json's schema, its JSON and its parsing are shardsmith/format/metadata_schema/; `read_metadata` is the
 one reader of the file (the build's summary, `load()`, `verify`, `inspect`, the output folder's scan); each
 caller turns MetadataError into its own kind of failure. Text files are UTF-8 and split on "\\n" only, so a label
 holding another Unicode line separator (U+2028, U+0085) reads back as written.

@@ -93,7 +93,7 @@ def is_shard_file_of(file: str, name: str, split: str) -> bool:
 
 # The longest file name most file systems allow (NAME_MAX: ext4, XFS, APFS; GCS allows longer object names).
 NAME_MAX_BYTES = 255
-_TEMP_SUFFIX_CHARS = 33  # "." and a 32-digit hex token: shardsmith/shard_writer/shard_file.py's temporary names
+_TEMP_SUFFIX_CHARS = 33  # "." and a 32-digit hex token: shardsmith/shard_writer/shard_output.py's temporary names
 
 
 def longest_file_name(name: str) -> str:

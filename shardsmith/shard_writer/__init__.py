@@ -2,7 +2,9 @@
 Beam worker, without Beam or TensorFlow:
 
 - `shard_file`: one shard written (images loaded, checked, re-encoded, masked, encoded, framed, renamed into place
-  with its index file and row list); `encode`: a row and its image as one record's bytes;
+  with its index file and row list); `shard_output`: the shard's file as written (checksummed, then renamed) and
+  the files beside it; `writer_config`: where a writer writes (a build's target: its folder and its lock as one
+  value) and how it makes records; `encode`: a row and its image as one record's bytes;
 - `split_shard`: the last shard written in parts by several processes and joined, the same bytes as one writer's;
 - `shard_worker`: the pool of plain Python writer processes (`python -m shardsmith.shard_writer.shard_worker`);
   `orphaned_writers`: a writer whose build is gone exits without renaming anything into place;

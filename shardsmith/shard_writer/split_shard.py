@@ -27,14 +27,8 @@ from dataclasses import dataclass
 from shardsmith import storage
 from shardsmith.format.file_checksum import crc32c_of_joined
 from shardsmith.rows import PlacedRow, RowBatch, SealedBatch
-from shardsmith.shard_writer.shard_file import (
-    ShardOutcome,
-    ShardRecords,
-    WriterConfig,
-    placed_in_order,
-    shard_output,
-    write_records,
-)
+from shardsmith.shard_writer.shard_file import ShardOutcome, ShardRecords, placed_in_order, shard_output, write_records
+from shardsmith.shard_writer.writer_config import WriterConfig
 
 # Each part holds at least this many rows (a shard of fewer than twice as many is written whole): a smaller part
 # saves less than handing it to another process and joining it costs.
@@ -65,7 +59,7 @@ def num_parts(config: WriterConfig, num_rows: int, processes: int) -> int:
     """Into how many parts a shard of `num_rows` rows written with `config` by `processes` writer processes is cut:
     one per process, each of at least MIN_ROWS_PER_PART rows; 1 (written whole) where it cannot be split (module
     docstring)."""
-    if not config.file_format.indexable or config.records.compression == "gzip" or storage.is_remote(config.output_dir):
+    if not config.file_format.indexable or config.records.compression == "gzip" or storage.is_remote(config.files_dir):
         return 1
     return max(1, min(processes, num_rows // MIN_ROWS_PER_PART))
 

@@ -1,7 +1,7 @@
 """Objects changed only if they are still the version that was read: the compare-and-swap the output folder's
-lock needs on an object store (shardsmith/output_folder/lock.py). `versioned_object(path)` gives the one for the
-path's store; each version read carries a token a write or delete can be made on condition of, failing and
-changing nothing once another writer has replaced the object (token 0: only if there is no object yet).
+lock needs on an object store (shardsmith/output_folder/lock/lock_files.py). `versioned_object(path)` gives the
+one for the path's store; each version read carries a token a write or delete can be made on condition of, failing
+and changing nothing once another writer has replaced the object (token 0: only if there is no object yet).
 
 - Cloud Storage (gs://): the token is the object's generation (`if_generation_match`). gcp-storage-emulator
   ignores generation preconditions: the tests there check the lock's flow, not the race.

@@ -48,7 +48,7 @@ from shardsmith.format.row_list import ListedRow, RowListError, parse_row_list
 from shardsmith.output_folder import build_dir, dataset_dir, shard_file_path
 from shardsmith.rows import ROWS_PER_BATCH, ManifestRow, RowBatch
 from shardsmith.settings import PlacementSettings
-from shardsmith.shard_writer.shard_file import ShardOutput
+from shardsmith.shard_writer.shard_output import ShardOutput
 from shardsmith.versions import row_check
 
 # The canonical manifest's first data row is its line 2 (line 1: its header).

@@ -29,7 +29,8 @@ from shardsmith.format.row_list import ListedRow, RowListError
 from shardsmith.images.load_images import ordered_bounded_map
 from shardsmith.progress_signal import ITEMS_DONE, Tally
 from shardsmith.rows import PlacedRow, ShardResult
-from shardsmith.shard_writer.shard_file import ShardOutput, WriterConfig
+from shardsmith.shard_writer.shard_output import ShardOutput
+from shardsmith.shard_writer.writer_config import WriterConfig
 from shardsmith.versions import row_check
 from shardsmith.versions.compaction import RecordRef
 
@@ -39,7 +40,7 @@ MAX_RECORDS_IN_FLIGHT = 16
 
 @dataclass(frozen=True)
 class CompactionWriter:
-    """Where compacted shards go (`writer.output_dir`, the compaction's build folder, with its lock) and the
+    """Where compacted shards go (`writer.files_dir`, the compaction's build folder, with its lock) and the
     path of each source shard and of its row list, by its index in CompactionSource.shards."""
 
     writer: WriterConfig
@@ -87,7 +88,7 @@ def write_compacted_shard(config: CompactionWriter, split: str, shard: int,
     num_shards = ordered[0].num_shards if ordered else num_shards
     name = shard_file_name(writer.name, split, shard, num_shards, writer.records.compression,
                            file_format=writer.file_format)
-    output = ShardOutput(writer.output_dir, name, writer.records.compression)
+    output = ShardOutput(writer.files_dir, name, writer.records.compression)
     refs = [RecordRef.of(placed.row) for placed in ordered]
     label_counts: Counter[str] = Counter()
     index, listed = RecordIndex(), []

@@ -21,13 +21,14 @@ from shardsmith.format.naming import row_list_name
 from shardsmith.format.record_index import RecordIndex
 from shardsmith.format.row_list import RowListError, parse_row_list
 from shardsmith.rows import ShardResult
-from shardsmith.shard_writer.shard_file import ShardOutput, WriterConfig
+from shardsmith.shard_writer.shard_output import ShardOutput
+from shardsmith.shard_writer.writer_config import WriterConfig
 from shardsmith.versions import row_check
 
 
 def rewrite_shard(config: WriterConfig, split: str, source_folder: str, file: str, removed_positions: set[int],
                   why_not_rebuilt: str = "") -> ShardResult:
-    """Writes shard `file` of `split` (in `source_folder`) into config.output_dir without the records at
+    """Writes shard `file` of `split` (in `source_folder`) into config.files_dir without the records at
     `removed_positions`; returns what was written (`shard` and `num_shards` are 0: the caller places it), or, when
     every record is removed, writes nothing and returns a result of no records (the version drops the shard). Each
     record is checked against its row list's line (`check_record`); a lost row list is rebuilt from the records
@@ -43,7 +44,7 @@ def rewrite_shard(config: WriterConfig, split: str, source_folder: str, file: st
     listed = None if data is None else parse_row_list(data, list_path)
     compression = config.records.compression
     frame = config.file_format.frame
-    output = ShardOutput(config.output_dir, file, compression)
+    output = ShardOutput(config.files_dir, file, compression)
     kept, label_counts, index = [], Counter(), RecordIndex()
     first_key = None
     count = 0

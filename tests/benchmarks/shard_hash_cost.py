@@ -21,7 +21,7 @@ import tempfile
 import time
 
 from shardsmith.format.tfrecord import frame, iter_records
-from shardsmith.shard_writer.shard_file import HashedFile
+from shardsmith.shard_writer.shard_output import HashedFile
 
 
 def _records(args) -> list[bytes]:

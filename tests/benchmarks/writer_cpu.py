@@ -26,7 +26,8 @@ PROBE = """
 import csv, os, sys, tempfile, time
 from shardsmith.rows import ManifestRow, PlacedRow
 from shardsmith.settings import RecordSettings
-from shardsmith.shard_writer.shard_file import WriterConfig, write_shard_file
+from shardsmith.shard_writer.shard_file import write_shard_file
+from shardsmith.shard_writer.writer_config import UnlockedFolder, WriterConfig
 from transforms.place import order_key
 
 manifest, images, validate = sys.argv[1], int(sys.argv[2]), sys.argv[3]
@@ -43,9 +44,9 @@ with open(manifest, newline="") as f:
         rows.append(PlacedRow(row, 0, 1, order_key(row, 42)))
 settings = RecordSettings(validate=validate)
 with tempfile.TemporaryDirectory() as out:
-    write_shard_file(WriterConfig(out, "warm", settings), "train", 0, [rows[:200]])
+    write_shard_file(WriterConfig(UnlockedFolder(out), "warm", settings), "train", 0, [rows[:200]])
     started = time.process_time()
-    write_shard_file(WriterConfig(out, "bench", settings), "train", 0, [rows])
+    write_shard_file(WriterConfig(UnlockedFolder(out), "bench", settings), "train", 0, [rows])
     print((time.process_time() - started) / len(rows) * 1e6)
 """
 

@@ -1,4 +1,4 @@
-"""metadata.json's schema (shardsmith/format/metadata_schema.py) on real files from every earlier layout
+"""metadata.json's schema (shardsmith/format/metadata_schema/) on real files from every earlier layout
 (tests/data/metadata/, README there): each parses, reads what load()/verify/inspect take, and is written back
 byte for byte; keys this version does not know survive a round trip where they were."""
 

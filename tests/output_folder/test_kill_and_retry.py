@@ -95,7 +95,7 @@ def test_retried_shard_attempts_write_each_record_once(label_sorted_set, tmp_pat
     then a second attempt, then a duplicate (speculative) attempt; compares with a single clean attempt."""
     import shardsmith.shard_writer.shard_file as shard_file
     from shardsmith.rows import ManifestRow, PlacedRow
-    from shardsmith.shard_writer.shard_file import WriterConfig
+    from shardsmith.shard_writer.writer_config import UnlockedFolder, WriterConfig
     from transforms.place import ShardSpec, group_key, make_plan, order_key, rank_key  # noqa: F401
     from transforms.write_shards import WriteShardFn
 
@@ -107,7 +107,7 @@ def test_retried_shard_attempts_write_each_record_once(label_sorted_set, tmp_pat
     group = (("train", 0), [rows[:25], rows[25:]])
 
     def run_attempt(out: Path) -> list:
-        fn = WriteShardFn(WriterConfig(str(out), "pets"))
+        fn = WriteShardFn(WriterConfig(UnlockedFolder(str(out)), "pets"))
         fn.setup()
         try:
             return list(fn.process(group))

@@ -1,5 +1,5 @@
 """The output folder's lock against a stopped holder, a broken lock, an empty lock and a symlinked one
-(shardsmith/output_folder/lock.py). Builds are real processes, stopped with SIGSTOP and resumed with SIGCONT:
+(shardsmith/output_folder/lock/). Builds are real processes, stopped with SIGSTOP and resumed with SIGCONT:
 - `--break_lock` never takes the lock of a build whose process is alive on this host, however old its heartbeat;
 - a build whose lock was taken over writes nothing more when it resumes, exits non-zero saying so, and leaves a
   folder the next build runs in without a person;

@@ -1,5 +1,5 @@
 """The output folder is shardsmith's alone: files it did not write are never touched, one build at a time holds
-it, and a reader reads one build or fails loudly (shardsmith/output_folder/layout.py, lock.py)."""
+it, and a reader reads one build or fails loudly (shardsmith/output_folder/layout.py, lock/)."""
 
 from __future__ import annotations
 

@@ -22,7 +22,8 @@ from shardsmith.output_folder.layout import published_dir
 from shardsmith.read.load import DatasetChanged, load
 from shardsmith.rows import ManifestRow, PlacedRow
 from shardsmith.settings import RecordSettings
-from shardsmith.shard_writer.shard_file import WriterConfig, write_shard_file
+from shardsmith.shard_writer.shard_file import write_shard_file
+from shardsmith.shard_writer.writer_config import UnlockedFolder, WriterConfig
 
 
 def _shard_entry(out: Path, split: str = "train", index: int = 0) -> dict:
@@ -126,7 +127,7 @@ def test_the_writer_hashes_the_file_as_written(tmp_path, compression, same_size_
         rows.append(ManifestRow(str(manifest), 0, line, uri, str(tmp_path / "img" / uri), "train", label,
                                 label_id=labels.index(label)))
     placed = [PlacedRow(row, 0, 1, (i, 0, row.line)) for i, row in enumerate(rows)]
-    config = WriterConfig(str(tmp_path / "out"), "same", RecordSettings(compression=compression))
+    config = WriterConfig(UnlockedFolder(str(tmp_path / "out")), "same", RecordSettings(compression=compression))
     (tmp_path / "out").mkdir()
     outcome = write_shard_file(config, "train", 0, [placed])
     data = (tmp_path / "out" / outcome.result.file).read_bytes()

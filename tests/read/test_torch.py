@@ -96,12 +96,12 @@ def test_a_transform_gets_the_pil_image_and_a_training_step_runs(built):
 
 
 def test_a_detection_dataset_asks_for_features(built):
-    from shardsmith.torch import _Samples
+    from shardsmith.torch.samples import Samples
 
     records = shardsmith.records(built, "test")
     records.metadata.task = "detection"
     with pytest.raises(ValueError, match="pass features=True"):
-        _Samples(records, None, 3, "uint8", None, None, False)
+        Samples(records, None, 3, "uint8", None, None, False)
 
 
 def test_importing_shardsmith_torch_imports_no_tensorflow():

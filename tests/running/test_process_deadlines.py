@@ -11,8 +11,9 @@ from pathlib import Path
 
 from shardsmith.fault_injection import FAULT_ENV, WRITER_KILLED_ALWAYS
 from shardsmith.rows import ManifestRow, PlacedRow
-from shardsmith.shard_writer.shard_file import WriterConfig, write_shard_file
+from shardsmith.shard_writer.shard_file import write_shard_file
 from shardsmith.shard_writer.shard_worker import ShardWriterPool
+from shardsmith.shard_writer.writer_config import UnlockedFolder, WriterConfig
 from transforms.place import order_key
 
 REPO = Path(__file__).resolve().parents[2]
@@ -68,7 +69,7 @@ def test_a_writer_that_stops_answering_is_killed_at_its_deadline(label_sorted_se
     try:
         (writer,) = _writer_pids()
         os.kill(writer, signal.SIGSTOP)
-        job = pool.submit(write_shard_file, WriterConfig(str(tmp_path), "pets"), "train", 0,
+        job = pool.submit(write_shard_file, WriterConfig(UnlockedFolder(str(tmp_path)), "pets"), "train", 0,
                           [_placed_rows(label_sorted_set, 10)])
         started = time.monotonic()
         error = _within(30, job.result)
@@ -84,7 +85,7 @@ def test_a_writer_killed_twice_on_one_shard_fails_it_naming_the_shard(label_sort
     monkeypatch.setenv(FAULT_ENV, f"{WRITER_KILLED_ALWAYS}:3")
     pool = ShardWriterPool(1)
     try:
-        job = pool.submit(write_shard_file, WriterConfig(str(tmp_path), "pets"), "train", 0,
+        job = pool.submit(write_shard_file, WriterConfig(UnlockedFolder(str(tmp_path)), "pets"), "train", 0,
                           [_placed_rows(label_sorted_set, 10)])
         error = _within(60, job.result)
     finally:
@@ -110,7 +111,7 @@ def test_a_reply_the_launcher_cannot_read_fails_its_shard_at_once_and_the_writer
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")])))
     pool = ShardWriterPool(1, shard_deadline_s=60)
     try:
-        config, rows = WriterConfig(str(tmp_path / "out"), "pets"), [_placed_rows(label_sorted_set, 5)]
+        config, rows = WriterConfig(UnlockedFolder(str(tmp_path / "out")), "pets"), [_placed_rows(label_sorted_set, 5)]
         for _ in range(2):
             started = time.monotonic()
             error = _within(40, pool.submit(write_shard_file, config, "train", 0, rows).result)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from apache_beam.internal import cloudpickle_pickler
 
-from shardsmith.shard_writer.shard_file import WriterConfig
+from shardsmith.shard_writer.writer_config import UnlockedFolder, WriterConfig
 from transforms.duplicates import ContentDigestFn
 from transforms.lookup_sizes import LookupSizesFn
 from transforms.write_shards import WriteShardFn
@@ -17,7 +17,8 @@ def _fns(tmp_path):
     return {
         "LookupSizesFn": LookupSizesFn(1 << 20),
         "ContentDigestFn": ContentDigestFn(1 << 20),
-        "WriteShardFn (writer processes)": WriteShardFn(WriterConfig(str(tmp_path), "pets"), processes=1),
+        "WriteShardFn (writer processes)": WriteShardFn(WriterConfig(UnlockedFolder(str(tmp_path)), "pets"),
+                                                        processes=1),
     }
 
 

@@ -283,7 +283,8 @@ def test_a_resized_photo_is_confirmed_and_another_photo_is_far():
 def test_the_writer_hashes_only_when_asked_and_the_same_bytes_either_way(tmp_path, validate):
     from shardsmith.rows import ManifestRow, PlacedRow
     from shardsmith.settings import RecordSettings
-    from shardsmith.shard_writer.shard_file import WriterConfig, write_shard_file
+    from shardsmith.shard_writer.shard_file import write_shard_file
+    from shardsmith.shard_writer.writer_config import UnlockedFolder, WriterConfig
 
     row = ManifestRow(str(tmp_path / "m.csv"), 0, 2, "photo.jpg", str(PHOTO), "train", "cat", -1, 0)
     placed = [PlacedRow(row, 0, 1, (0, 0, 2))]
@@ -292,7 +293,7 @@ def test_the_writer_hashes_only_when_asked_and_the_same_bytes_either_way(tmp_pat
         out = tmp_path / str(on)
         out.mkdir()
         settings = RecordSettings(validate=validate, perceptual_hash=on)
-        outcomes[on] = write_shard_file(WriterConfig(str(out), "d", settings), "train", 0, [placed])
+        outcomes[on] = write_shard_file(WriterConfig(UnlockedFolder(str(out)), "d", settings), "train", 0, [placed])
         outcomes[on, "bytes"] = (out / outcomes[on].result.file).read_bytes()
     assert outcomes[False].signatures == []
     assert [(h.uri, h.split, h.label) for h in outcomes[True].signatures] == [("photo.jpg", "train", "cat")]

@@ -24,7 +24,7 @@ from shardsmith.format.naming import BUILDS_DIR, NAMES_ITS_BUILD, TEMP_PREFIX
 from shardsmith.output_folder.layout import published_dir
 from shardsmith.rows import ManifestRow, PlacedRow, RowBatch, SealedBatch
 from shardsmith.settings import RecordSettings
-from shardsmith.shard_writer.shard_file import WriterConfig, write_shard_file
+from shardsmith.shard_writer.shard_file import write_shard_file
 from shardsmith.shard_writer.split_shard import (
     MIN_ROWS_PER_PART,
     SplitShardError,
@@ -33,6 +33,7 @@ from shardsmith.shard_writer.split_shard import (
     num_parts,
     write_part,
 )
+from shardsmith.shard_writer.writer_config import UnlockedFolder, WriterConfig
 from tests.conftest import write_manifest
 
 NUM_ROWS = 70
@@ -62,7 +63,7 @@ def _rows(root: Path, broken: set[int]) -> list[PlacedRow]:
 
 def _config(out: Path) -> WriterConfig:
     out.mkdir(parents=True, exist_ok=True)
-    return WriterConfig(str(out), "pets", RecordSettings(validate="header"), list_rows=True)
+    return WriterConfig(UnlockedFolder(str(out)), "pets", RecordSettings(validate="header"), list_rows=True)
 
 
 def _files(folder: Path) -> dict[str, bytes]:
@@ -113,14 +114,16 @@ def test_parts_are_joined_by_plain_reads_and_writes_where_the_kernel_cannot_copy
 
 
 def test_a_shard_is_cut_into_one_part_per_writer_only_where_it_can_be_joined(tmp_path):
-    config = WriterConfig(str(tmp_path), "pets")
+    config = WriterConfig(UnlockedFolder(str(tmp_path)), "pets")
     assert num_parts(config, 2000, 2) == 2
     assert num_parts(config, 2000, 16) == 16
     assert num_parts(config, 3 * MIN_ROWS_PER_PART, 16) == 3  # each part holds at least MIN_ROWS_PER_PART rows
     assert num_parts(config, 2 * MIN_ROWS_PER_PART - 1, 2) == 1
     assert num_parts(config, 2000, 1) == 1
-    assert num_parts(WriterConfig(str(tmp_path), "pets", RecordSettings(compression="gzip")), 2000, 2) == 1
-    assert num_parts(WriterConfig("gs://bucket/out", "pets"), 2000, 2) == 1  # an object cannot be appended to
+    gzip = RecordSettings(compression="gzip")
+    assert num_parts(WriterConfig(UnlockedFolder(str(tmp_path)), "pets", gzip), 2000, 2) == 1
+    remote = WriterConfig(UnlockedFolder("gs://bucket/out"), "pets")
+    assert num_parts(remote, 2000, 2) == 1  # an object cannot be appended to
 
 
 def test_the_joined_checksum_is_the_checksum_of_the_joined_bytes():

@@ -26,7 +26,8 @@ from shardsmith.format.naming import TEMP_PREFIX, shard_file_name
 from shardsmith.format.tfrecord import frame
 from shardsmith.rows import ErrorRow, ImageDigest, ManifestRow, PlacedRow, ShardResult
 from shardsmith.settings import RecordSettings
-from shardsmith.shard_writer.shard_file import WriterConfig, write_shard_file
+from shardsmith.shard_writer.shard_file import write_shard_file
+from shardsmith.shard_writer.writer_config import UnlockedFolder, WriterConfig
 from transforms.place import ShardPlan, SplitPlan
 from transforms.write_shards import SMALL_BUILD_BYTES, SMALL_BUILD_IMAGES, WriteShardFn, WriteShards
 
@@ -140,7 +141,8 @@ def test_write_shards_pipeline(tmp_path, tf, compression):
         _placed(tmp_path, "d.jpg", files["d.jpg"], "cat", 7, 0, 5),
     ]
     shard1 = [_placed(tmp_path, "e.jpg", files["e.jpg"], "dog", 8, 1, 1)]
-    config = WriterConfig(str(out_dir), "pets", RecordSettings(validate="decode", compression=compression))
+    config = WriterConfig(UnlockedFolder(str(out_dir)), "pets",
+                          RecordSettings(validate="decode", compression=compression))
     with test_pipeline.TestPipeline(runner=FnApiRunner()) as p:
         written = (
             p
@@ -218,7 +220,7 @@ def test_rewriting_a_shard_gives_identical_bytes(tmp_path):
         out_dir = tmp_path / f"out{attempt}"
         out_dir.mkdir()
         with test_pipeline.TestPipeline(runner=FnApiRunner()) as p:
-            _ = p | beam.Create([(("test", 0), [rows])]) | WriteShards(WriterConfig(str(out_dir), "x"))
+            _ = p | beam.Create([(("test", 0), [rows])]) | WriteShards(WriterConfig(UnlockedFolder(str(out_dir)), "x"))
         contents.append((out_dir / "x-test.tfrecord-00000-of-00002").read_bytes())
     assert contents[0] == contents[1]
     assert len(contents[0]) > 5 * len(data)
@@ -240,10 +242,12 @@ def test_a_writer_process_killed_between_shards_is_replaced_and_the_next_shard_w
     rows = [_placed(tmp_path, f"{i}.jpg", data, "cat", i, 0, i) for i in range(3)]
     pool = ShardWriterPool(1)
     try:
-        outcome = pool.submit(write_shard_file, WriterConfig(str(tmp_path), "ok"), "train", 0, [rows]).result()
+        ok = WriterConfig(UnlockedFolder(str(tmp_path)), "ok")
+        outcome = pool.submit(write_shard_file, ok, "train", 0, [rows]).result()
         assert outcome.result.num_examples == 3 and not outcome.errors
         pool._workers[0].kill()
-        again = pool.submit(write_shard_file, WriterConfig(str(tmp_path), "again"), "train", 0, [rows]).result()
+        retry = WriterConfig(UnlockedFolder(str(tmp_path)), "again")
+        again = pool.submit(write_shard_file, retry, "train", 0, [rows]).result()
     finally:
         pool.close()
     assert again.result.num_examples == 3
@@ -257,7 +261,7 @@ def test_no_more_default_writer_processes_start_than_the_build_has_shards(tmp_pa
     rows = [_placed(tmp_path, f"{i}.jpg", data, "cat", i, 0, i) for i in range(3)]
     plan = ShardPlan({"train": SplitPlan(2000, SMALL_BUILD_BYTES + 1, 1), "test": SplitPlan(500, 1, 1)}, {})
     (tmp_path / "out").mkdir()
-    fn = WriteShardFn(WriterConfig(str(tmp_path / "out"), "x"), processes=3, unless_small=True)
+    fn = WriteShardFn(WriterConfig(UnlockedFolder(str(tmp_path / "out")), "x"), processes=3, unless_small=True)
     fn.setup()
     try:
         outputs = [*fn.process((("train", 0), [rows]), plan), *fn.finish_bundle()]
@@ -275,7 +279,7 @@ def test_writer_processes_take_the_largest_held_back_shard_first_and_the_smalles
     data = _image_bytes("jpeg", 5)
     sizes = [2, 5, 1, 4, 3]  # rows per shard, in the order the shards arrive
     (tmp_path / "out").mkdir()
-    fn = WriteShardFn(WriterConfig(str(tmp_path / "out"), "x"), processes=1)
+    fn = WriteShardFn(WriterConfig(UnlockedFolder(str(tmp_path / "out")), "x"), processes=1)
     fn.setup()
     try:
         outputs = []
@@ -303,7 +307,7 @@ def test_the_default_writer_processes_start_only_for_a_build_that_is_not_small(t
     plan = ShardPlan({"train": SplitPlan(images, source_bytes, 2)}, {})
     (tmp_path / "out").mkdir()
     (tmp_path / "alone").mkdir()
-    fn = WriteShardFn(WriterConfig(str(tmp_path / "out"), "x"), processes=1, unless_small=True)
+    fn = WriteShardFn(WriterConfig(UnlockedFolder(str(tmp_path / "out")), "x"), processes=1, unless_small=True)
     fn.setup()
     try:
         outputs = [*fn.process((("train", 0), [rows]), plan), *fn.finish_bundle()]
@@ -314,5 +318,6 @@ def test_the_default_writer_processes_start_only_for_a_build_that_is_not_small(t
     assert [r.num_examples for r in results if isinstance(r, ShardResult)] == [3]
     written = tmp_path / "out" / "x-train.tfrecord-00000-of-00002"
     with test_pipeline.TestPipeline(runner=FnApiRunner()) as p:  # the same shard written by WriteShards alone
-        _ = p | beam.Create([(("train", 0), [rows])]) | WriteShards(WriterConfig(str(tmp_path / "alone"), "x"))
+        alone = WriterConfig(UnlockedFolder(str(tmp_path / "alone")), "x")
+        _ = p | beam.Create([(("train", 0), [rows])]) | WriteShards(alone)
     assert written.read_bytes() == (tmp_path / "alone" / written.name).read_bytes()

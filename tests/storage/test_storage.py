@@ -355,7 +355,7 @@ def test_hashed_shard_writer_on_gs_keeps_beams_gzip_bytes(bucket):
     from apache_beam.io.filesystem import CompressionTypes
     from apache_beam.io.filesystems import FileSystems
 
-    from shardsmith.shard_writer.shard_file import HashedFile
+    from shardsmith.shard_writer.shard_output import HashedFile
 
     payload = random.Random(1).randbytes(300_000)
     with FileSystems.create(f"gs://{BUCKET}/gz/beam", compression_type=CompressionTypes.GZIP) as out:

@@ -115,7 +115,7 @@ def test_hashed_shard_writer_on_s3_keeps_the_gs_gzip_bytes_and_the_checksum(s3_b
     the checksum taken on the way is the stored object's."""
     from apache_beam.io.filesystem import CompressedFile, CompressionTypes
 
-    from shardsmith.shard_writer.shard_file import HashedFile
+    from shardsmith.shard_writer.shard_output import HashedFile
 
     payload = random.Random(1).randbytes(300_000)
     class Kept(io.BytesIO):
@@ -163,13 +163,14 @@ def test_conditional_writes_on_s3_create_once_and_replace_only_the_version_read(
 
 
 def test_the_lock_on_s3_refuses_a_second_build_and_each_heartbeat_is_a_new_version(s3_bucket):
-    from shardsmith.output_folder.lock import LockHeld, _lock_file, acquire_lock
+    from shardsmith.output_folder.lock import LockHeld, acquire_lock
+    from shardsmith.output_folder.lock.lock_files import lock_file
 
     out = f"s3://{s3_bucket.name}/locked"
     held = acquire_lock(out, "build-1")
     with pytest.raises(LockHeld, match=r"is being built by build build-1 .*its process is alive on this host"):
         acquire_lock(out, "build-2", break_lock=True)
-    lock = _lock_file(out)
+    lock = lock_file(out)
     before = lock.read()
     assert lock.refresh(before.token)
     after = lock.read()

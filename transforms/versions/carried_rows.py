@@ -36,7 +36,7 @@ from shardsmith.near_duplicates.perceptual_hash import ImageSignature, signature
 from shardsmith.output_folder import BuildTarget, build_dir, carry_over_scratch
 from shardsmith.rows import ROWS_PER_BATCH, ImageDigest, ImageDigests, ManifestRow, RowBatch
 from shardsmith.rows.row_identity import row_identity
-from shardsmith.shard_writer.shard_file import WriterConfig
+from shardsmith.shard_writer.writer_config import WriterConfig
 from shardsmith.versions import row_check
 from shardsmith.versions.carry_over import CarriedShard, CarriedVersion, RecordPlace, pair_rows
 from shardsmith.versions.shard_rewrite import rewrite_shard

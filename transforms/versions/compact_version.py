@@ -36,7 +36,7 @@ from shardsmith.format.transform_fn import write_transform_fn
 from shardsmith.output_folder import BuildTarget, build_dir, publish_version
 from shardsmith.rows import RowBatch, ShardResult
 from shardsmith.settings import CheckSettings, RecordSettings, RetentionSettings
-from shardsmith.shard_writer.shard_file import WriterConfig
+from shardsmith.shard_writer.writer_config import WriterConfig
 from shardsmith.versions.compaction import CompactionSource, readable_path, record_rows, row_list_path
 from shardsmith.versions.record_copy import CompactionWriter, CopyRefused, copy_in_writer_process, write_compacted_shard
 from transforms.error_parts import ErrorSummary
@@ -61,7 +61,7 @@ class Compaction:
     def writer(self) -> CompactionWriter:
         """Where the compacted shards go (with their index files and row lists) and where their records are."""
         published, files_dir = self.source.metadata, self.target.files_dir
-        config = WriterConfig(output_dir=files_dir, name=published.name, lock=self.target.lock, list_rows=True,
+        config = WriterConfig(self.target, name=published.name, list_rows=True,
                               records=RecordSettings(compression=published.compression_or_default),
                               file_format=self.source.file_format)
         shards = range(len(self.source.shards))
@@ -194,7 +194,7 @@ class CopyRecordsFn(beam.DoFn):
         if self._processes > 0:
             from shardsmith.shard_writer.shard_worker import build_pool
 
-            self._pool = build_pool(self._config.writer.output_dir, self._processes)
+            self._pool = build_pool(self._config.writer.files_dir, self._processes)
 
     def process(self, keyed_rows):
         (split, shard), dealt = keyed_rows
@@ -223,7 +223,7 @@ class CopyRecordsFn(beam.DoFn):
         if self._processes > 0:
             from shardsmith.shard_writer.shard_worker import close_build_pool
 
-            close_build_pool(self._config.writer.output_dir)
+            close_build_pool(self._config.writer.files_dir)
         self._pool = None
 
     def __getstate__(self):
