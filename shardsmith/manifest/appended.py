@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import codecs
 import hashlib
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
@@ -183,31 +182,3 @@ def skipped_line_counts(number: int, line: bytes) -> bool:
     if line.strip():
         return line.isascii() or bool(line.decode("utf-8", "replace").strip())
     return False
-
-
-def lines_of(read: ManifestRead, numbered: Iterator[tuple[int, bytes | None]]) -> Iterator[tuple[int, bytes | None]]:
-    """The numbered lines a read parses: all of them, or those its selection parses (the others counted).
-
-    Cost: a skipped line that starts with a printable ASCII byte (nearly every line of a real manifest) is
-    counted without a call: about 0.1 us a line, which an appended night pays for each of its carried rows."""
-    selection = read.selection
-    if selection is None:
-        for number, line in numbered:
-            read.lines = number
-            yield number, line
-        return
-    after, also, uncounted = selection.after, selection.also, selection.uncounted
-    skipped, number = 0, read.lines
-    try:
-        for number, line in numbered:
-            if number > after or number in also:
-                read.lines, read.skipped = number, read.skipped + skipped
-                skipped = 0
-                yield number, line
-            elif number == uncounted:
-                continue
-            # A data row: its first byte is printable text (no call), or the full test says so.
-            elif (line and 32 < line[0] < 127 and number != 1) or line is None or skipped_line_counts(number, line):
-                skipped += 1
-    finally:  # also when the reader stops early: the counts say what was read
-        read.lines, read.skipped = number, read.skipped + skipped

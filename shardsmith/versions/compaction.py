@@ -53,6 +53,10 @@ from shardsmith.versions import row_check
 
 # The canonical manifest's first data row is its line 2 (line 1: its header).
 FIRST_DATA_LINE = 2
+# Of a row list's SHA-256, the hexadecimal digits a compaction row carries through placement to check its record
+# by: a whole hash is 64 digits that barely compress, and about half of a placed row's bytes in the local runner's
+# GroupByKeys (tests/benchmarks/launcher_memory.py); 8 tell a wrong line from its record but once in 2^32.
+SHA256_CHECK_CHARS = 8
 _LOG = logging.getLogger("shardsmith")
 
 
@@ -136,20 +140,22 @@ def _placement(published: Metadata) -> PlacementSettings:
 @dataclass(frozen=True)
 class RecordRef:
     """Where a compaction row's record is: its source shard (index into `CompactionSource.shards`), its framed
-    bytes' offset and length there (its index file's line), and the row list's identity, line count, image
-    SHA-256 and perceptual signature (text; "" for none), which the compacted row list keeps."""
+    bytes' offset and length there (its index file's line), and the row list's identity, line count and
+    perceptual signature (text; "" for none), which the compacted row list keeps, and the first
+    SHA256_CHECK_CHARS digits of its image SHA-256 ("" where it lists none): the record holds the whole hash,
+    which the writer checks against them and lists (record_copy.py)."""
 
     shard: int
     offset: int
     length: int
     lines: int
     identity: str
-    sha256: str = ""
+    sha256_start: str = ""
     position: int = 0  # the record's place in its source shard: its row list's line is position + 1
     signature: str = ""
 
     def text(self) -> str:
-        return json.dumps([self.shard, self.offset, self.length, self.lines, self.identity, self.sha256,
+        return json.dumps([self.shard, self.offset, self.length, self.lines, self.identity, self.sha256_start,
                            self.position, self.signature])
 
     @classmethod
@@ -210,7 +216,8 @@ def record_rows(source: CompactionSource, shard_index: int, files_dir: str) -> I
     for position, (row, (offset, length)) in enumerate(zip(listed, index, strict=True)):
         if row.label not in label_ids:
             raise RowListError(f"{shard.path} record {position} has label {row.label!r}, not one of the version's")
-        ref = RecordRef(shard_index, offset, length, row.lines, row.identity, row.sha256, position, row.signature)
+        ref = RecordRef(shard_index, offset, length, row.lines, row.identity, row.sha256[:SHA256_CHECK_CHARS],
+                        position, row.signature)
         batch.append(ManifestRow(shard.path, 0, shard.first_line + position, row.uri, ref.text(), shard.split,
                                  row.label, row.size, label_ids[row.label]))
         if len(batch) == ROWS_PER_BATCH:

@@ -2,7 +2,8 @@
 the version being compacted (shardsmith/versions/compaction.py) into a temporary file, and rename it to its full
 build's name. No image is read; of each record, only the values its row list's line is checked against are
 parsed (`row_check.check_record`: URI, SHA-256 and labels), and the first record's key (metadata.json's
-`first_key`).
+`first_key`). A compaction row carries only the first digits of its line's SHA-256: the compacted row list
+lists the record's own, once it was found to start with them.
 
 Guarantees: each record's framed bytes (length, its CRC, data, data CRC) are copied as read, after both CRCs
 were checked and the record was found to be the one its row list's line describes (so no record is placed by
@@ -17,7 +18,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from shardsmith import fault_injection, storage
 from shardsmith.format.example import SHA256, parse_example
@@ -99,9 +100,11 @@ def write_compacted_shard(config: CompactionWriter, split: str, shard: int,
         with output.open_temporary() as out:
             for placed, ref, framed in zip(ordered, refs, _framed_in_order(config, refs), strict=True):
                 row = placed.row
-                line = ListedRow(ref.identity, ref.lines, row.label, row.size, row.uri, ref.sha256, ref.signature)
-                row_check.check_record(memoryview(framed)[header:len(framed) - footer], line,
-                                       config.row_lists[ref.shard], ref.position, config.why_not_rebuilt)
+                line = ListedRow(ref.identity, ref.lines, row.label, row.size, row.uri, ref.sha256_start, ref.signature)
+                sha256 = row_check.check_record(memoryview(framed)[header:len(framed) - footer], line,
+                                                config.row_lists[ref.shard], ref.position, config.why_not_rebuilt)
+                if ref.sha256_start:
+                    line = replace(line, sha256=sha256)
                 out.write(framed)
                 index.add(len(framed) - header - footer)
                 label_counts[row.label] += 1

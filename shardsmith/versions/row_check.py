@@ -76,22 +76,26 @@ def check_count(list_path: str, listed: int, shard_file: str, num_records: int, 
                            f"shard {shard_file}: the row list does not describe its shard; {fix(why_not)}")
 
 
-def check_record(record: bytes | memoryview, row: ListedRow, list_path: str, position: int, why_not: str) -> None:
-    """RowListError unless `record` (the shard's record at `position`) is the one line `position` of the row list
-    describes: its URI, its image's SHA-256 (when listed) and a label of its among the line's. Runs for every
-    record copied: the values are compared as protobuf holds them, and decoded only to say what differs."""
+def check_record(record: bytes | memoryview, row: ListedRow, list_path: str, position: int, why_not: str) -> str:
+    """The record's image SHA-256 (as text; "" for a record without one) once `record` (the shard's record at
+    `position`) was found to be the one line `position` of the row list describes; RowListError otherwise. It
+    must hold the line's URI, an image SHA-256 that starts with the line's (when listed: all 64 digits, or a
+    compaction row's first few, shardsmith/versions/compaction.py SHA256_CHECK_CHARS) and a label of its among
+    the line's. Runs for every record copied: the values are compared as protobuf holds them, and decoded only
+    to say what differs."""
     feature = feature_map(record)
     uri = feature[FILENAME].bytes_list.value if FILENAME in feature else []
     sha256 = feature[SHA256].bytes_list.value if SHA256 in feature else []
     label_key = LABEL_TEXT if LABEL_TEXT in feature else BOX_LABEL_TEXT
     labels = feature[label_key].bytes_list.value if label_key in feature else []
-    if (uri == [row.uri.encode()] and (not row.sha256 or sha256 == [row.sha256.encode()])
-            and row.label.encode() in labels):
-        return
+    listed = row.sha256.encode()
+    sha256_agrees = not listed or (len(sha256) == 1 and sha256[0].startswith(listed))
+    if uri == [row.uri.encode()] and sha256_agrees and row.label.encode() in labels:
+        return _text(sha256)
     differs = []
     if uri != [row.uri.encode()]:
         differs.append(f"uri {row.uri!r}, the record's {_text(uri)!r}")
-    if row.sha256 and sha256 != [row.sha256.encode()]:
+    if not sha256_agrees:
         differs.append(f"sha256 {row.sha256[:16]}..., the record's {_text(sha256)[:16]}...")
     if row.label.encode() not in labels:
         texts = [label.decode("utf-8", "replace") for label in labels]

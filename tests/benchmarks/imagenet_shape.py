@@ -18,13 +18,16 @@ The corpus: `--rows` distinct small JPEGs (8x8 random pixels, night_cost.py's; k
 
 Each is timed from outside: wall, CPU of the process tree (reaped children included) and peak RSS of the tree
 (summed, sampled every 50 ms). Then a table per phase with both sizes side by side and the ratio, and the nights'
-CPU per carried row above the 1,000 rows alone.
+CPU per carried row above the 1,000 rows alone. `--night_repeats N` runs `alone` and `append` N times each,
+taking turns (the extra nights on hard-linked copies of the built version), and prints every pair's figure: one
+pair's difference of two CPU times is too noisy to judge a target of 2 us a row by.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -80,7 +83,7 @@ def _rows(workdir: Path, count: int, seed: int) -> list[list[str]]:
     return rows
 
 
-def measure(workdir: Path, count: int, phases: tuple[str, ...] = PHASES) -> dict:
+def measure(workdir: Path, count: int, phases: tuple[str, ...] = PHASES, night_repeats: int = 1) -> dict:
     """The phases at `count` rows, in PHASES's order (a phase reads what the ones before it made: the nights and
     compact need build); returns phase -> figures (plus the nights' carried rows)."""
     folder = workdir / f"n{count}"
@@ -111,12 +114,35 @@ def measure(workdir: Path, count: int, phases: tuple[str, ...] = PHASES) -> dict
         "verify": _shardsmith("verify", out, "--sample", "0"),
     }
     figures = {}
+
+    def timed(phase: str, command: list[str], log_name: str) -> dict:
+        result = timed_process(command, logs / log_name)
+        print(f"{count:>9,} rows  {phase:<8} {result['wall_s']:7.1f} s wall {result['cpu_s']:7.1f} "
+              f"s CPU {result['peak_rss_mb']:6.0f} MB peak", flush=True)
+        return result
+
     for phase in (p for p in PHASES if p in phases):
-        figures[phase] = timed_process(commands[phase], logs / f"{phase}.log")
-        print(f"{count:>9,} rows  {phase:<8} {figures[phase]['wall_s']:7.1f} s wall {figures[phase]['cpu_s']:7.1f} "
-              f"s CPU {figures[phase]['peak_rss_mb']:6.0f} MB peak", flush=True)
+        if phase == "alone" and night_repeats > 1 and "append" in phases:
+            figures["pairs"] = _night_pairs(commands, out, single, folder / "out-night", night_repeats - 1, timed)
+            subprocess.run(["rm", "-rf", str(single)], check=True)
+        figures[phase] = timed(phase, commands[phase], f"{phase}.log")
     figures["carried_rows"] = {"append": count, "remove": count + NEW_ROWS - (count + NEW_ROWS) // REMOVE_EVERY}
     return figures
+
+
+def _night_pairs(commands: dict, out: Path, single: Path, copy: Path, pairs: int, timed) -> list[tuple[dict, dict]]:
+    """`pairs` more (alone, append) runs, taking turns before the phases' own: each appended night on a
+    hard-linked copy of the built version (a build never rewrites a published file), each alone build into an
+    empty folder; the copies are removed after."""
+    runs = []
+    for _ in range(pairs):
+        subprocess.run(["rm", "-rf", str(single), str(copy)], check=True)
+        alone = timed("alone", commands["alone"], "alone-pair.log")
+        subprocess.run(["cp", "-al", str(out), str(copy)], check=True)
+        append = [str(copy) if part == str(out) else part for part in commands["append"]]
+        runs.append((alone, timed("append", append, "append-pair.log")))
+    subprocess.run(["rm", "-rf", str(copy)], check=True)
+    return runs
 
 
 def report(results: dict[int, dict]) -> str:
@@ -137,6 +163,14 @@ def report(results: dict[int, dict]) -> str:
         lines.append(f"- {n:,} rows: the appended night {per_row['append']:.2f} us CPU per carried row above the "
                      f"1,000 rows alone, the removal night {per_row['remove']:.2f}; full build {build_kb:.2f} KB "
                      f"peak per row, compaction {results[n]['compact']['peak_rss_mb'] * 1024 / n:.2f}")
+    for n in sizes:
+        pairs = [*results[n].get("pairs", []), (results[n].get("alone"), results[n].get("append"))]
+        if len(pairs) > 1 and all(pairs[-1]):
+            each = [(append["cpu_s"] - alone["cpu_s"]) * 1e6 / results[n]["carried_rows"]["append"]
+                    for alone, append in pairs]
+            lines.append(f"- {n:,} rows, {len(each)} (alone, append) pairs taking turns: the appended night "
+                         f"{', '.join(f'{x:.2f}' for x in each)} us CPU per carried row above the rows alone "
+                         f"(median {statistics.median(each):.2f})")
     return "\n".join(lines)
 
 
@@ -145,6 +179,8 @@ def main() -> int:
     parser.add_argument("--rows", type=int, nargs="+", default=[100_000, 1_000_000])
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/shardsmith-bench/imagenet"))
     parser.add_argument("--json", type=Path, help="also write every figure here")
+    parser.add_argument("--night_repeats", type=int, default=1,
+                        help="run the alone build and the appended night this many times each, taking turns")
     parser.add_argument("--phases", nargs="+", choices=PHASES, default=list(PHASES),
                         help="only these (run in the order above; the nights and compact need build)")
     args = parser.parse_args()
@@ -152,7 +188,8 @@ def main() -> int:
         parser.error(f"--rows must be at least {20 * LABELS:,}: every class needs training rows (splits 90/5/5)")
     become_subreaper()
     args.workdir.mkdir(parents=True, exist_ok=True)
-    results = {count: measure(args.workdir, count, tuple(args.phases)) for count in args.rows}
+    results = {count: measure(args.workdir, count, tuple(args.phases), args.night_repeats)
+               for count in args.rows}
     print(report(results))
     if args.json:
         args.json.write_text(json.dumps({str(n): r for n, r in results.items()}, indent=2))

@@ -207,24 +207,38 @@ def test_skipped_lines_are_counted_as_rows_exactly_when_they_hold_text(tmp_path)
     import codecs
     import random
 
-    from shardsmith.manifest.appended import LineSelection, lines_of, skipped_line_counts
+    from shardsmith.manifest.appended import LineSelection, skipped_line_counts
+    from shardsmith.manifest.text_lines import lines_of
 
     kinds = [b"train,a.jpg,cat", b"", b"   ", b"\t", b"\tx,y,z", b" lead,a.jpg,cat", "\u3000".encode(),
              "\u3000x".encode(), "é,a.jpg,cat".encode(), b"\x7f", b"~x", None, codecs.BOM_UTF8, codecs.BOM_UTF8 + b"a"]
     rng = random.Random(11)
-    for trial in range(200):
-        lines = [rng.choice(kinds) for _ in range(rng.randrange(1, 30))]
-        after, uncounted = rng.randrange(0, len(lines) + 1), rng.choice((0, 1))
-        also = frozenset(n for n in range(1, after + 1) if rng.random() < 0.2)
+    for trial in range(600):
+        # Mostly rows, so that whole blocks of them are counted at once, in blocks as line_blocks makes them.
+        lines = [b"val,b.jpg,dog" if rng.random() < 0.6 else rng.choice(kinds) for _ in range(rng.randrange(1, 40))]
+        ending = rng.choice((b"\n", b"\r\n", b"\r"))
+        blocks, block = [], b""
+        for line in lines:
+            if line is None:
+                blocks += [block] * bool(block) + [None]
+                block = b""
+                continue
+            block += line + ending
+            if rng.random() < 0.3:
+                blocks.append(block)
+                block = b""
+        blocks += [block] * bool(block)
+        after, uncounted = rng.randrange(0, len(lines) + 1), rng.choice((0, 1, 2))
+        also = frozenset(n for n in range(1, after + 1) if rng.random() < 0.1)
         read = ManifestRead(selection=LineSelection(after, also, uncounted))
-        parsed = [number for number, _ in lines_of(read, enumerate(lines, start=1))]
+        parsed = list(lines_of(read, iter(blocks), limit=100))
         expected_skipped = sum(1 for number, line in enumerate(lines, start=1)
                                if number <= after and number not in also and number != uncounted
                                and (line is None or skipped_line_counts(number, line)))
-        assert parsed == [n for n in range(1, len(lines) + 1) if n > after or n in also], trial
+        assert parsed == [(n, lines[n - 1]) for n in range(1, len(lines) + 1) if n > after or n in also], trial
         assert (read.skipped, read.lines) == (expected_skipped, len(lines)), (trial, lines, after, also, uncounted)
     stopped = ManifestRead(selection=LineSelection(3))
-    reader = lines_of(stopped, enumerate([b"a", b"b", b"", b"d", b"e"], start=1))
+    reader = lines_of(stopped, iter([b"a\nb\n", b"\n", b"d\ne\n"]), limit=100)
     assert next(reader) == (4, b"d")
     reader.close()  # a reader that stops early: what it read is counted
     assert (stopped.skipped, stopped.lines) == (2, 4)

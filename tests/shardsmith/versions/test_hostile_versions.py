@@ -185,6 +185,27 @@ def test_two_swapped_lines_of_a_row_list_fail_compaction_before_it_publishes(wri
     unchanged(out, published)
 
 
+@pytest.mark.parametrize("writers", ["0", "2"])
+def test_a_row_list_line_whose_sha256_is_not_its_records_fails_compaction(writers, rows, shardsmith, csv_manifest,
+                                                                          tmp_path):
+    out = tmp_path / "out"
+    built(shardsmith, csv_manifest, out, "d1", rows[:60])
+    published = built(shardsmith, csv_manifest, out, "d2", rows[:75])
+    path = row_list(out, published, "train", 0)
+    lines = path.read_bytes().splitlines(keepends=True)
+    fields = json.loads(lines[2])
+    true_sha256 = fields[5]
+    fields[5] = ("0" if true_sha256[0] != "0" else "1") + true_sha256[1:]  # its first digit, which compaction checks
+    lines[2] = (json.dumps(fields) + "\n").encode()
+    path.write_bytes(b"".join(lines))
+    done = shardsmith("compact", out, "--writer_processes", writers)
+    assert done.code == 1, done.err + done.out
+    line = one_check_failed_line(done.err)
+    assert f"{path} line 3 does not describe record 2 of its shard" in line and "sha256 " in line, line
+    assert f"the record's {true_sha256[:16]}" in line
+    unchanged(out, published)
+
+
 def test_two_swapped_lines_of_a_row_list_fail_the_rewrite_that_would_drop_the_wrong_record(rows, shardsmith,
                                                                                            csv_manifest, tmp_path):
     out = tmp_path / "out"
