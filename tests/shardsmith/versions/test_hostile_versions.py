@@ -169,17 +169,27 @@ def _swap_lines(path: Path, first: int, second: int) -> list[list]:
     return [json.loads(line) for line in lines]
 
 
+def _two_nights(shardsmith, csv_manifest, out: Path, rows) -> dict:
+    """A version in two generations (60 rows, then 15 more): one compaction has work to do."""
+    built(shardsmith, csv_manifest, out, "d1", rows[:60])
+    return built(shardsmith, csv_manifest, out, "d2", rows[:75])
+
+
+def _refused_compaction(shardsmith, out: Path, writers: str) -> str:
+    """The one line of a compaction that must fail its dataset check (exit 1)."""
+    done = shardsmith("compact", out, "--writer_processes", writers)
+    assert done.code == 1, done.err + done.out
+    return one_check_failed_line(done.err)
+
+
 @pytest.mark.parametrize("writers", ["0", "2"])  # copied in the launcher, or by shard writer processes
 def test_two_swapped_lines_of_a_row_list_fail_compaction_before_it_publishes(writers, rows, shardsmith, csv_manifest,
                                                                              tmp_path):
     out = tmp_path / "out"
-    built(shardsmith, csv_manifest, out, "d1", rows[:60])
-    published = built(shardsmith, csv_manifest, out, "d2", rows[:75])
+    published = _two_nights(shardsmith, csv_manifest, out, rows)
     path = row_list(out, published, "train", 0)
     swapped = _swap_lines(path, 0, 1)
-    done = shardsmith("compact", out, "--writer_processes", writers)
-    assert done.code == 1, done.err + done.out
-    line = one_check_failed_line(done.err)
+    line = _refused_compaction(shardsmith, out, writers)
     assert f"{path} line " in line and "does not describe record" in line and "nothing was published" in line
     assert repr(swapped[0][4]) in line or repr(swapped[1][4]) in line  # the URI that differs
     unchanged(out, published)
@@ -189,8 +199,7 @@ def test_two_swapped_lines_of_a_row_list_fail_compaction_before_it_publishes(wri
 def test_a_row_list_line_whose_sha256_is_not_its_records_fails_compaction(writers, rows, shardsmith, csv_manifest,
                                                                           tmp_path):
     out = tmp_path / "out"
-    built(shardsmith, csv_manifest, out, "d1", rows[:60])
-    published = built(shardsmith, csv_manifest, out, "d2", rows[:75])
+    published = _two_nights(shardsmith, csv_manifest, out, rows)
     path = row_list(out, published, "train", 0)
     lines = path.read_bytes().splitlines(keepends=True)
     fields = json.loads(lines[2])
@@ -198,9 +207,7 @@ def test_a_row_list_line_whose_sha256_is_not_its_records_fails_compaction(writer
     fields[5] = ("0" if true_sha256[0] != "0" else "1") + true_sha256[1:]  # its first digit, which compaction checks
     lines[2] = (json.dumps(fields) + "\n").encode()
     path.write_bytes(b"".join(lines))
-    done = shardsmith("compact", out, "--writer_processes", writers)
-    assert done.code == 1, done.err + done.out
-    line = one_check_failed_line(done.err)
+    line = _refused_compaction(shardsmith, out, writers)
     assert f"{path} line 3 does not describe record 2 of its shard" in line and "sha256 " in line, line
     assert f"the record's {true_sha256[:16]}" in line
     unchanged(out, published)
