@@ -50,7 +50,7 @@ def read_metadata(folder: str, read_bytes: Callable[[str], bytes | None] | None 
     if len(data) <= RECENT_METADATA_BYTES:
         with _recent_lock:
             _recent[key] = pickle.dumps(metadata, protocol=pickle.HIGHEST_PROTOCOL)
-            while sum(len(data) for data, _ in _recent) > RECENT_METADATA_BYTES:
+            while sum(len(held) for held, _ in _recent) > RECENT_METADATA_BYTES:
                 _recent.popitem(last=False)
     return metadata
 

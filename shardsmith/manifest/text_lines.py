@@ -46,7 +46,7 @@ def manifest_lines(path: str, read: ManifestRead | None = None) -> Iterator[tupl
 
 
 def line_blocks(raw: BinaryIO, limit: int, chunk_bytes: int = MANIFEST_READ_CHUNK_BYTES) -> Iterator[bytes | None]:
-    """`raw`'s bytes as blocks of whole lines, in order, line ends kept (\n, \r\n or \r end a line, as text
+    """`raw`'s bytes as blocks of whole lines, in order, line ends kept (\\n, \\r\\n or \\r end a line, as text
     mode ends them; the file's last line may have none), with None in place of a line of more than `limit` bytes
     that one read did not hold whole (a shorter read's block may still hold longer lines: `block_lines` makes
     them None). Never holds more than `limit` + `chunk_bytes` bytes of one line."""
@@ -99,7 +99,7 @@ _LINE_NOT_TEXT_START = re.compile(rb"\n[^\x21-\x7e]")
 def _counted_whole(block: bytes | None, first: int, selection: LineSelection, also: list[int]) -> int:
     """How many lines `block` (whose first line is line `first`) holds, when the selection parses none of them
     and every one is a data row that starts with printable ASCII (what `skipped_line_counts` would find, line
-    by line), so that they are counted without being split; else 0. Lines ending in a lone \r, line 1 (its
+    by line), so that they are counted without being split; else 0. Lines ending in a lone \\r, line 1 (its
     byte order mark) and the header line are left to the line-by-line test."""
     if block is None or first == 1 or not block.endswith(b"\n") or not 32 < block[0] < 127:
         return 0
@@ -120,8 +120,8 @@ def lines_of(read: ManifestRead, blocks: Iterator[bytes | None], limit: int) -> 
     parses (the others counted in `read.skipped` when they hold a data row: `skipped_line_counts`).
 
     Cost: a block of skipped lines that all start with printable ASCII (nearly every block of a real manifest's
-    verified prefix) is counted in C, without splitting it (`_counted_whole`): an appended night pays about 0.1
-    us per carried row for reading the prefix, hashing included; other skipped lines about 0.5 us each."""
+    verified prefix) is counted in C, without splitting it (`_counted_whole`): an appended night pays about 0.25
+    us per carried row for checking and reading the prefix, both hashes included (tests/benchmarks/night_cost.py)."""
     selection, number, skipped = read.selection, read.lines, 0
     also = sorted(selection.also) if selection is not None else []
     try:

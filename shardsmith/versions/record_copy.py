@@ -1,7 +1,7 @@
 """One compacted shard, start to finish: copy its placed records, in placement order, from the source shards of
 the version being compacted (shardsmith/versions/compaction.py) into a temporary file, and rename it to its full
 build's name. No image is read; of each record, only the values its row list's line is checked against are
-parsed (`row_check.check_record`: URI, SHA-256 and labels), and the first record's key (metadata.json's
+parsed (`row_check.check_record`: URI, SHA-256 and labels; the first record's SHA-256 is metadata.json's
 `first_key`). A compaction row carries only the first digits of its line's SHA-256: the compacted row list
 lists the record's own, once it was found to start with them.
 
@@ -18,10 +18,9 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from shardsmith import fault_injection, storage
-from shardsmith.format.example import SHA256, parse_example
 from shardsmith.format.naming import shard_file_name
 from shardsmith.format.record_file import FramingError, RecordFileFormat
 from shardsmith.format.record_index import RecordIndex
@@ -94,24 +93,23 @@ def write_compacted_shard(config: CompactionWriter, split: str, shard: int,
     index, listed = RecordIndex(), []
     first_key = None
     file_format = writer.file_format
-    unframe, header, footer = file_format.unframe, file_format.header_bytes, file_format.footer_bytes
+    header, footer = file_format.header_bytes, file_format.footer_bytes
     copied = Tally(ITEMS_DONE)  # `shardsmith compact`'s progress line, when a local launcher watches
     try:
         with output.open_temporary() as out:
             for placed, ref, framed in zip(ordered, refs, _framed_in_order(config, refs), strict=True):
                 row = placed.row
-                line = ListedRow(ref.identity, ref.lines, row.label, row.size, row.uri, ref.sha256_start, ref.signature)
-                sha256 = row_check.check_record(memoryview(framed)[header:len(framed) - footer], line,
+                checked = ListedRow(ref.identity, ref.lines, row.label, row.size, row.uri, ref.sha256_start)
+                sha256 = row_check.check_record(memoryview(framed)[header:len(framed) - footer], checked,
                                                 config.row_lists[ref.shard], ref.position, config.why_not_rebuilt)
-                if ref.sha256_start:
-                    line = replace(line, sha256=sha256)
                 out.write(framed)
                 index.add(len(framed) - header - footer)
                 label_counts[row.label] += 1
-                listed.append(line)
+                listed.append(ListedRow(ref.identity, ref.lines, row.label, row.size, row.uri,
+                                        sha256 if ref.sha256_start else "", ref.signature))
                 copied.add()
                 if first_key is None:
-                    first_key = parse_example(unframe(framed, ref.offset))[SHA256][0].decode("ascii")
+                    first_key = sha256  # the record's key, as check_record read it
                 fault_injection.reached("mid_shard")
         copied.flush()
         index_file = output.finish(writer, index, listed)
