@@ -108,7 +108,7 @@ def build_graph(pipeline: beam.Pipeline, options: BuildOptions, sources: list[So
     if changes is not None:  # nothing is written before the removals passed --max_removed_fraction
         vocabulary = gated(vocabulary, changes["removed_lines"], "AfterRemovalCheck")
     labelled = candidates | "AttachLabelIds" >> AttachLabelIds(vocabulary)
-    shard_groups, plan = labelled.rows | "PlaceRows" >> PlaceRows(placement, label_counts)
+    shard_groups, plan = labelled.rows | "PlaceRows" >> PlaceRows(placement, label_counts, helpers)
     writer = WriterConfig(target, name=options.name, records=records, allowed_prefixes=manifest.allowed_prefixes,
                           list_rows=carried is not None, generation=carried.generation if carried is not None else 1)
     default_writers = options.writer_processes < 0  # one per core, unless the build is small (write_shards.py)

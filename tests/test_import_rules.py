@@ -15,7 +15,8 @@
   shardsmith.settings (every build option's declaration, the defaults it declares, flag.py) imports no other;
   shardsmith.fault_injection and shardsmith.progress_signal (modules) import none; shardsmith.images (load,
   re-encode, masks, image file names) imports settings; shardsmith.rows (the row model, row identity, failures)
-  imports images; shardsmith.near_duplicates (signatures, the search, identical signatures) imports images and
+  imports images; shardsmith.placement (the keyed hashes, rank groups and dealing, a writer process's job too)
+  imports rows; shardsmith.near_duplicates (signatures, the search, identical signatures) imports images and
   settings; shardsmith.manifest (the formats, annotations, label lists, look-alike labels) imports rows, images and
   settings; shardsmith.shard_writer (shard files, split shards, the writer processes, encoding, parallel parsing)
   imports all of those. None of them, nor the output folder or the format, imports Beam or TensorFlow: a shard
@@ -94,6 +95,7 @@ WORK_PARTS = {
     "shardsmith.progress_signal": (),
     "shardsmith.images": ("shardsmith.settings",),
     "shardsmith.rows": ("shardsmith.images",),
+    "shardsmith.placement": ("shardsmith.rows",),
     "shardsmith.near_duplicates": ("shardsmith.images", "shardsmith.settings"),
     "shardsmith.manifest": ("shardsmith.rows", "shardsmith.images", "shardsmith.settings"),
     "shardsmith.shard_writer": ("shardsmith.manifest", "shardsmith.rows", "shardsmith.images",

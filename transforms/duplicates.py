@@ -27,12 +27,12 @@ from shardsmith.format.metadata_schema import DuplicateCopy, DuplicateGroup, Dup
 from shardsmith.format.naming import SPLITS
 from shardsmith.images.load_images import read_input_file
 from shardsmith.manifest import ManifestFormat
+from shardsmith.placement import range_bits
 from shardsmith.rows import ROWS_PER_BATCH, ErrorRow, ImageDigest, ImageDigests, ManifestRow, RowBatch
 from shardsmith.settings import RecordSettings
 from transforms import ERRORS
 from transforms.gather import Gather, PerBundleFn, combine_all
 from transforms.metrics import rejected
-from transforms.place import range_bits
 from transforms.row_coder import of_batches, of_grouped_batches, of_keyed_batches
 from transforms.thread_pool import ThreadPoolDoFn
 

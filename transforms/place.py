@@ -7,6 +7,7 @@ Guarantees (per split, over the rows that reach this stage):
 - the order inside a shard is pseudo-random (sorted by a keyed hash), so no label runs longer than chance;
 - everything depends only on the rows and `--seed`: a keyed BLAKE2b hash of the URI as written, with ties
   broken by (source index, line). Never Python's hash(), an unseeded RNG or arrival order.
+The arithmetic (keyed hashes, rank groups, dealing) is shardsmith/placement.py's, without Beam.
 Memory: rows are ranked in groups of (split, label, hash bucket), with as many buckets per label as keep a
 group near MAX_ROWS_PER_RANK_GROUP rows; no worker holds more than one group's rows and one shard's rows, and
 never image bytes. Rows travel in batches, so Beam's per-element cost is paid per (batch, group) and per
@@ -15,11 +16,10 @@ never image bytes. Rows travel in batches, so Beam's per-element cost is paid pe
 
 from __future__ import annotations
 
-import functools
-import hashlib
 import math
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Iterable, Iterator
+from concurrent.futures import Future
 from dataclasses import dataclass
 
 import apache_beam as beam
@@ -28,36 +28,27 @@ from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
 from shardsmith.format.naming import SPLITS
-from shardsmith.rows import ManifestRow, PlacedRow, RowBatch
+from shardsmith.placement import RankGroup, deal, deal_groups, group_key, keyed_hash, label_bucket_bits
+from shardsmith.rows import ManifestRow, RowBatch
 from shardsmith.settings import PlacementSettings
+from shardsmith.shard_writer.parallel_parse import RowHelpers
 from transforms.gather import Gather
 from transforms.labels import CountLabels
 from transforms.row_coder import of_grouped_batches, of_keyed_batches
 
-# Bounds the rows one worker holds while ranking: a (split, label) with more rows is ranked in 2^k hash buckets.
-MAX_ROWS_PER_RANK_GROUP = 1 << 16
 MIB = 1 << 20
 # Rows a placing worker holds before they leave in one piece per rank group (KeyByRankGroupFn) or per shard
 # (DealRowsFn).
 MAX_ROWS_HELD_FOR_RANKING = 1 << 14
+# Rows to place below which a local run deals them in the launcher (DealRowsFn): a job of fewer would hold them
+# all, and a small build's writer processes may not have started.
+DEAL_IN_PROCESS_ROWS = MAX_ROWS_HELD_FOR_RANKING
+# Dealing jobs sent ahead per writer process.
+JOBS_IN_FLIGHT_PER_PROCESS = 2
 # Without --num_shards, a shard holds at most this many records. A shard is one element of the write stage,
 # written start to end by one thread; on a runner with many workers the last elements to finish set the job's
 # end (docs/dataflow.md, Stragglers). Small images make 128 MB shards of tens of thousands of records.
 MAX_RECORDS_PER_SHARD = 10_000
-
-
-def keyed_hash(seed: int, purpose: bytes, *parts: str) -> int:
-    """A 64-bit keyed BLAKE2b hash of `parts` (each followed by a NUL byte), keyed by the seed and separated by
-    purpose."""
-    digest = _keyed_blake2b(seed, purpose).copy()  # a copy of the keyed state: the key is not hashed again
-    if parts:
-        digest.update("\0".join(parts).encode("utf-8", "surrogatepass") + b"\0")
-    return int.from_bytes(digest.digest(), "big")
-
-
-@functools.lru_cache(maxsize=16)
-def _keyed_blake2b(seed: int, purpose: bytes):
-    return hashlib.blake2b(digest_size=8, key=str(seed).encode(), person=purpose)
 
 
 def assign_splits(batch: RowBatch, placement: PlacementSettings) -> RowBatch:
@@ -78,32 +69,6 @@ def assign_split(row: ManifestRow, ratios: tuple[float, float, float], seed: int
             chosen = split
             break
     return row.replaced(split=chosen)
-
-
-def rank_key(row: ManifestRow, seed: int) -> tuple[int, int, int]:
-    return (keyed_hash(seed, b"shard", row.split, row.uri), row.source_index, row.line)
-
-
-def order_key(row: ManifestRow, seed: int) -> tuple[int, int, int]:
-    return (keyed_hash(seed, b"order", row.split, row.uri), row.source_index, row.line)
-
-
-def range_bits(count: int, max_per_range: int) -> int:
-    """How many leading bits of a uniform hash split `count` items into 2^bits hash ranges that average at
-    most `max_per_range` items each (0 bits: one range)."""
-    return max(0, (count - 1) // max_per_range).bit_length()
-
-
-def bucket_bits(num_rows: int) -> int:
-    """Rank-hash bits that split a (split, label) of `num_rows` rows into rank groups."""
-    return range_bits(num_rows, MAX_ROWS_PER_RANK_GROUP)
-
-
-def group_key(row: ManifestRow, seed: int, bits: int = 0) -> tuple[str, int, int]:
-    """(split, label id, bucket): buckets are ranges of the rank hash, in hash order, so ranking each bucket
-    and concatenating them in bucket order ranks the whole label: placement does not depend on `bits`."""
-    bucket = rank_key(row, seed)[0] >> (64 - bits) if bits else 0
-    return (row.split, row.label_id, bucket)
 
 
 @dataclass(frozen=True)
@@ -182,7 +147,7 @@ class PiecesFn(beam.DoFn):
 
     def finish_bundle(self):
         for piece in self._release():
-            yield WindowedValue(piece, MIN_TIMESTAMP, [GlobalWindow()])
+            yield _in_global_window(piece)
 
     def _release(self) -> Iterator[tuple[tuple, RowBatch]]:
         held, self._held, self._num_held = self._held, defaultdict(RowBatch), 0
@@ -190,26 +155,71 @@ class PiecesFn(beam.DoFn):
 
 
 class DealRowsFn(PiecesFn):
-    """Ranks one (split, label, bucket) group by keyed hash and deals it round-robin over the split's shards.
+    """Ranks each (split, label, bucket) group by keyed hash and deals it round-robin over the split's shards
+    (shardsmith/placement.py, `deal`). Emits ((split, shard), [PlacedRow, ...]) pieces (PiecesFn); a shard's
+    writer orders its rows by their order key, so the pieces do not change a shard's bytes.
 
-    Dealing index g = offset(group) + rank; shard = g mod num_shards. A contiguous run of indices dealt
-    round-robin gives every shard the floor or ceiling of the run's length over the shard count.
-    Emits ((split, shard), [PlacedRow, ...]) pieces (PiecesFn); a shard's writer orders its rows by their order
-    key, so the pieces do not change a shard's bytes."""
+    With `helpers` (a local run in one process, with writer processes) and at least DEAL_IN_PROCESS_ROWS rows
+    to place, the groups go to the writer processes instead, about MAX_ROWS_HELD_FOR_RANKING rows a job, at most
+    JOBS_IN_FLIGHT_PER_PROCESS per process in hand: each unpickles, ranks and deals its groups and hands back one
+    SealedBatch per shard, so the launcher never unpickles a row here, and the placing uses every core while no
+    shard can start yet. The same rows are dealt to the same shards either way."""
 
-    def __init__(self, seed: int):
+    def __init__(self, seed: int, helpers: RowHelpers | None = None):
         self._seed = seed
+        self._helpers = helpers
+        self._pool = None
+
+    def start_bundle(self):
+        super().start_bundle()
+        self._waiting: list[RankGroup] = []
+        self._num_waiting = 0
+        self._jobs: deque[Future] = deque()
 
     def process(self, keyed_batches, plan: ShardPlan) -> Iterator:
         key, batches = keyed_batches
-        split = key[0]
-        num_shards = plan.splits[split].num_shards
-        first = plan.offsets[key]
-        ranked = sorted((row for batch in batches for row in batch), key=lambda r: rank_key(r, self._seed))
-        for rank, row in enumerate(ranked):
-            shard = (first + rank) % num_shards
-            self._hold((split, shard), PlacedRow(row, shard, num_shards, order_key(row, self._seed)))
+        num_shards = plan.splits[key[0]].num_shards
+        if self._in_helpers(plan):
+            group = RankGroup(key, plan.offsets[key], num_shards, list(batches))
+            self._waiting.append(group)
+            self._num_waiting += group.num_rows
+            if self._num_waiting >= MAX_ROWS_HELD_FOR_RANKING:
+                yield from self._submit()
+            return
+        rows = (row for batch in batches for row in batch)
+        for placed in deal(rows, plan.offsets[key], num_shards, self._seed):
+            self._hold((key[0], placed.shard), placed)
         yield from self._release_when_full()
+
+    def _in_helpers(self, plan: ShardPlan) -> bool:
+        if self._helpers is None or self._helpers.processes <= 0:
+            return False
+        if self._pool is None:
+            if sum(split.num_examples for split in plan.splits.values()) < DEAL_IN_PROCESS_ROWS:
+                self._helpers = None
+                return False
+            from shardsmith.shard_writer.shard_worker import build_pool
+
+            self._pool = build_pool(self._helpers.build_folder, self._helpers.processes)
+        return True
+
+    def _submit(self) -> Iterator:
+        if self._waiting:
+            self._jobs.append(self._pool.submit(deal_groups, self._seed, self._waiting))
+            self._waiting, self._num_waiting = [], 0
+        while self._jobs and (self._jobs[0].done()
+                              or len(self._jobs) > JOBS_IN_FLIGHT_PER_PROCESS * self._pool.processes):
+            yield from self._jobs.popleft().result()
+
+    def finish_bundle(self):
+        if self._pool is not None:
+            yield from (_in_global_window(piece) for piece in self._submit())
+            while self._jobs:
+                yield from (_in_global_window(piece) for piece in self._jobs.popleft().result())
+        yield from super().finish_bundle()
+
+    def __getstate__(self):
+        return {**self.__dict__, "_pool": None}  # the build's pool belongs to the launcher, never to a copy
 
 
 class KeyByRankGroupFn(PiecesFn):
@@ -225,13 +235,6 @@ class KeyByRankGroupFn(PiecesFn):
         yield from self._release_when_full()
 
 
-def label_bucket_bits(label_counts: Iterable[tuple[tuple[str, str], int]]) -> dict[tuple[str, str], int]:
-    """(split, label) -> rank-hash bits, from the rows of the split that carry the label: a bound on the rows
-    the label places (a row with several labels is placed by one of them). Placement does not depend on the
-    bits (`group_key`); they only bound the rows one worker ranks at a time."""
-    return {key: bucket_bits(count) for key, count in label_counts}
-
-
 class PlaceRows(beam.PTransform):
     """Labelled, sized RowBatches -> ((split, shard), iterable of SealedBatch) groups (each iterates as
     PlacedRows, unpickled only then: transforms/row_coder.py), and the one-element plan. `label_counts`:
@@ -239,18 +242,19 @@ class PlaceRows(beam.PTransform):
     which size the rank groups; counted from `batches` when not given.
     Taking them from before, and not from the labelled rows, lets the label ids be attached and the rows keyed
     in one stage on the local runner, where a side input computed from a stage's own rows would cut it in two
-    (each cut pickles every row twice).
+    (each cut pickles every row twice). `helpers`: the writer processes that deal the rank groups (DealRowsFn).
 
     Only manifest rows go through the GroupByKeys here; image bytes do not exist yet."""
 
-    def __init__(self, placement: PlacementSettings, label_counts: beam.PCollection | None = None):
+    def __init__(self, placement: PlacementSettings, label_counts: beam.PCollection | None = None,
+                 helpers: RowHelpers | None = None):
         super().__init__()
-        self._seed = placement.seed
-        self._spec = ShardSpec.of(placement)
+        self._placement = placement
         self._label_counts = label_counts
+        self._helpers = helpers
 
     def expand(self, batches):
-        seed, spec = self._seed, self._spec
+        seed = self._placement.seed
         label_counts = self._label_counts
         if label_counts is None:
             label_counts = batches | "CountLabels" >> CountLabels()
@@ -258,17 +262,42 @@ class PlaceRows(beam.PTransform):
         keyed = of_keyed_batches(
             batches | "KeyByRankGroup" >> beam.ParDo(KeyByRankGroupFn(seed), beam.pvalue.AsSingleton(label_bits)),
             sealed=True)
+        return keyed | PlaceKeyedRows(self._placement, self._helpers)
+
+
+class PlaceKeyedRows(beam.PTransform):
+    """((split, label id, bucket), RowBatch or SealedBatch) pieces of rank groups (`group_key`) -> what PlaceRows
+    returns. `group_stats`: each piece's (key, (rows, source bytes)), where the pieces' maker counted them
+    (a compaction's writer processes, which key the rows they read); counted from the pieces when not given."""
+
+    def __init__(self, placement: PlacementSettings, helpers: RowHelpers | None = None,
+                 group_stats: beam.PCollection | None = None):
+        super().__init__()
+        self._seed = placement.seed
+        self._spec = ShardSpec.of(placement)
+        self._helpers = helpers
+        self._group_stats = group_stats
+
+    def expand(self, keyed):
+        stats = self._group_stats
+        if stats is None:
+            stats = keyed | "CountAndSize" >> beam.Map(lambda kv: (kv[0], (len(kv[1]),
+                                                                           sum(max(r.size, 0) for r in kv[1]))))
         plan = (
-            keyed
-            | "CountAndSize" >> beam.Map(lambda kv: (kv[0], (len(kv[1]), sum(max(r.size, 0) for r in kv[1]))))
+            stats
             | "SumPerGroup" >> beam.CombinePerKey(_sum_pairs)
-            | "MakePlan" >> Gather(make_plan, spec)
+            | "MakePlan" >> Gather(make_plan, self._spec)
         )
         ranking_groups = of_grouped_batches(keyed | "GroupForRanking" >> beam.GroupByKey(), sealed=True)
         dealt = of_keyed_batches(
-            ranking_groups | "DealToShards" >> beam.ParDo(DealRowsFn(seed), beam.pvalue.AsSingleton(plan)),
+            ranking_groups | "DealToShards" >> beam.ParDo(DealRowsFn(self._seed, self._helpers),
+                                                          beam.pvalue.AsSingleton(plan)),
             sealed=True)
         return of_grouped_batches(dealt | "GroupByShard" >> beam.GroupByKey(), sealed=True), plan
+
+
+def _in_global_window(value) -> WindowedValue:
+    return WindowedValue(value, MIN_TIMESTAMP, [GlobalWindow()])
 
 
 def _sum_pairs(pairs: Iterable[tuple[int, int]]) -> tuple[int, int]:

@@ -122,7 +122,7 @@ class WriteShardFn(beam.DoFn):
         self._waiting.sort(key=lambda waiting: waiting[:3])
         last = self._waiting.pop() if self._waiting else None
         for _, split, shard, batches in self._waiting:
-            yield from map(_in_global_windows_of, self._submit(split, shard, batches))
+            yield from map(in_global_windows_of, self._submit(split, shard, batches))
         self._waiting = []
         split_last = None
         if last is not None:
@@ -132,12 +132,12 @@ class WriteShardFn(beam.DoFn):
                 split_last = [self._pool.submit(write_part, self._config, split, shard, part)
                               for part in cut(batches, parts)]
             else:
-                yield from map(_in_global_windows_of, self._submit(split, shard, batches))
+                yield from map(in_global_windows_of, self._submit(split, shard, batches))
         while self._pending:
-            yield from map(_in_global_windows_of, _outputs(self._pending.popleft().result()))
+            yield from map(in_global_windows_of, _outputs(self._pending.popleft().result()))
         if split_last is not None:
             outcome = join_parts(self._config, [part.result() for part in split_last])
-            yield from map(_in_global_windows_of, _outputs(outcome))
+            yield from map(in_global_windows_of, _outputs(outcome))
 
     def teardown(self):
         if self._processes > 0:  # the build's pool, also when ReadManifest started it for a build written here
@@ -172,7 +172,7 @@ def in_global_window(value) -> WindowedValue:
     return WindowedValue(value, MIN_TIMESTAMP, [GlobalWindow()])
 
 
-def _in_global_windows_of(output):
+def in_global_windows_of(output):
     """An output emitted from finish_bundle (which has no element's window to inherit)."""
     if isinstance(output, beam.pvalue.TaggedOutput):
         return beam.pvalue.TaggedOutput(output.tag, in_global_window(output.value))

@@ -77,6 +77,7 @@ def compact(options: CompactOptions, beam_args: list[str]) -> Metadata | None:
     )
     from shardsmith.printable import shown
     from shardsmith.read.summary import retired_text
+    from shardsmith.shard_writer.shard_worker import close_build_pool
     from shardsmith.versions import compaction_source, most_generations
     from transforms.versions.compact_version import Compaction, CompactVersion
 
@@ -105,6 +106,7 @@ def compact(options: CompactOptions, beam_args: list[str]) -> Metadata | None:
                 compaction, copying_processes(beam_options, published, options.writer_processes))
         submitted = leaves_job_running(beam_options)
     finally:
+        close_build_pool(BuildTarget(output_dir, lock.build_id).files_dir)  # its writer processes, if it started them
         if submitted:  # the job, still to run, holds the lock: its publish step releases it
             lock.stop_heartbeat()
         else:

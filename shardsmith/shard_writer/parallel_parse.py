@@ -46,9 +46,11 @@ CHUNKS_PARSED_HERE_AHEAD = 4
 
 @dataclass(frozen=True)
 class RowHelpers:
-    """Which build's writer processes parse (shard_worker.build_pool's key: the build's folder), how many there
-    are, and whether they look up image sizes (not for a night's rows, most of which are already published, nor for
-    detection's box lines, which become an image's row only once grouped)."""
+    """Which build's writer processes take the launcher's work on rows (shard_worker.build_pool's key: the build's
+    folder): parsing here, dealing rank groups in placement (transforms/place.py), reading a compaction's row
+    lists; how many there are, and whether they look up image sizes as they parse (not for a night's rows, most
+    of which are already published, nor for detection's box lines, which become an image's row only once
+    grouped)."""
 
     build_folder: str
     processes: int

@@ -22,7 +22,7 @@ A compaction row is a ManifestRow whose `resolved_uri` names its record, not an 
 writer reads that record, nothing else, at its offset in the source shard (its index file says where). A gzip
 shard has no index and cannot be read at an offset: it is first streamed once into an uncompressed temporary
 copy in the compaction's build folder (`unpack`), read from there, and removed before the version is published.
-Memory: one source shard's row list and index per reader.
+Memory: one source shard's row list and index per reader, and the rows of ROWS_PER_READ_JOB records.
 
 Row lists are input: each is counted against its shard's entry in metadata.json before its rows are placed, and
 the writer checks each record it copies against its line (shardsmith/versions/row_check.py), so a row list that does
@@ -35,8 +35,9 @@ from __future__ import annotations
 import gzip
 import json
 import logging
+from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from shardsmith import storage
 from shardsmith.errors import UsageError
@@ -46,7 +47,8 @@ from shardsmith.format.record_file import RecordFileFormat, record_file
 from shardsmith.format.record_index import RecordIndex
 from shardsmith.format.row_list import ListedRow, RowListError, parse_row_list
 from shardsmith.output_folder import build_dir, dataset_dir, shard_file_path
-from shardsmith.rows import ROWS_PER_BATCH, ManifestRow, RowBatch
+from shardsmith.placement import label_bucket_bits, rank_groups
+from shardsmith.rows import ROWS_PER_BATCH, ManifestRow, RowBatch, SealedBatch
 from shardsmith.settings import PlacementSettings
 from shardsmith.shard_writer.shard_output import ShardOutput
 from shardsmith.versions import row_check
@@ -57,6 +59,9 @@ FIRST_DATA_LINE = 2
 # by: a whole hash is 64 digits that barely compress, and about half of a placed row's bytes in the local runner's
 # GroupByKeys (tests/benchmarks/launcher_memory.py); 8 tell a wrong line from its record but once in 2^32.
 SHA256_CHECK_CHARS = 8
+# Records whose row lists a writer process reads in one job (`keyed_record_rows`): whole source shards, taken
+# together until they hold this many, so that a rank group's piece from one job holds tens of rows, not a few.
+ROWS_PER_READ_JOB = 1 << 15
 _LOG = logging.getLogger("shardsmith")
 
 
@@ -91,6 +96,23 @@ class CompactionSource:
     def file_format(self) -> RecordFileFormat:
         """The record file the version's shards are (metadata.json's `format`)."""
         return record_file(self.metadata.format)
+
+    def for_jobs(self) -> CompactionSource:
+        """This source as a writer process's job takes it: metadata.json without its splits and the shards'
+        entries without their label counts (what reading a row list never looks at; a 1M-row version's are 0.8
+        MB, pickled into every job)."""
+        return replace(self, metadata=replace(self.metadata, splits={}),
+                       shards=tuple(replace(shard, entry=replace(shard.entry, label_counts={}))
+                                    for shard in self.shards))
+
+    def label_bits(self) -> dict[tuple[str, str], int]:
+        """Each (split, label)'s rank-hash bits (shardsmith/placement.py), from the records metadata.json counts:
+        they only bound the rows one worker ranks at a time, never where a row goes."""
+        counts: Counter[tuple[str, str]] = Counter()
+        for shard in self.shards:
+            for label, count in (shard.entry.label_counts or {}).items():
+                counts[(shard.split, label)] += count
+        return label_bucket_bits(counts.items())
 
     @property
     def num_rows(self) -> int:
@@ -225,6 +247,56 @@ def record_rows(source: CompactionSource, shard_index: int, files_dir: str) -> I
             batch = RowBatch()
     if batch:
         yield batch
+
+
+@dataclass(frozen=True)
+class KeyedRows:
+    """Some source shards' rows, keyed for placement: one SealedBatch per rank group (in key order), and each
+    piece's (key, (rows, source bytes)), which size the placement without unpickling its rows again."""
+
+    pieces: list[tuple[tuple[str, int, int], SealedBatch]]
+    stats: list[tuple[tuple[str, int, int], tuple[int, int]]]
+
+
+def keyed_record_rows(source: CompactionSource, shard_indexes: list[int], files_dir: str,
+                      label_bits: dict[tuple[str, str], int]) -> KeyedRows:
+    """The rows of the source shards `shard_indexes` (`record_rows`), by rank group: a writer process's job in
+    a local run (`read_in_writer_process`), the launcher's elsewhere. RowListError as record_rows raises it."""
+    rows = (row for index in shard_indexes for batch in record_rows(source, index, files_dir) for row in batch)
+    groups = rank_groups(rows, source.placement.seed, label_bits)
+    return KeyedRows([(key, SealedBatch.of(batch)) for key, batch in groups],
+                     [(key, (len(batch), sum(max(row.size, 0) for row in batch))) for key, batch in groups])
+
+
+@dataclass(frozen=True)
+class Refused:
+    """What a writer process did not do because a source shard, its row list or its index file is not what
+    metadata.json says: the error's class and message, raised again by the launcher as they are raised where
+    the work is done in the launcher's own process."""
+
+    error: type[Exception]  # pickled by reference: the same class in the launcher
+    message: str
+
+    def raise_again(self) -> None:
+        raise self.error(self.message)
+
+
+def read_in_writer_process(source: CompactionSource, shard_indexes: list[int], files_dir: str,
+                           label_bits: dict[tuple[str, str], int]) -> KeyedRows | Refused:
+    """keyed_record_rows as a writer process's job: a RowListError comes back as a value (the pool reports any
+    other failure with its traceback)."""
+    try:
+        return keyed_record_rows(source, shard_indexes, files_dir, label_bits)
+    except RowListError as e:
+        return Refused(RowListError, str(e))
+
+
+def _describe_read(source: CompactionSource, shard_indexes: list[int], files_dir: str, label_bits) -> str:
+    names = [source.shards[index].entry.file for index in shard_indexes]
+    return f"the row lists of {len(names)} shards of version {source.version} ({', '.join(names[:3])}...)"
+
+
+read_in_writer_process.describe_job = _describe_read  # for the pool's messages (shard_worker._Described)
 
 
 def row_list_path(source: CompactionSource, shard_index: int) -> str:

@@ -31,7 +31,7 @@ from shardsmith.rows import PlacedRow, ShardResult
 from shardsmith.shard_writer.shard_output import ShardOutput
 from shardsmith.shard_writer.writer_config import WriterConfig
 from shardsmith.versions import row_check
-from shardsmith.versions.compaction import RecordRef
+from shardsmith.versions.compaction import RecordRef, Refused
 
 # Remote records read ahead of the writer (each is one ranged read); local ones are read one after the other.
 MAX_RECORDS_IN_FLIGHT = 16
@@ -121,25 +121,12 @@ def write_compacted_shard(config: CompactionWriter, split: str, shard: int,
                        sum(row.lines for row in listed), output.crc32c, first_key, index_file)
 
 
-@dataclass(frozen=True)
-class CopyRefused:
-    """A compacted shard a writer process did not write because a source shard, its row list or its index file
-    is not what metadata.json says: the error's class name and message, raised again by the launcher as they
-    are raised where the shard is copied in the launcher's own process."""
-
-    error: type[RowListError | SourceRecordError]  # pickled by reference: the same class in the launcher
-    message: str
-
-    def raise_again(self) -> None:
-        raise self.error(self.message)
-
-
 def copy_in_writer_process(config: CompactionWriter, split: str, shard: int,
-                           dealt: Iterable[list[PlacedRow]]) -> ShardResult | CopyRefused:
+                           dealt: Iterable[list[PlacedRow]]) -> ShardResult | Refused:
     """write_compacted_shard as a shard writer process's job (shardsmith/shard_writer/shard_worker.py): the refusals
     that name what to fix come back as values (the pool reports any other failure with its traceback)."""
     try:
         return write_compacted_shard(config, split, shard, dealt)
     except (RowListError, SourceRecordError) as e:
-        return CopyRefused(type(e), str(e))
+        return Refused(type(e), str(e))
 

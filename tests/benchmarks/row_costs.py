@@ -28,9 +28,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from shardsmith.format import example, example_wire  # noqa: E402
 from shardsmith.images.load_images import ImageInfo  # noqa: E402
 from shardsmith.manifest.csv_file import csv_fields  # noqa: E402
+from shardsmith.placement import keyed_hash  # noqa: E402
 from shardsmith.rows import ManifestRow, PlacedRow, RowBatch, pickled_as_field_values  # noqa: E402
 from shardsmith.shard_writer.encode import image_example_chunks  # noqa: E402
-from transforms.place import keyed_hash  # noqa: E402
 
 BATCH_ROWS = 1024
 

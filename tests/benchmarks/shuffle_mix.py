@@ -20,8 +20,9 @@ import argparse
 import random
 from collections import Counter, deque
 
+from shardsmith.placement import group_key  # noqa: E402
 from shardsmith.rows import ManifestRow
-from transforms.place import DealRowsFn, ShardSpec, group_key, make_plan
+from transforms.place import DealRowsFn, ShardSpec, make_plan
 
 BATCH = 32
 

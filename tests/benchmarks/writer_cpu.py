@@ -28,7 +28,7 @@ from shardsmith.rows import ManifestRow, PlacedRow
 from shardsmith.settings import RecordSettings
 from shardsmith.shard_writer.shard_file import write_shard_file
 from shardsmith.shard_writer.writer_config import UnlockedFolder, WriterConfig
-from transforms.place import order_key
+from shardsmith.placement import order_key
 
 manifest, images, validate = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 base = os.path.dirname(manifest)

@@ -1,4 +1,4 @@
-"""transforms/place.py: keyed hashing, split assignment, shard counts, and PlaceRows in a TestPipeline
+"""transforms/place.py: split assignment, shard counts, and PlaceRows in a TestPipeline
 (FnApiRunner) over synthetic label-sorted rows: balanced, stratified, and independent of input order."""
 
 from __future__ import annotations
@@ -16,8 +16,11 @@ from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.testing import test_pipeline
 from apache_beam.testing.util import assert_that
 
+from shardsmith import placement
 from shardsmith.rows import ManifestRow
 from shardsmith.settings import PlacementSettings
+from shardsmith.shard_writer import shard_worker
+from shardsmith.shard_writer.parallel_parse import RowHelpers
 from transforms import place
 from transforms.place import (
     MIB,
@@ -25,35 +28,7 @@ from transforms.place import (
     ShardSpec,
     SplitPlan,
     assign_split,
-    keyed_hash,
 )
-
-# keyed_hash -----------------------------------------------------------------------------------------------
-
-
-def test_keyed_hash_is_pinned_and_deterministic():
-    # Pinned: a different value here would silently re-split and re-shuffle every dataset built before.
-    assert keyed_hash(42, b"split", "img/cat/001.jpg") == 3062746643761067941
-    assert keyed_hash(0, b"order", "train", "a.jpg") == 15253186087349703093
-    assert keyed_hash(42, b"split", "img/cat/001.jpg") == keyed_hash(42, b"split", "img/cat/001.jpg")
-
-
-def test_keyed_hash_depends_on_seed_purpose_and_part_boundaries():
-    base = keyed_hash(1, b"split", "a", "bc")
-    assert keyed_hash(2, b"split", "a", "bc") != base
-    assert keyed_hash(1, b"shard", "a", "bc") != base
-    assert keyed_hash(1, b"split", "ab", "c") != base
-    assert keyed_hash(1, b"split", "abc") != base
-    values = [keyed_hash(7, b"split", f"img/{i}.jpg") for i in range(4000)]
-    assert all(0 <= v < 2**64 for v in values)
-    assert len(set(values)) == len(values)
-    top_bits = sum(v >> 63 for v in values) / len(values)
-    assert 0.45 < top_bits < 0.55  # roughly uniform
-
-
-def test_keyed_hash_accepts_any_text():
-    assert keyed_hash(1, b"split", "\udcff lone surrogate") != keyed_hash(1, b"split", "é")
-
 
 # assign_split ---------------------------------------------------------------------------------------------
 
@@ -133,14 +108,15 @@ def _dump_to(path: str):
     return dump
 
 
-def _place(rows: list[ManifestRow], seed: int, spec: ShardSpec, out: Path, batch_size: int = 97):
+def _place(rows: list[ManifestRow], seed: int, spec: ShardSpec, out: Path, batch_size: int = 97,
+           helpers: RowHelpers | None = None):
     """Runs PlaceRows over the rows in batches; returns ({(split, shard): [PlacedRow...]}, plan)."""
     out.mkdir(parents=True, exist_ok=True)
     batches = [rows[i:i + batch_size] for i in range(0, len(rows), batch_size)]
     with test_pipeline.TestPipeline(runner=FnApiRunner()) as p:
-        placement = PlacementSettings(seed=seed, num_shards=spec.fixed,
+        settings = PlacementSettings(seed=seed, num_shards=spec.fixed,
                                       target_shard_mb=spec.target_shard_bytes / MIB)
-        shards, plan = p | beam.Create(batches, reshuffle=False) | PlaceRows(placement)
+        shards, plan = p | beam.Create(batches, reshuffle=False) | PlaceRows(settings, helpers=helpers)
         listed = shards | beam.MapTuple(lambda key, dealt: (key, [p for part in dealt for p in part]))
         assert_that(listed, _dump_to(str(out / "shards.pkl")), label="Shards")
         assert_that(plan, _dump_to(str(out / "plan.pkl")), label="Plan")
@@ -244,12 +220,29 @@ def test_rank_groups_split_large_labels_without_changing_placement(tmp_path, mon
     whole, whole_plan = _place(rows, 3, spec, tmp_path / "whole")
     assert {key[2] for key in whole_plan.offsets} == {0}
     # Groups of at most 16 rows: ant/train (420 rows) is ranked in 32 hash buckets, on separate workers.
-    monkeypatch.setattr(place, "MAX_ROWS_PER_RANK_GROUP", 16)
-    assert place.bucket_bits(420) == 5 and place.bucket_bits(16) == 0 and place.bucket_bits(17) == 1
+    monkeypatch.setattr(placement, "MAX_ROWS_PER_RANK_GROUP", 16)
+    assert placement.bucket_bits(420) == 5 and placement.bucket_bits(16) == 0 and placement.bucket_bits(17) == 1
     split, split_plan = _place(rows, 3, spec, tmp_path / "split")
     assert len([key for key in split_plan.offsets if key[:2] == ("train", 0)]) == 32
     assert split_plan.splits == whole_plan.splits
     assert _placement(split) == _placement(whole)
+
+
+def test_rank_groups_dealt_by_writer_processes_are_placed_as_in_the_launcher(tmp_path, monkeypatch):
+    rows = _label_sorted_rows(COUNTS)
+    spec = ShardSpec((("train", 7), ("*", 3)))
+    here, here_plan = _place(rows, 3, spec, tmp_path / "here")
+    monkeypatch.setattr(place, "DEAL_IN_PROCESS_ROWS", 0)
+    monkeypatch.setattr(place, "MAX_ROWS_HELD_FOR_RANKING", 100)  # several jobs, each of several rank groups
+    pool_key = str(tmp_path / "build")
+    try:
+        dealt, dealt_plan = _place(rows, 3, spec, tmp_path / "dealt", helpers=RowHelpers(pool_key, 2, False))
+        assert pool_key in shard_worker._BUILD_POOLS  # the writer processes were started, to deal
+    finally:
+        shard_worker.close_build_pool(pool_key)
+    assert dealt_plan == here_plan
+    assert _placement(dealt) == _placement(here)
+    _check_balanced(rows, dealt, {"train": 7, "validation": 3, "test": 3})
 
 
 def test_place_rows_shard_count_from_target_bytes(tmp_path):

@@ -2,13 +2,14 @@
 into one balanced set of shards per split, and published as a new version (shardsmith/versions/compaction.py has
 the model; pipeline/commands/compact.py launches it under the folder's lock).
 
-    ListSourceShards -> ReadRowLists -> PlaceRows (the build's own) -> CopyRecords -> PublishCompaction
+    ListSourceShards -> ReadRowLists -> PlaceKeyedRows (the build's placement) -> CopyRecords -> PublishCompaction
 
-Only row lists' rows go through PlaceRows' GroupByKeys (no record bytes); each compacted shard's writer reads
+Only row lists' rows go through the placement's GroupByKeys (no record bytes); each compacted shard's writer reads
 its records at their offsets in the source shards (for gzip shards: in their uncompressed copies, made by
-ReadRowLists and so complete before PlaceRows' GroupByKey lets any writer start). Memory per worker: one source
-shard's row list and index, one rank group's rows, one compacted shard's rows and the records in flight, as in a
-build.
+ReadRowLists and so complete before the placement's GroupByKey lets any writer start). In a local run the writer
+processes do the work on rows too: they read the row lists, key the rows by rank group and deal the groups, and
+the launcher passes sealed pieces between them without unpickling a row. Memory per worker: ROWS_PER_READ_JOB
+rows of row lists, one rank group's rows, one compacted shard's rows and the records in flight, as in a build.
 
 Guarantees: the compacted shards (and their index files) are the bytes a full build of the version's rows
 writes with the same seed, shard count and label ids; the new version is published, as a build's, only after
@@ -34,18 +35,28 @@ from shardsmith.format.naming import ERRORS_FILE, LABELS_FILE, NEAR_DUPLICATES_F
 from shardsmith.format.tfds import tfds_metadata_files
 from shardsmith.format.transform_fn import write_transform_fn
 from shardsmith.output_folder import BuildTarget, build_dir, publish_version
-from shardsmith.rows import RowBatch, ShardResult
+from shardsmith.rows import ShardResult
 from shardsmith.settings import CheckSettings, RecordSettings, RetentionSettings
+from shardsmith.shard_writer.parallel_parse import RowHelpers
 from shardsmith.shard_writer.writer_config import WriterConfig
-from shardsmith.versions.compaction import CompactionSource, readable_path, record_rows, row_list_path
-from shardsmith.versions.record_copy import CompactionWriter, CopyRefused, copy_in_writer_process, write_compacted_shard
+from shardsmith.versions.compaction import (
+    ROWS_PER_READ_JOB,
+    CompactionSource,
+    KeyedRows,
+    Refused,
+    keyed_record_rows,
+    read_in_writer_process,
+    readable_path,
+    row_list_path,
+)
+from shardsmith.versions.record_copy import CompactionWriter, copy_in_writer_process, write_compacted_shard
 from transforms.error_parts import ErrorSummary
 from transforms.labels import Vocabulary
-from transforms.place import PlaceRows, ShardPlan, SplitPlan
+from transforms.place import JOBS_IN_FLIGHT_PER_PROCESS, PlaceKeyedRows, ShardPlan, SplitPlan
 from transforms.report import DatasetCheckFailed, ReportConfig, build_metadata, card_step
-from transforms.row_coder import of_batches
+from transforms.row_coder import of_keyed_batches
 from transforms.versions.carried_rows import row_lists_checked
-from transforms.write_shards import in_global_window
+from transforms.write_shards import in_global_window, in_global_windows_of
 
 
 @dataclass(frozen=True)
@@ -214,7 +225,7 @@ class CopyRecordsFn(beam.DoFn):
     @staticmethod
     def _copied(future: Future) -> ShardResult:
         outcome = future.result()
-        if isinstance(outcome, CopyRefused):
+        if isinstance(outcome, Refused):
             with row_lists_checked():
                 outcome.raise_again()
         return outcome
@@ -231,9 +242,72 @@ class CopyRecordsFn(beam.DoFn):
         return {**self.__dict__, "_pool": None, "_pending": deque()}
 
 
-def _source_rows(index: int, source: CompactionSource, files_dir: str) -> Iterator[RowBatch]:
-    with row_lists_checked():
-        yield from record_rows(source, index, files_dir)
+GROUP_STATS = "group_stats"
+
+
+class ReadRowListsFn(beam.DoFn):
+    """Source shard indexes -> ((split, label id, bucket), SealedBatch) pieces of rank groups, with each piece's
+    (key, (rows, source bytes)) on GROUP_STATS (shardsmith/versions/compaction.py, `keyed_record_rows`), whole
+    source shards of about ROWS_PER_READ_JOB records at a time.
+
+    With `processes` > 0 (a local run in one process), the compaction's writer processes read them, at most
+    JOBS_IN_FLIGHT_PER_PROCESS jobs each in hand; otherwise the shards are read in process()."""
+
+    def __init__(self, source: CompactionSource, files_dir: str, processes: int = 0):
+        self._source = source
+        self._files_dir = files_dir
+        self._processes = processes
+        self._label_bits = source.label_bits()
+        self._job_source = source.for_jobs()
+        self._pool = None
+
+    def setup(self):
+        if self._processes > 0:
+            from shardsmith.shard_writer.shard_worker import build_pool
+
+            self._pool = build_pool(self._files_dir, self._processes)
+
+    def start_bundle(self):
+        self._held: list[int] = []
+        self._num_held = 0
+        self._jobs: deque[Future] = deque()
+
+    def process(self, shard_index: int):
+        self._held.append(shard_index)
+        self._num_held += self._source.shards[shard_index].entry.num_examples or 0
+        if self._num_held >= ROWS_PER_READ_JOB:
+            yield from self._read()
+
+    def finish_bundle(self):
+        outputs = [*self._read()]
+        while self._jobs:
+            outputs += self._outputs(self._jobs.popleft().result())
+        yield from (in_global_windows_of(output) for output in outputs)
+
+    def _read(self):
+        held, self._held, self._num_held = self._held, [], 0
+        if held and self._pool is None:
+            with row_lists_checked():
+                yield from self._outputs(keyed_record_rows(self._source, held, self._files_dir, self._label_bits))
+            return
+        if held:
+            self._jobs.append(self._pool.submit(read_in_writer_process, self._job_source, held, self._files_dir,
+                                                self._label_bits))
+        while self._jobs and (self._jobs[0].done()
+                              or len(self._jobs) > JOBS_IN_FLIGHT_PER_PROCESS * self._pool.processes):
+            yield from self._outputs(self._jobs.popleft().result())
+
+    @staticmethod
+    def _outputs(keyed: KeyedRows | Refused):
+        if isinstance(keyed, Refused):
+            with row_lists_checked():
+                keyed.raise_again()
+        yield from keyed.pieces
+        for stats in keyed.stats:
+            yield beam.pvalue.TaggedOutput(GROUP_STATS, stats)
+
+    def __getstate__(self):
+        return {**self.__dict__, "_pool": None}  # the compaction's pool belongs to the launcher, never to a copy
 
 
 class CompactVersion(beam.PTransform):
@@ -246,12 +320,15 @@ class CompactVersion(beam.PTransform):
 
     def expand(self, pipeline):
         source, files_dir = self._compaction.source, self._compaction.target.files_dir
-        rows = of_batches(
+        read = (
             pipeline
             | "ListSourceShards" >> beam.Create(range(len(source.shards)))
-            | "ReadRowLists" >> beam.FlatMap(_source_rows, source, files_dir)
+            | "ReadRowLists" >> beam.ParDo(ReadRowListsFn(source, files_dir, self._writer_processes)
+                                           ).with_outputs(GROUP_STATS, main="pieces")
         )
-        shard_groups, plan = rows | "PlaceRows" >> PlaceRows(source.placement)
+        helpers = RowHelpers(files_dir, self._writer_processes, look_up_sizes=False)
+        shard_groups, plan = of_keyed_batches(read.pieces, sealed=True) | "PlaceRows" >> PlaceKeyedRows(
+            source.placement, helpers, read[GROUP_STATS])
         shards = shard_groups | "CopyRecords" >> beam.ParDo(CopyRecordsFn(self._compaction.writer(),
                                                                               self._writer_processes))
         return (

@@ -94,9 +94,9 @@ def test_retried_shard_attempts_write_each_record_once(label_sorted_set, tmp_pat
     """Runs the shard writer DoFn the way a runner retries a bundle: a first attempt that dies half-way,
     then a second attempt, then a duplicate (speculative) attempt; compares with a single clean attempt."""
     import shardsmith.shard_writer.shard_file as shard_file
+    from shardsmith.placement import order_key
     from shardsmith.rows import ManifestRow, PlacedRow
     from shardsmith.shard_writer.writer_config import UnlockedFolder, WriterConfig
-    from transforms.place import ShardSpec, group_key, make_plan, order_key, rank_key  # noqa: F401
     from transforms.write_shards import WriteShardFn
 
     rows = []

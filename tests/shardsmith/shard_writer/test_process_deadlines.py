@@ -10,11 +10,11 @@ import time
 from pathlib import Path
 
 from shardsmith.fault_injection import FAULT_ENV, WRITER_KILLED_ALWAYS
+from shardsmith.placement import order_key
 from shardsmith.rows import ManifestRow, PlacedRow
 from shardsmith.shard_writer.shard_file import write_shard_file
 from shardsmith.shard_writer.shard_worker import ShardWriterPool
 from shardsmith.shard_writer.writer_config import UnlockedFolder, WriterConfig
-from transforms.place import order_key
 
 REPO = Path(__file__).resolve().parents[3]
 

@@ -147,14 +147,15 @@ def test_a_row_list_one_line_short_fails_the_next_night_before_it_publishes(rows
     unchanged(out, published)
 
 
-def test_a_row_list_one_line_short_fails_compaction(rows, shardsmith, csv_manifest, tmp_path):
+@pytest.mark.parametrize("writers", ["0", "2"])  # row lists read in the launcher, or by shard writer processes
+def test_a_row_list_one_line_short_fails_compaction(writers, rows, shardsmith, csv_manifest, tmp_path):
     out = tmp_path / "out"
     built(shardsmith, csv_manifest, out, "d1", rows[:60])
     published = built(shardsmith, csv_manifest, out, "d2", rows[:70])
     path = row_list(out, published, "train", 0)
     lines = path.read_bytes().splitlines(keepends=True)
     path.write_bytes(b"".join(lines[:-1]))
-    done = shardsmith("compact", out)
+    done = shardsmith("compact", out, "--writer_processes", writers)
     assert done.code == 1, done.err + done.out
     assert f"{path} lists {len(lines) - 1} rows, but metadata.json counts {len(lines)}" in one_check_failed_line(
         done.err)
