@@ -152,7 +152,7 @@ def build_graph(pipeline: beam.Pipeline, options: BuildOptions, sources: list[So
         report_inputs["source_reads"] = read.source_reads
     if changes is not None:
         rewritten = (changes["removed"], changes["removed_lines"]) | "RewriteShards" >> RewriteShards(
-            writer, target, carried)
+            writer, carried)
         report_inputs |= {"carried_lines": changes["carried_lines"], "removed_lines": changes["removed_lines"],
                           "removed_bytes": changes["removed_bytes"], "rewritten": rewritten}
     report = ReportConfig(

@@ -299,11 +299,14 @@ class RewriteShardFn(beam.DoFn):
 
 class RewriteShards(beam.PTransform):
     """RecordPlaces of removed records -> (shard index, ShardResult) per rewritten shard; runs only once the
-    removals passed their check (`removed_lines`, a side input)."""
+    removals passed their check (`removed_lines`, a side input). The shards are rewritten into the night's
+    build, `config`'s target, from the earlier builds of the same output folder."""
 
-    def __init__(self, config: WriterConfig, target: BuildTarget, version: CarriedVersion):
+    def __init__(self, config: WriterConfig, version: CarriedVersion):
         super().__init__()
-        self._fn = RewriteShardFn(config, target.output_dir, version.for_stages())
+        if not isinstance(config.target, BuildTarget):
+            raise TypeError("a night rewrites shards into a build of its output folder, not an unlocked folder")
+        self._fn = RewriteShardFn(config, config.target.output_dir, version.for_stages())
 
     def expand(self, inputs):
         removed, removed_lines = inputs

@@ -14,6 +14,7 @@ from shardsmith.format.metadata_schema import parse_metadata
 from shardsmith.format.naming import METADATA_FILE
 from shardsmith.output_folder.layout import new_build_id
 from shardsmith.output_folder.target import BuildTarget
+from shardsmith.shard_writer.writer_config import WriterConfig
 from shardsmith.versions.carry_over import CarriedShard, CarriedVersion
 from transforms.versions.carried_rows import PublishedCopies, RewriteShards, SplitCarriedRows
 
@@ -54,7 +55,7 @@ def test_each_carry_over_stage_holds_the_version_without_label_counts(shardsmith
     target = BuildTarget(str(tmp_path / "out"), new_build_id())
     for transform in (SplitCarriedRows(target, many),
                       PublishedCopies(target, many, None),
-                      RewriteShards(None, target, many)):
+                      RewriteShards(WriterConfig(target, "pets"), many)):
         held = pickle.dumps(transform)
         assert version.previous.encode() in held and b"label999" not in held
 
