@@ -200,7 +200,9 @@ class DealRowsFn(PiecesFn):
                 return False
             from shardsmith.shard_writer.shard_worker import build_pool
 
-            self._pool = build_pool(self._helpers.build_folder, self._helpers.processes)
+            # no more processes than shards: the writing would leave the others idle (transforms/write_shards.py)
+            shards = sum(split.num_shards for split in plan.splits.values())
+            self._pool = build_pool(self._helpers.build_folder, min(self._helpers.processes, shards))
         return True
 
     def _submit(self) -> Iterator:
