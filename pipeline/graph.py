@@ -39,10 +39,10 @@ from transforms.versions.carried_rows import (
     CARRIED_SIGNATURES,
     SIGNED,
     PublishedCopies,
-    RewriteShards,
     SplitCarriedRows,
     gated,
 )
+from transforms.versions.rewritten_shards import RewriteShards
 from transforms.write_shards import WriteShards
 
 
@@ -152,7 +152,7 @@ def build_graph(pipeline: beam.Pipeline, options: BuildOptions, sources: list[So
         report_inputs["source_reads"] = read.source_reads
     if changes is not None:
         rewritten = (changes["removed"], changes["removed_lines"]) | "RewriteShards" >> RewriteShards(
-            writer, carried)
+            writer, carried, writer_processes)
         report_inputs |= {"carried_lines": changes["carried_lines"], "removed_lines": changes["removed_lines"],
                           "removed_bytes": changes["removed_bytes"], "rewritten": rewritten}
     report = ReportConfig(

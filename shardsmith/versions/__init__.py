@@ -18,12 +18,12 @@ The modules, by role:
   record_copy: one compacted shard, its records copied byte for byte.
 
 The rest of versions lives where its layer puts it: the stages in transforms/versions/ (carried_rows: the
-night's pairing and rewrites; compact_version: the compaction pipeline), the launcher's checks of the published
-version in pipeline/checks/incremental.py and the `compact` command in pipeline/commands/compact.py (its flags in
-pipeline/options/compact_options.py); the row list's format in shardsmith/format/row_list.py; the output
-folder itself, which every build uses (its layout, publishing a version, retention, tags, the retired list,
-the lock, opening a version), in shardsmith/output_folder/; the `shardsmith versions` command in
-pipeline/commands/versions.py, over the listing in shardsmith/read/versions.py.
+night's pairing; rewritten_shards: its rewrites; compact_version: the compaction pipeline), the launcher's checks
+of the published version in pipeline/checks/incremental.py and the `compact` command in
+pipeline/commands/compact.py (its flags in pipeline/options/compact_options.py); the row list's format in
+shardsmith/format/row_list.py; the output folder itself, which every build uses (its layout, publishing a
+version, retention, tags, the retired list, the lock, opening a version), in shardsmith/output_folder/; the
+`shardsmith versions` command in pipeline/commands/versions.py, over the listing in shardsmith/read/versions.py.
 
 Outside shardsmith/versions/ and transforms/versions/, code imports the names below from this package, never
 its modules.

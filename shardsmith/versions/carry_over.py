@@ -1,7 +1,7 @@
 """`--incremental`: the published version a build starts from, and how a manifest's rows are paired with its
 records. Beam-free: the launcher makes a `CarriedVersion` from metadata.json; the stages
-(transforms/versions/carried_rows.py) pair rows with `pair_rows` and rewrite shards with
-shardsmith/versions/shard_rewrite.py.
+(transforms/versions/carried_rows.py) pair rows with `pair_rows`, and transforms/versions/rewritten_shards.py
+rewrites shards with shardsmith/versions/shard_rewrite.py.
 
 The model: every shard of a version lists its records' row identities (shardsmith/format/row_list.py). A manifest
 row whose identity a record of the published version carries is *carried*: its record stays where it is and its

@@ -52,6 +52,7 @@ from shardsmith.rows import ROWS_PER_BATCH, ManifestRow, RowBatch, SealedBatch
 from shardsmith.settings import PlacementSettings
 from shardsmith.shard_writer.shard_output import ShardOutput
 from shardsmith.versions import row_check
+from shardsmith.versions.row_check import Refused
 
 # The canonical manifest's first data row is its line 2 (line 1: its header).
 FIRST_DATA_LINE = 2
@@ -266,19 +267,6 @@ def keyed_record_rows(source: CompactionSource, shard_indexes: list[int], files_
     groups = rank_groups(rows, source.placement.seed, label_bits)
     return KeyedRows([(key, SealedBatch.of(batch)) for key, batch in groups],
                      [(key, (len(batch), sum(max(row.size, 0) for row in batch))) for key, batch in groups])
-
-
-@dataclass(frozen=True)
-class Refused:
-    """What a writer process did not do because a source shard, its row list or its index file is not what
-    metadata.json says: the error's class and message, raised again by the launcher as they are raised where
-    the work is done in the launcher's own process."""
-
-    error: type[Exception]  # pickled by reference: the same class in the launcher
-    message: str
-
-    def raise_again(self) -> None:
-        raise self.error(self.message)
 
 
 def read_in_writer_process(source: CompactionSource, shard_indexes: list[int], files_dir: str,

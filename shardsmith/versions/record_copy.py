@@ -31,7 +31,8 @@ from shardsmith.rows import PlacedRow, ShardResult
 from shardsmith.shard_writer.shard_output import ShardOutput
 from shardsmith.shard_writer.writer_config import WriterConfig
 from shardsmith.versions import row_check
-from shardsmith.versions.compaction import RecordRef, Refused
+from shardsmith.versions.compaction import RecordRef
+from shardsmith.versions.row_check import Refused
 
 # Remote records read ahead of the writer (each is one ranged read); local ones are read one after the other.
 MAX_RECORDS_IN_FLIGHT = 16

@@ -23,6 +23,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from shardsmith import storage
@@ -142,3 +143,16 @@ def shard_records(path: str, compression: str, file_format: RecordFileFormat) ->
 
 def _text(values: list | None) -> str:
     return values[0].decode("utf-8", "replace") if values else ""
+
+
+@dataclass(frozen=True)
+class Refused:
+    """What a writer process did not do because a shard, its row list or its index file is not what metadata.json
+    says (a RowListError, or compaction's SourceRecordError): the error's class and message, raised again by the
+    launcher as they are raised where the work is done in the launcher's own process."""
+
+    error: type[Exception]  # pickled by reference: the same class in the launcher
+    message: str
+
+    def raise_again(self) -> None:
+        raise self.error(self.message)

@@ -24,6 +24,7 @@ from shardsmith.rows import ShardResult
 from shardsmith.shard_writer.shard_output import ShardOutput
 from shardsmith.shard_writer.writer_config import WriterConfig
 from shardsmith.versions import row_check
+from shardsmith.versions.row_check import Refused
 
 
 def rewrite_shard(config: WriterConfig, split: str, source_folder: str, file: str, removed_positions: set[int],
@@ -84,3 +85,21 @@ def rewrite_shard(config: WriterConfig, split: str, source_folder: str, file: st
     num_bytes = output.publish()
     return ShardResult(split, 0, 0, file, len(kept), num_bytes, dict(sorted(label_counts.items())),
                        sum(row.lines for row in kept), output.crc32c, first_key, index_file)
+
+
+def rewrite_in_writer_process(config: WriterConfig, split: str, source_folder: str, file: str,
+                              removed_positions: set[int], why_not_rebuilt: str = "") -> ShardResult | Refused:
+    """rewrite_shard as a writer process's job (shardsmith/shard_writer/shard_worker.py): a RowListError comes back
+    as a value (the pool reports any other failure with its traceback)."""
+    try:
+        return rewrite_shard(config, split, source_folder, file, removed_positions, why_not_rebuilt)
+    except RowListError as e:
+        return Refused(RowListError, str(e))
+
+
+def _describe_rewrite(config: WriterConfig, split: str, source_folder: str, file: str, removed_positions: set[int],
+                      why_not_rebuilt: str = "") -> str:
+    return f"the rewrite of {split} shard {file} without {len(removed_positions)} removed records"
+
+
+rewrite_in_writer_process.describe_job = _describe_rewrite  # for the pool's messages (shard_worker._Described)

@@ -36,10 +36,8 @@ from shardsmith.near_duplicates.perceptual_hash import ImageSignature, signature
 from shardsmith.output_folder import BuildTarget, build_dir, carry_over_scratch
 from shardsmith.rows import ROWS_PER_BATCH, ImageDigest, ImageDigests, ManifestRow, RowBatch
 from shardsmith.rows.row_identity import row_identity
-from shardsmith.shard_writer.writer_config import WriterConfig
 from shardsmith.versions import row_check
 from shardsmith.versions.carry_over import CarriedShard, CarriedVersion, RecordPlace, pair_rows
-from shardsmith.versions.shard_rewrite import rewrite_shard
 from shardsmith.versions.spill import SpillBuffer, num_partitions, read_sections
 from transforms.gather import Gather
 from transforms.metrics import ROWS_CARRIED, ROWS_REMOVED, count
@@ -277,45 +275,6 @@ def _sum_counts(counts) -> tuple[int, int]:
         signed += with_signature
         unsigned += without
     return signed, unsigned
-
-
-class RewriteShardFn(beam.DoFn):
-    """(carried shard index, [RecordPlace, ...]) -> (shard index, ShardResult) of the shard rewritten without
-    those records into the build's folder."""
-
-    def __init__(self, config: WriterConfig, output_dir: str, version: CarriedVersion):
-        self._config = config
-        self._output_dir = output_dir
-        self._version = version
-
-    def process(self, element, _removals_checked) -> Iterator:
-        shard_index, places = element
-        carried = self._version.shards[shard_index]
-        removed = {place.position for place in places}
-        with row_lists_checked():
-            yield shard_index, rewrite_shard(self._config, carried.split, build_dir(self._output_dir, carried.build),
-                                             carried.entry.file, removed, self._version.why_not_rebuilt)
-
-
-class RewriteShards(beam.PTransform):
-    """RecordPlaces of removed records -> (shard index, ShardResult) per rewritten shard; runs only once the
-    removals passed their check (`removed_lines`, a side input). The shards are rewritten into the night's
-    build, `config`'s target, from the earlier builds of the same output folder."""
-
-    def __init__(self, config: WriterConfig, version: CarriedVersion):
-        super().__init__()
-        if not isinstance(config.target, BuildTarget):
-            raise TypeError("a night rewrites shards into a build of its output folder, not an unlocked folder")
-        self._fn = RewriteShardFn(config, config.target.output_dir, version.for_stages())
-
-    def expand(self, inputs):
-        removed, removed_lines = inputs
-        return (
-            removed
-            | "KeyByShard" >> beam.Map(lambda place: (place.shard, place))
-            | "GroupByShard" >> beam.GroupByKey()
-            | "RewriteShard" >> beam.ParDo(self._fn, beam.pvalue.AsSingleton(removed_lines))
-        )
 
 
 def gated(collection, check, label: str):

@@ -43,13 +43,13 @@ from shardsmith.versions.compaction import (
     ROWS_PER_READ_JOB,
     CompactionSource,
     KeyedRows,
-    Refused,
     keyed_record_rows,
     read_in_writer_process,
     readable_path,
     row_list_path,
 )
 from shardsmith.versions.record_copy import CompactionWriter, copy_in_writer_process, write_compacted_shard
+from shardsmith.versions.row_check import Refused
 from transforms.error_parts import ErrorSummary
 from transforms.labels import Vocabulary
 from transforms.place import JOBS_IN_FLIGHT_PER_PROCESS, PlaceKeyedRows, ShardPlan, SplitPlan

@@ -273,6 +273,30 @@ def test_a_killed_incremental_build_leaves_the_version_readable_and_a_rerun_is_i
     assert len(list((outs["killed"] / BUILDS_DIR).iterdir())) == 2  # the killed build's folder was removed
 
 
+def test_writer_processes_rewrite_the_same_shards_as_the_launcher(pool, shardsmith, tmp_path, monkeypatch):
+    """A removal night whose shards are rewritten by writer processes (a local run's way for a version of 16,384
+    records or more: the bound lowered here) publishes the shards a night rewriting them in the launcher does."""
+    from transforms.versions import rewritten_shards
+
+    day1, day2 = pool.manifest("d1", pool.rows[:70]), pool.manifest("d2", pool.rows[5:])
+    outs = {writers: tmp_path / f"out{writers}" for writers in ("0", "2")}
+    for out in outs.values():
+        assert build(shardsmith, day1, out).code == 0
+    assert build(shardsmith, day2, outs["0"], "--writer_processes", "0").code == 0
+    monkeypatch.setattr(rewritten_shards, "REWRITE_IN_PROCESS_RECORDS", 0)
+
+    def not_here(*args, **kwargs):
+        raise AssertionError("rewritten in the launcher, not by a writer process")
+
+    monkeypatch.setattr(rewritten_shards, "rewrite_shard", not_here)
+    done = build(shardsmith, day2, outs["2"], "--writer_processes", "2")
+    assert done.code == 0, done.err
+    assert metadata(outs["2"])["incremental"]["num_rewritten_shards"] >= 1
+    assert shards(outs["2"]) == shards(outs["0"])
+    assert {k: v for k, v in metadata(outs["2"])["incremental"].items() if k != "previous"} == {
+        k: v for k, v in metadata(outs["0"])["incremental"].items() if k != "previous"}
+
+
 def shards(out: Path) -> dict[str, bytes]:
     """The published version's shard files, by name, with their bytes."""
     meta = metadata(out)

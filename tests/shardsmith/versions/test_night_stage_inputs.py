@@ -16,7 +16,8 @@ from shardsmith.output_folder.layout import new_build_id
 from shardsmith.output_folder.target import BuildTarget
 from shardsmith.shard_writer.writer_config import WriterConfig
 from shardsmith.versions.carry_over import CarriedShard, CarriedVersion
-from transforms.versions.carried_rows import PublishedCopies, RewriteShards, SplitCarriedRows
+from transforms.versions.carried_rows import PublishedCopies, SplitCarriedRows
+from transforms.versions.rewritten_shards import RewriteShards
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
