@@ -37,18 +37,18 @@ TFRECORDER_DATA = Path(__file__).parent / "data" / "tfrecorder"
 EMULATOR_SITE = Path(__file__).parent / "emulator_site"
 
 
-# The files whose tests take longest (11 to 62 s each on a 2-core machine, from `--durations=0` of a whole run alone),
+# The files whose tests take longest (10 to 55 s each on a 2-core machine, from `--durations=0` of a whole run alone),
 # longest first; test_airflow_dags.py runs only where .ci/run made its virtualenv.
 # `bash launch.sh test` runs files on two or more workers (--dist loadfile): each worker takes the next file as it
 # finishes one, so the suite ends soonest when the long files go first and the short ones fill in at the end.
-LONG_FILES = ("test_readme.py", "test_differential_more.py", "test_differential.py", "test_gcs_end_to_end.py",
-              "test_incremental.py", "test_quiet.py", "test_chaos.py", "test_card.py", "test_hostile_versions.py",
-              "test_backends.py", "test_features.py", "test_transform_fn.py", "test_load_decode.py",
-              "test_kill_and_retry.py", "test_compaction.py", "test_compaction_gcs.py", "test_torch_resume.py",
-              "test_versions_s3.py", "test_split_shard.py", "test_readers_s3.py", "test_near_duplicate_bounds.py",
-              "test_tags.py", "test_command_progress.py", "test_build_folder_cleanup.py", "test_load_resume.py",
-              "test_load_gcs.py", "test_near_duplicate_nights.py", "test_build_end_to_end.py", "test_tags_gcs.py",
-              "test_airflow_dags.py")
+LONG_FILES = ("test_readme.py", "test_differential_more.py", "test_hostile_input.py", "test_differential.py",
+              "test_gcs_end_to_end.py", "test_incremental.py", "test_quiet.py", "test_chaos.py",
+              "test_hostile_versions.py", "test_card.py", "test_transform_fn.py", "test_load_decode.py",
+              "test_features.py", "test_split_shard.py", "test_compaction_gcs.py", "test_kill_and_retry.py",
+              "test_versions_s3.py", "test_near_duplicate_bounds.py", "test_tags.py", "test_torch_resume.py",
+              "test_load_gcs.py", "test_compaction.py", "test_command_progress.py", "test_build_folder_cleanup.py",
+              "test_incremental_gcs.py", "test_readers_s3.py", "test_near_duplicate_nights.py", "test_load_resume.py",
+              "test_reduced_decode.py", "test_tags_gcs.py", "test_airflow_dags.py")
 
 
 def pytest_configure(config):
