@@ -22,6 +22,18 @@ from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
 
+def in_global_window(value) -> WindowedValue:
+    """`value` as an output of finish_bundle, which has no element whose window it could inherit."""
+    return WindowedValue(value, MIN_TIMESTAMP, [GlobalWindow()])
+
+
+def in_global_windows_of(output):
+    """An output of finish_bundle, a main one or a TaggedOutput, in the global window."""
+    if isinstance(output, beam.pvalue.TaggedOutput):
+        return beam.pvalue.TaggedOutput(output.tag, in_global_window(output.value))
+    return in_global_window(output)
+
+
 def _apply(_, fn: Callable, items: list, *args):
     return fn(items, *args)
 
@@ -63,5 +75,5 @@ class PerBundleFn(beam.DoFn):
 
     def finish_bundle(self) -> Iterator:
         if self._accumulator is not None:
-            yield WindowedValue(self._accumulator, MIN_TIMESTAMP, [GlobalWindow()])
+            yield in_global_window(self._accumulator)
         self._accumulator = None

@@ -17,22 +17,19 @@ never image bytes. Rows travel in batches, so Beam's per-element cost is paid pe
 from __future__ import annotations
 
 import math
-from collections import defaultdict, deque
+from collections import defaultdict
 from collections.abc import Iterable, Iterator
-from concurrent.futures import Future
 from dataclasses import dataclass
 
 import apache_beam as beam
-from apache_beam.transforms.window import GlobalWindow
-from apache_beam.utils.timestamp import MIN_TIMESTAMP
-from apache_beam.utils.windowed_value import WindowedValue
 
 from shardsmith.format.naming import SPLITS
 from shardsmith.placement import RankGroup, deal, deal_groups, group_key, keyed_hash, label_bucket_bits
 from shardsmith.rows import ManifestRow, RowBatch
 from shardsmith.settings import PlacementSettings
+from shardsmith.shard_writer.jobs_in_hand import JobsInHand
 from shardsmith.shard_writer.parallel_parse import RowHelpers
-from transforms.gather import Gather
+from transforms.gather import Gather, in_global_window
 from transforms.labels import CountLabels
 from transforms.row_coder import of_grouped_batches, of_keyed_batches
 
@@ -147,7 +144,7 @@ class PiecesFn(beam.DoFn):
 
     def finish_bundle(self):
         for piece in self._release():
-            yield _in_global_window(piece)
+            yield in_global_window(piece)
 
     def _release(self) -> Iterator[tuple[tuple, RowBatch]]:
         held, self._held, self._num_held = self._held, defaultdict(RowBatch), 0
@@ -168,60 +165,59 @@ class DealRowsFn(PiecesFn):
     def __init__(self, seed: int, helpers: RowHelpers | None = None):
         self._seed = seed
         self._helpers = helpers
-        self._pool = None
+        self._pool = None  # the build's writer pool, once this run's rows are known to be enough to deal there
 
     def start_bundle(self):
         super().start_bundle()
         self._waiting: list[RankGroup] = []
         self._num_waiting = 0
-        self._jobs: deque[Future] = deque()
+        self._jobs = JobsInHand(self._pool, JOBS_IN_FLIGHT_PER_PROCESS) if self._pool is not None else None
 
     def process(self, keyed_batches, plan: ShardPlan) -> Iterator:
         key, batches = keyed_batches
         num_shards = plan.splits[key[0]].num_shards
-        if self._in_helpers(plan):
+        if self._jobs is None and self._deals_in_helpers(plan):
+            self._jobs = JobsInHand(self._pool, JOBS_IN_FLIGHT_PER_PROCESS)
+        if self._jobs is not None:
             group = RankGroup(key, plan.offsets[key], num_shards, list(batches))
             self._waiting.append(group)
             self._num_waiting += group.num_rows
             if self._num_waiting >= MAX_ROWS_HELD_FOR_RANKING:
-                yield from self._submit()
+                yield from self._send_waiting()
             return
         rows = (row for batch in batches for row in batch)
         for placed in deal(rows, plan.offsets[key], num_shards, self._seed):
             self._hold((key[0], placed.shard), placed)
         yield from self._release_when_full()
 
-    def _in_helpers(self, plan: ShardPlan) -> bool:
+    def _deals_in_helpers(self, plan: ShardPlan) -> bool:
+        """Whether the writer processes deal (starting the pool if they do): with helpers, and enough rows."""
         if self._helpers is None or self._helpers.processes <= 0:
             return False
-        if self._pool is None:
-            if sum(split.num_examples for split in plan.splits.values()) < DEAL_IN_PROCESS_ROWS:
-                self._helpers = None
-                return False
-            from shardsmith.shard_writer.shard_worker import build_pool
+        if sum(split.num_examples for split in plan.splits.values()) < DEAL_IN_PROCESS_ROWS:
+            return False
+        from shardsmith.shard_writer.shard_worker import build_pool
 
-            # no more processes than shards: the writing would leave the others idle (transforms/write_shards.py)
-            shards = sum(split.num_shards for split in plan.splits.values())
-            self._pool = build_pool(self._helpers.build_folder, min(self._helpers.processes, shards))
+        # no more processes than shards: the writing would leave the others idle (transforms/write_shards.py)
+        shards = sum(split.num_shards for split in plan.splits.values())
+        self._pool = build_pool(self._helpers.build_folder, min(self._helpers.processes, shards))
         return True
 
-    def _submit(self) -> Iterator:
-        if self._waiting:
-            self._jobs.append(self._pool.submit(deal_groups, self._seed, self._waiting))
-            self._waiting, self._num_waiting = [], 0
-        while self._jobs and (self._jobs[0].done()
-                              or len(self._jobs) > JOBS_IN_FLIGHT_PER_PROCESS * self._pool.processes):
-            yield from self._jobs.popleft().result()
+    def _send_waiting(self) -> Iterator:
+        waiting, self._waiting, self._num_waiting = self._waiting, [], 0
+        for _, pieces in self._jobs.send(None, deal_groups, self._seed, waiting):
+            yield from pieces
 
     def finish_bundle(self):
-        if self._pool is not None:
-            yield from (_in_global_window(piece) for piece in self._submit())
-            while self._jobs:
-                yield from (_in_global_window(piece) for piece in self._jobs.popleft().result())
+        if self._jobs is not None:
+            answers = [*(self._send_waiting() if self._waiting else ()),
+                       *(piece for _, pieces in self._jobs.all() for piece in pieces)]
+            yield from map(in_global_window, answers)
         yield from super().finish_bundle()
 
     def __getstate__(self):
-        return {**self.__dict__, "_pool": None}  # the build's pool belongs to the launcher, never to a copy
+        # the build's pool and the jobs in hand belong to this instance, never to a copy
+        return {**self.__dict__, "_pool": None, "_jobs": None}
 
 
 class KeyByRankGroupFn(PiecesFn):
@@ -296,10 +292,6 @@ class PlaceKeyedRows(beam.PTransform):
                                                           beam.pvalue.AsSingleton(plan)),
             sealed=True)
         return of_grouped_batches(dealt | "GroupByShard" >> beam.GroupByKey(), sealed=True), plan
-
-
-def _in_global_window(value) -> WindowedValue:
-    return WindowedValue(value, MIN_TIMESTAMP, [GlobalWindow()])
 
 
 def _sum_pairs(pairs: Iterable[tuple[int, int]]) -> tuple[int, int]:

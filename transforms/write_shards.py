@@ -25,15 +25,13 @@ from collections import deque
 from concurrent.futures import Future
 
 import apache_beam as beam
-from apache_beam.transforms.window import GlobalWindow
-from apache_beam.utils.timestamp import MIN_TIMESTAMP
-from apache_beam.utils.windowed_value import WindowedValue
 
 from shardsmith.rows import SealedBatch
 from shardsmith.shard_writer.shard_file import ShardOutcome, write_shard_file
 from shardsmith.shard_writer.split_shard import cut, join_parts, num_parts, write_part
 from shardsmith.shard_writer.writer_config import WriterConfig
 from transforms import ERRORS
+from transforms.gather import in_global_windows_of
 from transforms.metrics import count_written, rejected
 from transforms.place import ShardPlan
 from transforms.row_coder import of_digests
@@ -166,17 +164,6 @@ def is_small_size(num_images: int, num_bytes: int) -> bool:
 def num_shards(plan: ShardPlan) -> int:
     """How many shards the build `plan` places writes: more writer processes than this would wait idle."""
     return sum(s.num_shards for s in plan.splits.values())
-
-
-def in_global_window(value) -> WindowedValue:
-    return WindowedValue(value, MIN_TIMESTAMP, [GlobalWindow()])
-
-
-def in_global_windows_of(output):
-    """An output emitted from finish_bundle (which has no element's window to inherit)."""
-    if isinstance(output, beam.pvalue.TaggedOutput):
-        return beam.pvalue.TaggedOutput(output.tag, in_global_window(output.value))
-    return in_global_window(output)
 
 
 def _outputs(outcome: ShardOutcome):

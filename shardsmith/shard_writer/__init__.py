@@ -8,6 +8,7 @@ Beam worker, without Beam or TensorFlow:
 - `split_shard`: the last shard written in parts by several processes and joined, the same bytes as one writer's;
 - `shard_worker`: the pool of plain Python writer processes (`python -m shardsmith.shard_writer.shard_worker`);
   `orphaned_writers`: a writer whose build is gone exits without renaming anything into place;
+  `jobs_in_hand`: the jobs a stage has sent to that pool, a bounded number at a time, answered in order;
 - `parallel_parse`: a large line manifest's lines parsed by the same processes (it reads manifests through
   shardsmith.manifest's interface).
 

@@ -110,6 +110,15 @@ def row_lists_checked() -> Iterator[None]:
         raise DatasetCheckFailed(f"{e}; nothing was published") from None
 
 
+def accepted(outcome):
+    """A writer process's answer (shardsmith/shard_writer/jobs_in_hand.py), or the refusal it sent back
+    (row_check.Refused) raised as row_lists_checked raises it in the launcher: one line, nothing published."""
+    if isinstance(outcome, row_check.Refused):
+        with row_lists_checked():
+            outcome.raise_again()
+    return outcome
+
+
 class SpillFn(beam.DoFn):
     """Lists of (identity, row or record) -> (partition, SpillSection), written to spill files in the build's
     scratch folder, SPILL_ENTRIES entries at a time (shardsmith/versions/spill.py)."""

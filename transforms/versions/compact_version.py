@@ -20,9 +20,7 @@ never touched, and retention keeps --keep_builds versions.
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Iterator
-from concurrent.futures import Future
 from dataclasses import dataclass, replace
 
 import apache_beam as beam
@@ -37,6 +35,7 @@ from shardsmith.format.transform_fn import write_transform_fn
 from shardsmith.output_folder import BuildTarget, build_dir, publish_version
 from shardsmith.rows import ShardResult
 from shardsmith.settings import CheckSettings, RecordSettings, RetentionSettings
+from shardsmith.shard_writer.jobs_in_hand import JobsInHand
 from shardsmith.shard_writer.parallel_parse import RowHelpers
 from shardsmith.shard_writer.writer_config import WriterConfig
 from shardsmith.versions.compaction import (
@@ -51,12 +50,12 @@ from shardsmith.versions.compaction import (
 from shardsmith.versions.record_copy import CompactionWriter, copy_in_writer_process, write_compacted_shard
 from shardsmith.versions.row_check import Refused
 from transforms.error_parts import ErrorSummary
+from transforms.gather import in_global_window, in_global_windows_of
 from transforms.labels import Vocabulary
 from transforms.place import JOBS_IN_FLIGHT_PER_PROCESS, PlaceKeyedRows, ShardPlan, SplitPlan
 from transforms.report import DatasetCheckFailed, ReportConfig, build_metadata, card_step
 from transforms.row_coder import of_keyed_batches
-from transforms.versions.carried_rows import row_lists_checked
-from transforms.write_shards import in_global_window, in_global_windows_of
+from transforms.versions.carried_rows import accepted, row_lists_checked
 
 
 @dataclass(frozen=True)
@@ -198,48 +197,38 @@ class CopyRecordsFn(beam.DoFn):
     def __init__(self, config: CompactionWriter, processes: int = 0):
         self._config = config
         self._processes = processes
-        self._pool = None
-        self._pending: deque[Future] = deque()
+        self._jobs: JobsInHand | None = None
 
     def setup(self):
         if self._processes > 0:
             from shardsmith.shard_writer.shard_worker import build_pool
 
-            self._pool = build_pool(self._config.writer.files_dir, self._processes)
+            self._jobs = JobsInHand(build_pool(self._config.writer.files_dir, self._processes), 2)
 
     def process(self, keyed_rows):
         (split, shard), dealt = keyed_rows
-        if self._pool is None:
+        if self._jobs is None:
             with row_lists_checked():
                 yield write_compacted_shard(self._config, split, shard, dealt)
             return
         # SealedBatches: handed to a writer process still pickled
-        self._pending.append(self._pool.submit(copy_in_writer_process, self._config, split, shard, list(dealt)))
-        while self._pending and (self._pending[0].done() or len(self._pending) > 2 * self._pool.processes):
-            yield self._copied(self._pending.popleft())
+        for _, outcome in self._jobs.send(None, copy_in_writer_process, self._config, split, shard, list(dealt)):
+            yield accepted(outcome)
 
     def finish_bundle(self):
-        while self._pending:
-            yield in_global_window(self._copied(self._pending.popleft()))
-
-    @staticmethod
-    def _copied(future: Future) -> ShardResult:
-        outcome = future.result()
-        if isinstance(outcome, Refused):
-            with row_lists_checked():
-                outcome.raise_again()
-        return outcome
+        if self._jobs is not None:
+            yield from (in_global_window(accepted(outcome)) for _, outcome in self._jobs.all())
 
     def teardown(self):
         if self._processes > 0:
             from shardsmith.shard_writer.shard_worker import close_build_pool
 
             close_build_pool(self._config.writer.files_dir)
-        self._pool = None
+        self._jobs = None
 
     def __getstate__(self):
         # The writer processes and the shards they still copy belong to this instance, never to a copy.
-        return {**self.__dict__, "_pool": None, "_pending": deque()}
+        return {**self.__dict__, "_jobs": None}
 
 
 GROUP_STATS = "group_stats"
@@ -259,55 +248,51 @@ class ReadRowListsFn(beam.DoFn):
         self._processes = processes
         self._label_bits = source.label_bits()
         self._job_source = source.for_jobs()
-        self._pool = None
+        self._jobs: JobsInHand | None = None
 
     def setup(self):
         if self._processes > 0:
             from shardsmith.shard_writer.shard_worker import build_pool
 
-            self._pool = build_pool(self._files_dir, self._processes)
+            self._jobs = JobsInHand(build_pool(self._files_dir, self._processes), JOBS_IN_FLIGHT_PER_PROCESS)
 
     def start_bundle(self):
         self._held: list[int] = []
         self._num_held = 0
-        self._jobs: deque[Future] = deque()
 
     def process(self, shard_index: int):
         self._held.append(shard_index)
         self._num_held += self._source.shards[shard_index].entry.num_examples or 0
         if self._num_held >= ROWS_PER_READ_JOB:
-            yield from self._read()
+            yield from self._read_held()
 
     def finish_bundle(self):
-        outputs = [*self._read()]
-        while self._jobs:
-            outputs += self._outputs(self._jobs.popleft().result())
-        yield from (in_global_windows_of(output) for output in outputs)
+        outputs = [*self._read_held()]
+        if self._jobs is not None:
+            outputs += [output for _, keyed in self._jobs.all() for output in self._outputs(keyed)]
+        yield from map(in_global_windows_of, outputs)
 
-    def _read(self):
+    def _read_held(self):
         held, self._held, self._num_held = self._held, [], 0
-        if held and self._pool is None:
+        if not held:
+            return
+        if self._jobs is None:
             with row_lists_checked():
                 yield from self._outputs(keyed_record_rows(self._source, held, self._files_dir, self._label_bits))
             return
-        if held:
-            self._jobs.append(self._pool.submit(read_in_writer_process, self._job_source, held, self._files_dir,
-                                                self._label_bits))
-        while self._jobs and (self._jobs[0].done()
-                              or len(self._jobs) > JOBS_IN_FLIGHT_PER_PROCESS * self._pool.processes):
-            yield from self._outputs(self._jobs.popleft().result())
+        for _, keyed in self._jobs.send(None, read_in_writer_process, self._job_source, held, self._files_dir,
+                                        self._label_bits):
+            yield from self._outputs(keyed)
 
     @staticmethod
     def _outputs(keyed: KeyedRows | Refused):
-        if isinstance(keyed, Refused):
-            with row_lists_checked():
-                keyed.raise_again()
+        keyed = accepted(keyed)
         yield from keyed.pieces
         for stats in keyed.stats:
             yield beam.pvalue.TaggedOutput(GROUP_STATS, stats)
 
     def __getstate__(self):
-        return {**self.__dict__, "_pool": None}  # the compaction's pool belongs to the launcher, never to a copy
+        return {**self.__dict__, "_jobs": None}  # the compaction's pool belongs to the launcher, never to a copy
 
 
 class CompactVersion(beam.PTransform):

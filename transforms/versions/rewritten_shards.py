@@ -11,20 +11,17 @@ describe its shard fails the night in one line either way.
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Iterator
-from concurrent.futures import Future
 
 import apache_beam as beam
 
 from shardsmith.output_folder import BuildTarget, build_dir
-from shardsmith.rows import ShardResult
+from shardsmith.shard_writer.jobs_in_hand import JobsInHand
 from shardsmith.shard_writer.writer_config import WriterConfig
 from shardsmith.versions.carry_over import CarriedVersion
-from shardsmith.versions.row_check import Refused
 from shardsmith.versions.shard_rewrite import rewrite_in_writer_process, rewrite_shard
-from transforms.versions.carried_rows import row_lists_checked
-from transforms.write_shards import in_global_window
+from transforms.gather import in_global_window
+from transforms.versions.carried_rows import accepted, row_lists_checked
 
 # A version of fewer records has its shards rewritten in the launcher's own process: a night of a small version
 # would otherwise start writer processes only to rewrite a few small shards.
@@ -42,10 +39,7 @@ class RewriteShardFn(beam.DoFn):
         self._output_dir = output_dir
         self._version = version
         self._processes = processes if version.num_records >= REWRITE_IN_PROCESS_RECORDS else 0
-        self._pool = None
-
-    def start_bundle(self):
-        self._pending: deque[tuple[int, Future]] = deque()
+        self._jobs: JobsInHand | None = None
 
     def process(self, element, _removals_checked) -> Iterator:
         shard_index, places = element
@@ -56,30 +50,20 @@ class RewriteShardFn(beam.DoFn):
             with row_lists_checked():
                 yield shard_index, rewrite_shard(*job)
             return
-        if self._pool is None:  # started on the first shard: a night without removals starts no process for it
+        if self._jobs is None:  # started on the first shard: a night without removals starts no process for it
             from shardsmith.shard_writer.shard_worker import build_pool
 
-            self._pool = build_pool(self._config.files_dir, self._processes)
-        self._pending.append((shard_index, self._pool.submit(rewrite_in_writer_process, *job)))
-        while self._pending and (self._pending[0][1].done()
-                                 or len(self._pending) > SHARDS_IN_FLIGHT_PER_PROCESS * self._pool.processes):
-            yield self._rewritten(*self._pending.popleft())
+            self._jobs = JobsInHand(build_pool(self._config.files_dir, self._processes), SHARDS_IN_FLIGHT_PER_PROCESS)
+        for index, outcome in self._jobs.send(shard_index, rewrite_in_writer_process, *job):
+            yield index, accepted(outcome)
 
     def finish_bundle(self):
-        while self._pending:
-            yield in_global_window(self._rewritten(*self._pending.popleft()))
-
-    @staticmethod
-    def _rewritten(shard_index: int, future: Future) -> tuple[int, ShardResult]:
-        outcome = future.result()
-        if isinstance(outcome, Refused):
-            with row_lists_checked():
-                outcome.raise_again()
-        return shard_index, outcome
+        if self._jobs is not None:
+            yield from (in_global_window((index, accepted(outcome))) for index, outcome in self._jobs.all())
 
     def __getstate__(self):
         # The build's writer processes and the shards they still rewrite belong to this instance, never to a copy.
-        return {**self.__dict__, "_pool": None, "_pending": deque()}
+        return {**self.__dict__, "_jobs": None}
 
 
 class RewriteShards(beam.PTransform):
