@@ -20,10 +20,13 @@ from shardsmith.rows import ManifestRow, PlacedRow, RowBatch, SealedBatch
 
 # Bounds the rows one worker holds while ranking: a (split, label) with more rows is ranked in 2^k hash buckets.
 MAX_ROWS_PER_RANK_GROUP = 1 << 16
+# The keyed hash's width: no more bucket bits than it has (a count read back from a dataset's metadata.json is
+# input, and may claim more rows than any bits could split).
+HASH_BITS = 64
 
 
 def keyed_hash(seed: int, purpose: bytes, *parts: str) -> int:
-    """A 64-bit keyed BLAKE2b hash of `parts` (each followed by a NUL byte), keyed by the seed and separated by
+    """A HASH_BITS-bit keyed BLAKE2b hash of `parts` (each followed by a NUL byte), keyed by the seed and separated by
     purpose."""
     digest = _keyed_blake2b(seed, purpose).copy()  # a copy of the keyed state: the key is not hashed again
     if parts:
@@ -33,7 +36,7 @@ def keyed_hash(seed: int, purpose: bytes, *parts: str) -> int:
 
 @functools.lru_cache(maxsize=16)
 def _keyed_blake2b(seed: int, purpose: bytes):
-    return hashlib.blake2b(digest_size=8, key=str(seed).encode(), person=purpose)
+    return hashlib.blake2b(digest_size=HASH_BITS // 8, key=str(seed).encode(), person=purpose)
 
 
 def rank_key(row: ManifestRow, seed: int) -> tuple[int, int, int]:
@@ -51,14 +54,14 @@ def range_bits(count: int, max_per_range: int) -> int:
 
 
 def bucket_bits(num_rows: int) -> int:
-    """Rank-hash bits that split a (split, label) of `num_rows` rows into rank groups."""
-    return range_bits(num_rows, MAX_ROWS_PER_RANK_GROUP)
+    """Rank-hash bits that split a (split, label) of `num_rows` rows into rank groups (at most HASH_BITS)."""
+    return min(range_bits(num_rows, MAX_ROWS_PER_RANK_GROUP), HASH_BITS)
 
 
 def group_key(row: ManifestRow, seed: int, bits: int = 0) -> tuple[str, int, int]:
     """(split, label id, bucket): buckets are ranges of the rank hash, in hash order, so ranking each bucket
     and concatenating them in bucket order ranks the whole label: placement does not depend on `bits`."""
-    bucket = rank_key(row, seed)[0] >> (64 - bits) if bits else 0
+    bucket = rank_key(row, seed)[0] >> (HASH_BITS - bits) if bits else 0
     return (row.split, row.label_id, bucket)
 
 

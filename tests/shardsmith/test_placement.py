@@ -3,7 +3,17 @@ same result."""
 
 from __future__ import annotations
 
-from shardsmith.placement import RankGroup, deal, deal_groups, group_key, keyed_hash, order_key, rank_groups
+from shardsmith.placement import (
+    HASH_BITS,
+    RankGroup,
+    deal,
+    deal_groups,
+    group_key,
+    keyed_hash,
+    label_bucket_bits,
+    order_key,
+    rank_groups,
+)
 from shardsmith.rows import ManifestRow, SealedBatch
 
 # keyed_hash -----------------------------------------------------------------------------------------------
@@ -69,3 +79,14 @@ def test_deal_groups_deals_each_group_as_deal_does_whatever_its_pieces():
     assert all(got[row.line][2] == order_key(row, 9) for row in rows)
     sizes = [sum(1 for key, piece in dealt if key[1] == shard for _ in piece) for shard in range(7)]
     assert max(sizes) - min(sizes) <= 1
+
+
+def test_a_count_no_bits_could_split_keys_rows_by_the_whole_hash():
+    """A label count read back from metadata.json is input: an edited one of 10**30 rows asks for 84 bits, more
+    than the hash has; the rows are keyed by the whole hash instead of failing on a negative shift."""
+    bits = label_bucket_bits([(("train", "l0"), 10**30)])
+    assert bits == {("train", "l0"): HASH_BITS}
+    rows = _rows(20, labels=1)
+    groups = rank_groups(rows, seed=3, label_bits={("train", "l0"): bits[("train", "l0")]})
+    assert sum(len(batch) for _, batch in groups) == 20
+    assert all(key[2] == keyed_hash(3, b"shard", "train", batch[0].uri) for key, batch in groups)
